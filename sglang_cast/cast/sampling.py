@@ -1,0 +1,85 @@
+"""Per-request sampling parameters and the target distribution they define.
+
+Speculative sampling is lossless only with respect to *the distribution the
+request asked for*, so temperature, top-k and top-p are applied to the target
+logits before verification, exactly as a plain sampler would.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What one request asks for.  ``temperature == 0`` means greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = no top-k cut
+    max_new_tokens: int = 128
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+                and 0.0 <= self.temperature <= 100.0):
+            raise ValueError(f"temperature must be in [0, 100], got {self.temperature!r}")
+        if not (isinstance(self.top_p, (int, float)) and 0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"seed must be an integer or null, got {self.seed!r}")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError("stop must be a list of non-empty strings")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class RequestSampler:
+    """A request's parameters plus its own random stream (reproducible per seed)."""
+
+    params: SamplingParams
+    generator: torch.Generator = field(default_factory=torch.Generator)
+
+    @classmethod
+    def create(cls, params: SamplingParams) -> RequestSampler:
+        generator = torch.Generator()
+        if params.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(params.seed)
+        return cls(params=params, generator=generator)
+
+    def uniform(self) -> float:
+        return float(torch.rand((), generator=self.generator, dtype=torch.float64))
+
+    def sample(self, probs: torch.Tensor) -> int:
+        return int(torch.multinomial(probs.double().cpu(), 1, generator=self.generator))
+
+
+def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """The distribution a plain sampler would draw from (float64, on the CPU)."""
+    logits = logits.double().cpu() / params.temperature
+    if params.top_k and params.top_k < logits.numel():
+        cutoff = torch.topk(logits, params.top_k).values[-1]
+        logits = logits.masked_fill(logits < cutoff, -math.inf)
+    probs = torch.softmax(logits, dim=-1)
+    if params.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        before = sorted_probs.cumsum(0) - sorted_probs
+        sorted_probs[before >= params.top_p] = 0.0  # keep the smallest prefix reaching top_p
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+        probs /= probs.sum()
+    return probs

@@ -1,0 +1,149 @@
+"""Typed policy settings: tree shape and thresholds per batch-size bucket.
+
+One ``PolicySettings`` object is what a YAML profile, the autotuner and the
+command line all produce; policies only ever read it.  Validation lives here so
+every edge (CLI, HTTP, YAML, tests) gets the same error messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .costs import CostModel
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _positive_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """EAGLE-2's three knobs.  ``num_verify_tokens`` (``m``) counts the root, like
+    SGLang's ``--speculative-num-draft-tokens``: at most ``m - 1`` draft nodes are
+    verified.  Defaults are EAGLE-2's (depth 6, top-k 10, 60 tokens)."""
+
+    top_k: int = 10
+    max_depth: int = 6
+    num_verify_tokens: int = 60
+
+    def __post_init__(self) -> None:
+        _positive_int("top_k", self.top_k)
+        _positive_int("max_depth", self.max_depth)
+        _positive_int("num_verify_tokens", self.num_verify_tokens)
+        if self.num_verify_tokens < 2:
+            raise ValueError(f"num_verify_tokens must be >= 2 (root + one draft token), got {self.num_verify_tokens}")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """CAST's C1 (breadth), C2 (depth) and C3 (rerank), all > 0."""
+
+    c1: float = 1.0
+    c2: float = 1.0
+    c3: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("c1", "c2", "c3"):
+            _positive_float(name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class BucketSettings:
+    """Settings used for every batch size up to ``max_batch_size``."""
+
+    max_batch_size: int
+    shape: TreeShape = field(default_factory=TreeShape)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    fifo_len: int = 8
+
+    def __post_init__(self) -> None:
+        _positive_int("max_batch_size", self.max_batch_size)
+        _positive_int("fifo_len", self.fifo_len)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_batch_size": self.max_batch_size,
+            "top_k": self.shape.top_k,
+            "max_depth": self.shape.max_depth,
+            "num_verify_tokens": self.shape.num_verify_tokens,
+            "c1": self.thresholds.c1,
+            "c2": self.thresholds.c2,
+            "c3": self.thresholds.c3,
+            "fifo_len": self.fifo_len,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], name: str = "bucket") -> BucketSettings:
+        if not isinstance(data, dict):
+            raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
+        known = {"max_batch_size", "top_k", "max_depth", "num_verify_tokens", "c1", "c2", "c3", "fifo_len"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{name}: unknown field(s) {unknown}; accepted: {sorted(known)}")
+        if "max_batch_size" not in data:
+            raise ValueError(f"{name}: missing field 'max_batch_size'")
+        shape_defaults, thr_defaults = TreeShape(), Thresholds()
+        try:
+            return cls(
+                max_batch_size=data["max_batch_size"],
+                shape=TreeShape(
+                    top_k=data.get("top_k", shape_defaults.top_k),
+                    max_depth=data.get("max_depth", shape_defaults.max_depth),
+                    num_verify_tokens=data.get("num_verify_tokens", shape_defaults.num_verify_tokens),
+                ),
+                thresholds=Thresholds(
+                    c1=data.get("c1", thr_defaults.c1),
+                    c2=data.get("c2", thr_defaults.c2),
+                    c3=data.get("c3", thr_defaults.c3),
+                ),
+                fifo_len=data.get("fifo_len", 8),
+            )
+        except ValueError as err:
+            raise ValueError(f"{name}.{err}") from None
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """Everything a policy reads: per-batch buckets and the cost tables."""
+
+    buckets: tuple[BucketSettings, ...]
+    costs: CostModel
+
+    def __post_init__(self) -> None:
+        if not self.buckets:
+            raise ValueError("buckets must hold at least one batch-size bucket")
+        sizes = [b.max_batch_size for b in self.buckets]
+        if sizes != sorted(set(sizes)):
+            raise ValueError(f"buckets must have distinct increasing max_batch_size, got {sizes}")
+
+    def for_batch(self, batch_size: int) -> BucketSettings:
+        """The first bucket covering ``batch_size``; the last bucket covers the rest."""
+        for bucket in self.buckets:
+            if batch_size <= bucket.max_batch_size:
+                return bucket
+        return self.buckets[-1]
+
+    def with_shape(self, shape: TreeShape) -> PolicySettings:
+        """The same settings with one tree shape for every bucket."""
+        return replace(self, buckets=tuple(replace(b, shape=shape) for b in self.buckets))
+
+    @classmethod
+    def single(cls, costs: CostModel, shape: TreeShape | None = None,
+               thresholds: Thresholds | None = None, fifo_len: int = 8) -> PolicySettings:
+        bucket = BucketSettings(
+            max_batch_size=1 << 30,
+            shape=shape or TreeShape(),
+            thresholds=thresholds or Thresholds(),
+            fifo_len=fifo_len,
+        )
+        return cls(buckets=(bucket,), costs=costs)

@@ -1,0 +1,225 @@
+"""Trace records and offline replay (CAST.md §8).
+
+A trace iteration stores the *full* EAGLE-2 expansion an engine drafted (every
+recorded node with the top-``K`` children the draft proposed for it) and the
+target's greedy next token after *every* recorded node (full verification).  In
+EAGLE a node's draft value depends only on its ancestors, so any policy's tree
+that stays inside the recording can be regrown from it with the very same
+:func:`grow_tree` and verified with the very same :func:`verify_greedy` — no model
+forward — and charged with the cost tables.  That makes tuning C1/C2/C3 cheap.
+
+A policy may keep a node the recording never expanded (its breadth rule kept a
+candidate EAGLE-2 ranked below ``K``).  Its children are then unknown: replay
+gives them value 0 and a token that never matches, and counts the event in
+``unrecorded`` so callers can see how far replay is from exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .expand import grow_tree
+from .policies import IterationPlan, Policy
+from .tree import DraftTree, select_verified
+from .verify import verify_greedy
+
+NO_TOKEN = -1  # token of a child the recording does not know
+NO_MATCH = -2  # target "argmax" that no draft token equals
+
+
+@dataclass
+class TraceIteration:
+    """One recorded iteration of a batch (all tensors on the CPU)."""
+
+    context_lens: torch.Tensor  # [B] committed tokens in the target cache
+    tree: DraftTree  # full expansion, node 0 = root
+    child_tokens: torch.Tensor  # [B, T, K] draft top-K children of each node, NO_TOKEN if not expanded
+    child_probs: torch.Tensor  # [B, T, K] their draft probabilities, 0 if not expanded
+    target_argmax: torch.Tensor  # [B, T] target's greedy next token after each node
+
+    @property
+    def batch_size(self) -> int:
+        return self.tree.batch_size
+
+    @property
+    def top_k(self) -> int:
+        return int(self.child_tokens.shape[2])
+
+    def verdicts(self) -> torch.Tensor:
+        """``[B, T]``: does the target, at the node's parent, pick the node's token?
+        (The root is True.)"""
+        parent_argmax = self.target_argmax.gather(1, self.tree.parents.clamp(min=0))
+        return (self.tree.tokens == parent_argmax) | (self.tree.parents < 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context_lens": self.context_lens.tolist(),
+            "tokens": self.tree.tokens.tolist(),
+            "parents": self.tree.parents.tolist(),
+            "values": self.tree.values.tolist(),
+            "child_tokens": self.child_tokens.tolist(),
+            "child_probs": self.child_probs.tolist(),
+            "target_argmax": self.target_argmax.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceIteration:
+        missing = {"context_lens", "tokens", "parents", "values", "child_tokens", "child_probs",
+                   "target_argmax"} - set(data)
+        if missing:
+            raise ValueError(f"trace iteration: missing field(s) {sorted(missing)}")
+        parents = torch.tensor(data["parents"], dtype=torch.long)
+        depths = torch.zeros_like(parents)
+        for i in range(1, parents.shape[1]):  # parents precede children
+            depths[:, i] = depths.gather(1, parents[:, i : i + 1].clamp(min=0)).squeeze(1) + 1
+        return cls(
+            context_lens=torch.tensor(data["context_lens"], dtype=torch.long),
+            tree=DraftTree(
+                tokens=torch.tensor(data["tokens"], dtype=torch.long),
+                parents=parents,
+                values=torch.tensor(data["values"], dtype=torch.float64),
+                depths=depths,
+            ),
+            child_tokens=torch.tensor(data["child_tokens"], dtype=torch.long),
+            child_probs=torch.tensor(data["child_probs"], dtype=torch.float64),
+            target_argmax=torch.tensor(data["target_argmax"], dtype=torch.long),
+        )
+
+
+class ReplayExpander:
+    """Serves children from a recording; tracks which recorded node each regrown
+    node is (``record_ids``), or -1 when the recording does not have it."""
+
+    def __init__(self, trace: TraceIteration) -> None:
+        self.trace = trace
+        self.record = torch.zeros((trace.batch_size, 1), dtype=torch.long)
+        self.unrecorded = 0
+
+    def record_ids(self, tree: DraftTree) -> torch.Tensor:
+        """Recorded node id of every node of ``tree`` (``[B, T]``, -1 if unknown)."""
+        known = self.record.shape[1]
+        if tree.size > known:
+            rec = self.trace.tree
+            parent_rec = self.record.gather(1, tree.parents[:, known:])
+            tokens = tree.tokens[:, known:]
+            match = ((rec.parents.unsqueeze(1) == parent_rec.unsqueeze(2))
+                     & (rec.tokens.unsqueeze(1) == tokens.unsqueeze(2))
+                     & (parent_rec >= 0).unsqueeze(2))
+            found = torch.where(match.any(dim=2), match.int().argmax(dim=2), torch.full_like(tokens, -1))
+            self.record = torch.cat([self.record, found], dim=1)
+        return self.record
+
+    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if top_k > self.trace.top_k:
+            raise ValueError(f"top_k {top_k} exceeds the recording's top_k {self.trace.top_k}")
+        rec = self.record_ids(tree).gather(1, frontier)
+        safe = rec.clamp(min=0)
+        index = safe.unsqueeze(-1).expand(-1, -1, self.trace.top_k)
+        tokens = self.trace.child_tokens.gather(1, index)[..., :top_k]
+        probs = self.trace.child_probs.gather(1, index)[..., :top_k]
+        missing = (rec < 0).unsqueeze(-1) | (tokens == NO_TOKEN)
+        self.unrecorded += int(missing.any(dim=-1).sum())
+        return probs.masked_fill(missing, 0.0), tokens.masked_fill(missing, NO_TOKEN)
+
+
+class RecordingExpander:
+    """Wraps a live expander and remembers every node's proposed children, so the
+    full expansion it served can be stored as a :class:`TraceIteration`."""
+
+    def __init__(self, inner, top_k: int) -> None:
+        self.inner = inner
+        self.top_k = top_k
+        self.children: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        probs, tokens = self.inner.expand(tree, frontier, top_k)
+        self.children.append((frontier.cpu(), probs.cpu(), tokens.cpu()))
+        return probs, tokens
+
+    def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor) -> TraceIteration:
+        batch, size = tree.batch_size, tree.size
+        child_tokens = torch.full((batch, size, self.top_k), NO_TOKEN, dtype=torch.long)
+        child_probs = torch.zeros((batch, size, self.top_k), dtype=torch.float64)
+        for frontier, probs, tokens in self.children:
+            index = frontier.unsqueeze(-1).expand(-1, -1, self.top_k)
+            child_tokens.scatter_(1, index, tokens.long())
+            child_probs.scatter_(1, index, probs.double())
+        cpu_tree = DraftTree(tree.tokens.cpu(), tree.parents.cpu(), tree.values.cpu(), tree.depths.cpu())
+        return TraceIteration(context_lens.cpu(), cpu_tree, child_tokens, child_probs, target_argmax.cpu())
+
+
+@dataclass
+class IterationOutcome:
+    """What one (live or replayed) iteration did and what the cost model charges."""
+
+    num_accepted: list[int]  # draft tokens accepted per sequence
+    verified: int  # draft nodes verified per sequence
+    depth: int  # layers drafted
+    draft_ms: float
+    verify_ms: float
+    unrecorded: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Tokens committed (accepted + one bonus per sequence)."""
+        return sum(self.num_accepted) + len(self.num_accepted)
+
+
+def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int) -> tuple[float, float]:
+    """``(draft_ms, verify_ms)`` the cost model charges an iteration: the draft
+    forwards the plan asked for, the draft catching up on the accepted tokens
+    (none for plain decoding), and one target forward over ``verified + 1`` tokens."""
+    costs, batch, context = plan.settings.costs, plan.batch_size, plan.context_len
+    catch_up = costs.draft(batch, context, max_accepted + 1) if depth > 0 else 0.0
+    return plan.draft_ms + catch_up, costs.target(batch, context, verified + 1)
+
+
+def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
+    context = int(trace.context_lens.max())
+    plan = policy.begin(trace.batch_size, context)
+    expander = ReplayExpander(trace)
+    tree = grow_tree(plan, expander, trace.tree.tokens[:, 0])
+    verified = plan.verify_count(tree)
+    vtree = select_verified(tree, verified)
+    record = expander.record_ids(tree).gather(1, vtree.node_ids)
+    argmax = trace.target_argmax.gather(1, record.clamp(min=0)).masked_fill(record < 0, NO_MATCH)
+    result = verify_greedy(vtree, argmax)
+    accepted = result.num_accepted.tolist()
+    depth = int(tree.depths.max())
+    draft_ms, verify_ms = charge(plan, verified, depth, max(accepted))
+    return IterationOutcome(accepted, verified, depth, draft_ms, verify_ms, expander.unrecorded)
+
+
+@dataclass
+class ReplayResult:
+    outcomes: list[IterationOutcome] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(o.tokens for o in self.outcomes)
+
+    @property
+    def time_ms(self) -> float:
+        return sum(o.draft_ms + o.verify_ms for o in self.outcomes)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1000.0 * self.tokens / self.time_ms if self.time_ms > 0 else 0.0
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens committed per sequence per iteration."""
+        sequences = sum(len(o.num_accepted) for o in self.outcomes)
+        return self.tokens / sequences if sequences else 0.0
+
+    @property
+    def unrecorded(self) -> int:
+        return sum(o.unrecorded for o in self.outcomes)
+
+
+def replay(traces: list[TraceIteration], policy: Policy) -> ReplayResult:
+    """Run ``policy`` over recorded iterations; greedy decoding only."""
+    return ReplayResult([replay_iteration(t, policy) for t in traces])

@@ -1,0 +1,149 @@
+"""Draft-tree bookkeeping for a batch (CAST.md §4–§5).
+
+Every sequence in a batch grows the same number of nodes per layer (one ``n_i`` for
+the batch keeps tensors rectangular), so a batch of trees is a handful of
+``[B, T]`` tensors.  Node 0 of every sequence is the root: the last committed
+token, value 1, depth 0.  Nodes are appended layer by layer, so node ids are in
+creation order and depth never decreases with id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class DraftTree:
+    """A batch of draft trees: ``tokens``, ``parents`` (-1 for the root), ``values``
+    (product of draft probabilities along the path) and ``depths``, all ``[B, T]``."""
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+    values: torch.Tensor
+    depths: torch.Tensor
+
+    @classmethod
+    def from_roots(cls, root_tokens: torch.Tensor) -> DraftTree:
+        batch = root_tokens.shape[0]
+        device = root_tokens.device
+        return cls(
+            tokens=root_tokens.view(batch, 1).long(),
+            parents=torch.full((batch, 1), -1, dtype=torch.long, device=device),
+            values=torch.ones((batch, 1), dtype=torch.float64, device=device),
+            depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def size(self) -> int:
+        """Nodes per sequence, root included."""
+        return int(self.tokens.shape[1])
+
+    def add_layer(self, tokens: torch.Tensor, parents: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Append one layer (``[B, n]`` each; ``parents`` are node ids) and return the
+        new node ids ``[B, n]``."""
+        n = tokens.shape[1]
+        depth = self.depths.gather(1, parents) + 1
+        first = self.size
+        self.tokens = torch.cat([self.tokens, tokens.long()], dim=1)
+        self.parents = torch.cat([self.parents, parents.long()], dim=1)
+        self.values = torch.cat([self.values, values.to(self.values.dtype)], dim=1)
+        self.depths = torch.cat([self.depths, depth], dim=1)
+        ids = torch.arange(first, first + n, device=tokens.device)
+        return ids.unsqueeze(0).expand(self.batch_size, n)
+
+    def ranked_nodes(self) -> torch.Tensor:
+        """Non-root node ids per sequence, best first: value descending, ties by
+        smaller depth, then creation order (CAST.md §5).  Because a child's value
+        never exceeds its parent's and ids grow with depth, a stable sort on value
+        over ids already yields that order, so every prefix is a valid subtree."""
+        values = self.values[:, 1:]
+        order = torch.sort(values, dim=1, descending=True, stable=True).indices
+        return order + 1
+
+
+@dataclass
+class VerifyTree:
+    """The nodes one target forward verifies, root first, then the chosen nodes in
+    rank order (parents before children).  ``parents`` index into this list."""
+
+    node_ids: torch.Tensor  # [B, n] ids in the DraftTree
+    tokens: torch.Tensor  # [B, n]
+    parents: torch.Tensor  # [B, n] local index, -1 for the root
+    depths: torch.Tensor  # [B, n]
+    values: torch.Tensor  # [B, n]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.tokens.shape[1])
+
+    def ancestor_mask(self) -> torch.Tensor:
+        """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
+        ancestors: exactly what tree attention lets token ``i`` see."""
+        return ancestor_mask(self.parents)
+
+    def positions(self, context_lens: torch.Tensor) -> torch.Tensor:
+        """Absolute positions: the root sits at the first free cache slot."""
+        return context_lens.view(-1, 1) + self.depths
+
+    def paths(self) -> torch.Tensor:
+        """Root-to-leaf paths as local indices ``[B, leaves, depth + 1]`` padded
+        with -1 (leaves ordered by local index)."""
+        return root_to_leaf_paths(self.parents)
+
+
+def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
+    """Root plus each sequence's top-``num_nodes`` ranked nodes (a valid subtree)."""
+    if not 0 <= num_nodes <= tree.size - 1:
+        raise ValueError(f"num_nodes must be in [0, {tree.size - 1}], got {num_nodes}")
+    batch = tree.batch_size
+    root = torch.zeros((batch, 1), dtype=torch.long, device=tree.tokens.device)
+    node_ids = torch.cat([root, tree.ranked_nodes()[:, :num_nodes]], dim=1)
+    # Map each chosen node's parent id to its position in node_ids.
+    local_of = torch.full((batch, tree.size), -1, dtype=torch.long, device=node_ids.device)
+    local_of.scatter_(1, node_ids, torch.arange(node_ids.shape[1], device=node_ids.device).expand(batch, -1))
+    parent_ids = tree.parents.gather(1, node_ids)
+    parents = torch.where(parent_ids < 0, parent_ids, local_of.gather(1, parent_ids.clamp(min=0)))
+    if (parents[:, 1:] < 0).any():
+        raise AssertionError("ranked prefix is not a subtree: a node was chosen without its parent")
+    return VerifyTree(
+        node_ids=node_ids,
+        tokens=tree.tokens.gather(1, node_ids),
+        parents=parents,
+        depths=tree.depths.gather(1, node_ids),
+        values=tree.values.gather(1, node_ids),
+    )
+
+
+def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
+    """Ancestor-or-self mask ``[B, n, n]`` for local parent lists in which every
+    parent precedes its child."""
+    batch, n = parents.shape
+    eye = torch.eye(n, dtype=torch.bool, device=parents.device)
+    mask = eye.unsqueeze(0).repeat(batch, 1, 1)
+    rows = torch.arange(batch, device=parents.device)
+    for i in range(1, n):
+        mask[:, i] |= mask[rows, parents[:, i].clamp(min=0)] & (parents[:, i] >= 0).view(-1, 1)
+    return mask
+
+
+def root_to_leaf_paths(parents: torch.Tensor) -> torch.Tensor:
+    """Paths from the root to every leaf, ``[B, max_leaves, max_depth + 1]``, -1 padded."""
+    batch, n = parents.shape
+    mask = ancestor_mask(parents)
+    has_child = torch.zeros((batch, n), dtype=torch.bool, device=parents.device)
+    valid_child = parents >= 0
+    has_child.scatter_(1, parents.clamp(min=0), valid_child)
+    leaves = [torch.nonzero(~has_child[b]).flatten() for b in range(batch)]
+    depth = int(mask.sum(-1).max())
+    out = torch.full((batch, max(len(x) for x in leaves), depth), -1, dtype=torch.long, device=parents.device)
+    for b, leaf_ids in enumerate(leaves):
+        for k, leaf in enumerate(leaf_ids.tolist()):
+            path = torch.nonzero(mask[b, leaf]).flatten()  # ancestors are in index order
+            out[b, k, : path.numel()] = path
+    return out

@@ -1,0 +1,79 @@
+"""A deterministic stand-in for a draft and a target, defined on token paths.
+
+Its draft distribution and target argmax depend only on the path from the root,
+as in EAGLE, which is exactly the property trace replay relies on.  Used by the
+core tests to compare live growth with replay without a neural model.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from sglang_cast.cast import DraftTree
+
+
+def path_of(tree: DraftTree, b: int, node: int) -> tuple[int, ...]:
+    path = []
+    while node >= 0:
+        path.append(int(tree.tokens[b, node]))
+        node = int(tree.parents[b, node])
+    return tuple(reversed(path))
+
+
+class PathModel:
+    def __init__(self, vocab: int = 12, seed: int = 0, agreement: float = 0.6) -> None:
+        self.vocab = vocab
+        self.seed = seed
+        self.agreement = agreement  # chance the target agrees with the draft's favourite
+
+    def _rng(self, path: tuple[int, ...], salt: int) -> random.Random:
+        return random.Random(hash((self.seed, salt, path)))
+
+    def draft_probs(self, path: tuple[int, ...]) -> torch.Tensor:
+        rng = self._rng(path, 1)
+        weights = torch.tensor([rng.random() ** 4 for _ in range(self.vocab)], dtype=torch.float64)
+        return weights / weights.sum()
+
+    def target_argmax(self, path: tuple[int, ...]) -> int:
+        rng = self._rng(path, 2)
+        if rng.random() < self.agreement:
+            return int(torch.argmax(self.draft_probs(path)))
+        return rng.randrange(self.vocab)
+
+    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int):
+        batch, n = frontier.shape
+        probs = torch.zeros((batch, n, top_k), dtype=torch.float64)
+        tokens = torch.zeros((batch, n, top_k), dtype=torch.long)
+        for b in range(batch):
+            for i in range(n):
+                p = self.draft_probs(path_of(tree, b, int(frontier[b, i])))
+                top = torch.sort(p, descending=True, stable=True)
+                probs[b, i] = top.values[:top_k]
+                tokens[b, i] = top.indices[:top_k]
+        return probs, tokens
+
+    def argmax_for(self, tree: DraftTree, node_ids: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([[self.target_argmax(path_of(tree, b, int(i))) for i in row]
+                             for b, row in enumerate(node_ids)], dtype=torch.long)
+
+
+def random_tree(rng: random.Random, batch: int, size: int, vocab: int = 50) -> DraftTree:
+    """Random batch of trees with parents before children, distinct sibling tokens
+    and values that never grow along a path."""
+    tree = DraftTree.from_roots(torch.tensor([rng.randrange(vocab) for _ in range(batch)]))
+    for _ in range(size - 1):
+        parents, tokens, values = [], [], []
+        for b in range(batch):
+            children: dict[int, set[int]] = {}
+            for t, p in zip(tree.tokens[b].tolist(), tree.parents[b].tolist()):
+                children.setdefault(p, set()).add(t)
+            parent = rng.choice([p for p in range(tree.size) if len(children.get(p, ())) < vocab])
+            token = rng.choice([t for t in range(vocab) if t not in children.get(parent, ())])
+            parents.append(parent)
+            tokens.append(token)
+            values.append(float(tree.values[b, parent]) * rng.choice([1.0, 0.5, rng.random()]))
+        tree.add_layer(torch.tensor(tokens).view(-1, 1), torch.tensor(parents).view(-1, 1),
+                       torch.tensor(values, dtype=torch.float64).view(-1, 1))
+    return tree

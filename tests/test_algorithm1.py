@@ -1,0 +1,76 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sglang_cast.cast import CostModel, PolicySettings, Thresholds, TreeShape, make_policy
+from sglang_cast.cast.algorithm1 import largest_valid_index, largest_valid_index_loop
+
+increments = st.lists(st.floats(min_value=1e-3, max_value=10.0), min_size=1, max_size=40)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(du=increments, dc=increments, threshold=st.floats(min_value=1e-3, max_value=20.0))
+def test_vectorised_matches_loop_oracle(du, dc, threshold):
+    n = min(len(du), len(dc))
+    u = torch.tensor(du[:n], dtype=torch.float64).cumsum(0)
+    c = torch.tensor(dc[:n], dtype=torch.float64).cumsum(0)
+    assert largest_valid_index(u, c, threshold) == largest_valid_index_loop(u.tolist(), c.tolist(), threshold)
+
+
+def test_an_invalid_middle_index_does_not_stop_the_search():
+    # j=2 has slope 0.1 from j=1, but j=3 clears every earlier chord.
+    u = torch.tensor([1.0, 1.1, 5.0])
+    c = torch.tensor([1.0, 2.0, 3.0])
+    assert largest_valid_index(u, c, 1.0) == 3
+    assert largest_valid_index(u, c, 3.0) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=st.integers(1, 4),
+    n=st.integers(2, 12),
+    data=st.data(),
+    per_token=st.floats(0.5, 5.0),
+    fixed=st.floats(0.0, 20.0),
+)
+def test_theorem_4_1_linear_cost_breadth_selects_K(batch, n, data, per_token, fixed):
+    """With c_k = λk + δ and C = mean_j v^(j)(K) / λ, breadth selection == K."""
+    top_k = data.draw(st.integers(1, n))
+    rows = []
+    for _ in range(batch):
+        gaps = data.draw(st.lists(st.floats(0.05, 1.0), min_size=n, max_size=n))
+        rows.append(torch.tensor(gaps, dtype=torch.float64).flip(0).cumsum(0).flip(0))  # strictly decreasing
+    values = torch.stack(rows)
+    costs = CostModel.linear(per_token, fixed, draft_ratio=0.3, max_tokens=n)
+    plan = make_policy("cast", PolicySettings.single(costs)).begin(batch, 100)
+    normalised = plan._draft_row(1, n)
+    lam = float(normalised[1] - normalised[0])
+    c1 = float(values[:, top_k - 1].mean()) / lam * (1 - 1e-9)
+    policy = make_policy("cast", PolicySettings.single(costs, thresholds=Thresholds(c1=c1)))
+    assert policy.begin(batch, 100).keep(1, values) == top_k
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(threshold=0.0), "threshold"),
+        (dict(threshold=-1.0), "threshold"),
+        (dict(threshold=math.nan), "threshold"),
+        (dict(u=[]), "at least one"),
+        (dict(u=[1.0, math.nan]), "finite"),
+        (dict(c=[2.0, 1.0]), "strictly increasing"),
+    ],
+)
+def test_bad_inputs_name_the_problem(kwargs, field):
+    u = torch.tensor(kwargs.get("u", [1.0, 2.0]), dtype=torch.float64)
+    c = torch.tensor(kwargs.get("c", [1.0, 2.0][: u.numel()]), dtype=torch.float64)
+    with pytest.raises(ValueError, match=field):
+        largest_valid_index(u, c, kwargs.get("threshold", 1.0))
+
+
+def test_tree_shape_rejects_zero_top_k():
+    with pytest.raises(ValueError, match="top_k"):
+        TreeShape(top_k=0)
