@@ -1,0 +1,40 @@
+"""Model layer: Llama-family target, EAGLE draft heads, tree attention and KV cache."""
+
+from .attention import AttentionBatch, build_attention_mask, causal_tree_mask, tree_attention
+from .config import SUPPORTED_ARCHITECTURES, ModelConfig
+from .eagle import (
+    DraftConfig,
+    DraftModel,
+    DraftOutput,
+    Eagle3Draft,
+    EagleDraft,
+    load_draft,
+    save_draft,
+)
+from .kv_cache import KVCache
+from .llama import LlamaModel, ModelOutput, eagle3_feature_layers
+from .loader import cache_root, embedded_gguf_path, hf_to_internal, load_target
+
+__all__ = [
+    "SUPPORTED_ARCHITECTURES",
+    "AttentionBatch",
+    "DraftConfig",
+    "DraftModel",
+    "DraftOutput",
+    "Eagle3Draft",
+    "EagleDraft",
+    "KVCache",
+    "LlamaModel",
+    "ModelConfig",
+    "ModelOutput",
+    "build_attention_mask",
+    "cache_root",
+    "causal_tree_mask",
+    "eagle3_feature_layers",
+    "embedded_gguf_path",
+    "hf_to_internal",
+    "load_draft",
+    "load_target",
+    "save_draft",
+    "tree_attention",
+]

@@ -1,0 +1,111 @@
+"""Exact tree attention of new tokens over ``[committed prefix | scratch]`` cache slices.
+
+Why one masked SDPA call over a padded slice is exact
+-----------------------------------------------------
+For slot ``b`` the cache holds its committed prefix at indices ``0 .. lens[b]-1`` and
+the ``n`` new (tree) tokens at ``lens[b] .. lens[b]+n-1`` (see `kv_cache.py`).  All rows
+of a batch are cut to the same length ``max(lens) + n``; indices past a row's own
+``lens[b] + n`` hold stale data and are masked.  New token ``i`` may see
+
+* every committed index ``p < lens[b]`` (the prefix is entirely in its past), and
+* scratch index ``lens[b] + j`` iff ``tree_mask[b, i, j]`` (``j`` is ``i`` or an ancestor).
+
+That is exactly the key set the root-to-``i`` path would attend to if it were fed as
+a plain causal sequence after the prefix.  The keys and values themselves are
+identical too: RoPE uses each token's *position* (prefix length + depth), not its
+cache index, and by induction over layers each token's hidden state depends only on
+its own visible set.  Softmax is invariant to the order of its keys and a masked key
+receives weight ``exp(-inf) = 0`` exactly, so siblings and padding contribute
+nothing.  The result therefore equals per-path attention up to floating-point
+summation order, which is what lets a whole draft tree be verified in one forward.
+
+Growing scratch (multi-step drafting)
+-------------------------------------
+A draft tree is built one level per forward without committing in between.  So
+``tree_mask`` may be ``[B, n, m]`` with ``m >= n``: the scratch region then holds ``m``
+uncommitted entries, the first ``m - n`` written by earlier forwards since the last
+commit and the ``n`` new tokens last, at ``lens[b] + m - n .. lens[b] + m - 1``.  Column
+``j`` of ``tree_mask`` refers to scratch entry ``j``; the argument above is unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .kv_cache import KVCache
+
+
+def causal_tree_mask(batch: int, n: int, device: torch.device | str) -> Tensor:
+    """The ``[batch, n, n]`` ancestor mask of a chain: ordinary prefill / decoding."""
+    mask = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    return mask.expand(batch, n, n)
+
+
+def build_attention_mask(starts: Tensor, tree_mask: Tensor, length: int) -> Tensor:
+    """Visibility ``[B, 1, n, length]`` of cache indices for each new token.
+
+    ``starts`` are the committed lengths ``lens[slots]``; ``tree_mask`` ``[B, n, m]``
+    says which of the ``m`` scratch entries each new token sees (itself and its
+    ancestors; every row must include the token itself, otherwise the row has no
+    visible key and softmax is undefined).
+    """
+    n, m = tree_mask.shape[1:]
+    index = torch.arange(length, device=starts.device)
+    rel = index[None, :] - starts[:, None]  # [B, L]: offset into the scratch region
+    in_prefix = rel < 0
+    in_scratch = (rel >= 0) & (rel < m)
+    scratch_col = rel.clamp(0, m - 1)[:, None, :].expand(-1, n, -1)  # [B, n, L]
+    visible_tree = torch.gather(tree_mask, 2, scratch_col) & in_scratch[:, None, :]
+    return (in_prefix[:, None, :] | visible_tree)[:, None]
+
+
+@dataclass(frozen=True)
+class AttentionBatch:
+    """Per-forward attention metadata shared by all layers of one model call."""
+
+    cache: KVCache
+    slots: Tensor  # [B] cache slot of each row
+    write_starts: Tensor  # [B] cache index of the first new token: lens + m - n
+    mask: Tensor  # [B, 1, n, length] bool
+    length: int  # padded slice length max(lens) + m
+
+    @classmethod
+    def build(cls, cache: KVCache, slots: Tensor, tree_mask: Tensor) -> AttentionBatch:
+        """Validate capacity and build the shared mask; ``tree_mask`` is ``[B, n, m]`` bool."""
+        if tree_mask.dtype != torch.bool or tree_mask.ndim != 3:
+            raise ValueError(
+                f"tree_mask must be a [B, n, m] bool tensor, got {tree_mask.dtype} "
+                f"{tuple(tree_mask.shape)}"
+            )
+        n, m = tree_mask.shape[1:]
+        starts, length = cache.scratch_start(slots, m)
+        mask = build_attention_mask(starts, tree_mask, length)
+        return cls(cache, slots, write_starts=starts + (m - n), mask=mask, length=length)
+
+    def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
+        """Write the new K/V into the scratch region, then attend ``q`` over the slice.
+
+        ``q`` is ``[B, H, n, D]``, ``k_new``/``v_new`` are ``[B, kv_heads, n, D]``
+        (already rotated); returns ``[B, H, n, D]``.
+        """
+        self.cache.write(layer, self.slots, self.write_starts, k_new, v_new)
+        k, v = self.cache.read(layer, self.slots, self.length)
+        return tree_attention(q, k, v, self.mask)
+
+
+def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """One SDPA call with a boolean visibility mask and grouped-query heads.
+
+    K/V heads are expanded with ``repeat_interleave`` instead of ``enable_gqa=True``:
+    every SDPA backend accepts expanded heads with an explicit mask, whereas fused GQA
+    support under a mask varies across PyTorch versions and devices.
+    """
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k = k.repeat_interleave(groups, dim=1)
+        v = v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)

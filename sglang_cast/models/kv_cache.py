@@ -1,0 +1,151 @@
+"""Slot-based KV cache with a scratch region for speculative (tree) tokens.
+
+Layout per slot (one sequence per slot)::
+
+    index:  0 ........ lens-1 | lens ...... lens+m-1 | ... capacity-1
+            committed prefix   | scratch (uncommitted) | stale / free
+
+A forward writes the K/V of its ``n`` new tokens into the scratch region without
+moving ``lens`` (usually ``m == n``; a multi-step draft appends to the scratch of
+earlier uncommitted forwards, ``m > n``); verification then calls `commit` to
+compact the accepted tokens into place.  Rejected tokens are never copied or erased:
+they are simply beyond ``lens`` and are masked out (and later overwritten) by the
+next forward.  Keeping the
+committed prefix contiguous from index 0 is what lets attention use one padded
+``[prefix | scratch]`` slice per slot (see `attention.py`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .config import ModelConfig
+
+
+class KVCache:
+    """Preallocated ``k``/``v`` of shape ``[layers, max_batch, kv_heads, capacity, head_dim]``.
+
+    ``lens[slot]`` is the committed length of each slot.  The buffers start zeroed so
+    masked-out (never written) entries are finite: SDPA multiplies them by an exact
+    zero weight, and ``0 * NaN`` would poison the output.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        max_batch: int,
+        num_kv_heads: int,
+        capacity: int,
+        head_dim: int,
+        device: torch.device | str,
+        dtype: torch.dtype,
+    ) -> None:
+        shape = (num_layers, max_batch, num_kv_heads, capacity, head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.lens = torch.zeros(max_batch, device=device, dtype=torch.long)
+
+    @classmethod
+    def for_model(
+        cls,
+        config: ModelConfig,
+        max_batch: int,
+        capacity: int,
+        device: torch.device | str,
+        dtype: torch.dtype,
+        num_layers: int | None = None,
+    ) -> KVCache:
+        """A cache sized for ``config`` (``num_layers`` overrides it, e.g. 1 for a draft head)."""
+        return cls(
+            num_layers if num_layers is not None else config.num_layers,
+            max_batch,
+            config.num_kv_heads,
+            capacity,
+            config.head_dim,
+            device,
+            dtype,
+        )
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[3]
+
+    @property
+    def max_batch(self) -> int:
+        return self.k.shape[1]
+
+    def scratch_start(self, slots: Tensor, width: int) -> tuple[Tensor, int]:
+        """Return ``lens[slots]`` and the padded slice length ``max(lens[slots]) + width``.
+
+        Raises ``ValueError`` if some slot has no room for a ``width``-entry scratch
+        region.  This is the only host synchronisation of a forward, and it is needed
+        anyway to size the slice.
+        """
+        starts = self.lens[slots]
+        needed = starts + width
+        max_len = int(needed.max())
+        if max_len > self.capacity:
+            bad = int(torch.argmax(needed))
+            raise ValueError(
+                f"KV cache overflow: slot {int(slots[bad])} needs {int(needed[bad])} "
+                f"positions but capacity is {self.capacity}"
+            )
+        return starts, max_len
+
+    def write(self, layer: int, slots: Tensor, starts: Tensor, k: Tensor, v: Tensor) -> None:
+        """Store ``k``/``v`` ``[B, kv_heads, n, D]`` at ``starts[b] + j`` of each slot.
+
+        Unchecked: callers size the write with `scratch_start` first.
+        """
+        n = k.shape[2]
+        pos = starts[:, None] + torch.arange(n, device=starts.device)
+        rows = slots[:, None]
+        # Advanced indices (rows, pos) separated by a slice put their [B, n] dims first.
+        self.k[layer][rows, :, pos] = k.transpose(1, 2)
+        self.v[layer][rows, :, pos] = v.transpose(1, 2)
+
+    def read(self, layer: int, slots: Tensor, length: int) -> tuple[Tensor, Tensor]:
+        """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors."""
+        k = self.k[layer, :, :, :length].index_select(0, slots)
+        v = self.v[layer, :, :, :length].index_select(0, slots)
+        return k, v
+
+    def commit(self, slots: Tensor, keep: Tensor, counts: Tensor) -> None:
+        """Compact accepted scratch entries into the committed prefix and advance ``lens``.
+
+        For each row ``b``, scratch offsets ``keep[b, :counts[b]]`` (relative to the old
+        ``lens``, so ``0 .. m-1`` for an ``m``-entry scratch region) move, in order, to
+        ``lens .. lens+counts-1`` across all layers at once.  Entries of ``keep`` past
+        ``counts[b]`` are ignored (use any padding value).
+        """
+        if keep.ndim != 2 or keep.shape[0] != slots.shape[0] or counts.shape != slots.shape:
+            raise ValueError(
+                f"commit: expected keep [B, a] and counts [B] for B={slots.shape[0]} slots, "
+                f"got keep {tuple(keep.shape)} and counts {tuple(counts.shape)}"
+            )
+        width = keep.shape[1]
+        starts = self.lens[slots]
+        offsets = torch.arange(width, device=keep.device).expand_as(keep)
+        valid = offsets < counts[:, None]
+        # Only the kept entries take part, so padding can never collide with them.
+        rows = slots[:, None].expand_as(keep)[valid]
+        base = starts[:, None].expand_as(keep)[valid]
+        src, dst = base + keep[valid], base + offsets[valid]
+        bad_counts = (counts < 0) | (counts > width)
+        bad_src = (src < base) | (src >= self.capacity) | (dst >= self.capacity)
+        if bool(bad_counts.any() | bad_src.any()):
+            raise ValueError(
+                f"commit: invalid keep/counts (counts must be in [0, {width}], kept offsets "
+                f"in [0, capacity - lens) with capacity {self.capacity})"
+            )
+        # Gathering copies first, so overlapping source/destination ranges are safe.
+        self.k[:, rows, :, dst] = self.k[:, rows, :, src]
+        self.v[:, rows, :, dst] = self.v[:, rows, :, src]
+        self.lens[slots] = starts + counts
+
+    def reset(self, slot: int) -> None:
+        """Forget a slot's sequence; its stale K/V are masked until overwritten."""
+        if not 0 <= slot < self.max_batch:
+            raise ValueError(f"reset: slot {slot} out of range [0, {self.max_batch})")
+        self.lens[slot] = 0

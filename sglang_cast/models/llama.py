@@ -1,0 +1,216 @@
+"""Llama-family decoder (Llama, SmolLM2, Qwen2) running on the slot KV cache.
+
+Module and parameter names mirror Hugging Face's ``LlamaModel`` (minus the ``model.``
+prefix), so checkpoints load by a trivial key mapping (`loader.hf_to_internal`) and the
+numerics can be checked against ``transformers`` directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import AttentionBatch
+from .config import ModelConfig
+from .kv_cache import KVCache
+
+
+@dataclass
+class ModelOutput:
+    """Final-norm hidden states ``[B, n, hidden]`` plus requested residual-stream features."""
+
+    hidden: Tensor
+    captured: list[Tensor] = field(default_factory=list)
+
+
+def eagle3_feature_layers(num_layers: int) -> tuple[int, int, int]:
+    """Low/mid/high feature layers for EAGLE-3: ``(2, num_layers // 2, num_layers - 3)``.
+
+    Convention (SGLang ``set_eagle3_layers_to_capture`` and the EAGLE-3 training code):
+    capturing layer ``i`` means taking the residual stream *entering* decoder layer
+    ``i``, i.e. the output of layer ``i - 1`` (Hugging Face ``output_hidden_states[i]``).
+    `LlamaModel.forward` uses the same convention, so these ids reproduce the features
+    the public EAGLE-3 checkpoints were trained on.
+    """
+    if num_layers < 4:
+        raise ValueError(f"EAGLE-3 needs at least 4 target layers, got num_layers={num_layers}")
+    return (2, num_layers // 2, num_layers - 3)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in float32, as Hugging Face does, so low-precision runs match it."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope_cos_sin(
+    positions: Tensor, config: ModelConfig, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """``cos``/``sin`` of shape ``[B, 1, n, head_dim]`` for per-token positions ``[B, n]``.
+
+    Positions are per token (not per cache index) so tree tokens at equal depth share
+    a rotation, exactly as if each root-to-leaf path were a separate sequence.
+    """
+    head_dim = config.head_dim
+    exponent = torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
+    inv_freq = 1.0 / (config.rope_theta**exponent)
+    angles = positions.float()[..., None] * inv_freq  # [B, n, D/2]
+    angles = torch.cat((angles, angles), dim=-1)[:, None]
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate ``x`` ``[B, heads, n, D]`` in the half-split (Hugging Face) layout."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention whose K/V live in slot ``layer_idx`` of a `KVCache`.
+
+    ``in_features`` defaults to ``hidden_size``; EAGLE-3 widens it to ``2 * hidden_size``.
+    """
+
+    def __init__(self, config: ModelConfig, layer_idx: int, in_features: int | None = None):
+        super().__init__()
+        width = in_features or config.hidden_size
+        q_out = config.num_heads * config.head_dim
+        kv_out = config.num_kv_heads * config.head_dim
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(width, q_out, bias=bias)
+        self.k_proj = nn.Linear(width, kv_out, bias=bias)
+        self.v_proj = nn.Linear(width, kv_out, bias=bias)
+        self.o_proj = nn.Linear(q_out, config.hidden_size, bias=False)
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_heads
+        self.num_kv_heads = config.num_kv_heads
+        self.head_dim = config.head_dim
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch) -> Tensor:
+        b, n, _ = x.shape
+        q = self.q_proj(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = batch.attend(self.layer_idx, q, k, v)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class MLP(nn.Module):
+    """SwiGLU feed-forward block."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm transformer block.
+
+    ``input_norm=False`` drops ``input_layernorm`` (an identity, with no weight), which is
+    how the public EAGLE-1/2 draft checkpoints lay out their single layer.
+    """
+
+    def __init__(self, config: ModelConfig, layer_idx: int, input_norm: bool = True) -> None:
+        super().__init__()
+        self.input_layernorm: nn.Module = (
+            RMSNorm(config.hidden_size, config.rms_norm_eps) if input_norm else nn.Identity()
+        )
+        self.self_attn = Attention(config, layer_idx)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, batch)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def check_step_shapes(
+    input_ids: Tensor, positions: Tensor, slots: Tensor, tree_mask: Tensor
+) -> None:
+    """Fail fast, with the shapes, on inconsistent step inputs (cheap: no device sync)."""
+    b, n = input_ids.shape
+    mask_ok = tree_mask.ndim == 3 and tree_mask.shape[:2] == (b, n) and tree_mask.shape[2] >= n
+    if positions.shape != (b, n) or slots.shape != (b,) or not mask_ok:
+        raise ValueError(
+            f"inconsistent step shapes: input_ids {tuple(input_ids.shape)}, positions "
+            f"{tuple(positions.shape)}, slots {tuple(slots.shape)}, tree_mask "
+            f"{tuple(tree_mask.shape)}; expected [B, n], [B, n], [B], [B, n, m >= n]"
+        )
+
+
+class LlamaModel(nn.Module):
+    """Target model: embeddings, decoder stack, final norm and (possibly tied) LM head."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head: nn.Linear | None = (
+            None
+            if config.tie_word_embeddings
+            else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        )
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        cache: KVCache,
+        slots: Tensor,
+        tree_mask: Tensor,
+        layer_ids_to_capture: tuple[int, ...] = (),
+    ) -> ModelOutput:
+        """Run ``n`` new tokens per slot; their K/V go to the scratch region of ``cache``.
+
+        ``tree_mask`` is ``[B, n, m]``: usually ``m == n``; ``m > n`` appends to scratch
+        entries written by earlier uncommitted forwards (see `attention.py`).
+
+        ``captured[k]`` is the residual stream entering layer ``layer_ids_to_capture[k]``
+        (see `eagle3_feature_layers` for why this convention).
+        """
+        check_step_shapes(input_ids, positions, slots, tree_mask)
+        for layer_id in layer_ids_to_capture:
+            if not 0 <= layer_id < self.config.num_layers:
+                raise ValueError(
+                    f"layer_ids_to_capture: {layer_id} not in [0, {self.config.num_layers})"
+                )
+        batch = AttentionBatch.build(cache, slots, tree_mask)
+        h = self.embed_tokens(input_ids)
+        cos, sin = rope_cos_sin(positions, self.config, h.dtype)
+        features: dict[int, Tensor] = {}
+        for i, layer in enumerate(self.layers):
+            if i in layer_ids_to_capture:
+                features[i] = h
+            h = layer(h, cos, sin, batch)
+        return ModelOutput(
+            hidden=self.norm(h), captured=[features[i] for i in layer_ids_to_capture]
+        )
+
+    @property
+    def lm_head_weight(self) -> Tensor:
+        """``[vocab, hidden]`` output projection (the embedding matrix when tied)."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Project final-norm hidden states ``[..., hidden]`` to ``[..., vocab]``."""
+        return F.linear(hidden, self.lm_head_weight)
