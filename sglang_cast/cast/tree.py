@@ -82,6 +82,11 @@ class VerifyTree:
     def num_tokens(self) -> int:
         return int(self.tokens.shape[1])
 
+    def rows(self, index: torch.Tensor) -> VerifyTree:
+        """The trees of the sequences at ``index`` (a sub-batch)."""
+        return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
+                                                                self.depths, self.values)))
+
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
         ancestors: exactly what tree attention lets token ``i`` see."""

@@ -1,0 +1,68 @@
+"""Building an engine from paths and names: the one place CLI/server/tools go
+through, so defaults (embedded model, shipped head) live in one spot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..cast import CostModel, PolicySettings, make_policy
+from ..models import load_draft, load_target
+from ..models.llama import eagle3_feature_layers
+from .engine import Engine
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EMBEDDED_DRAFT = ASSETS / "smollm2-135m-eagle"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    model_path: str | None = None  # None: the embedded SmolLM2-135M-Instruct
+    draft_path: str | None = None  # None: the shipped head for the embedded model
+    policy: str = "cast"
+    settings: PolicySettings | None = None  # required for cast/goodput (their cost tables)
+    max_batch_size: int = 8
+    context_length: int = 2048
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+def default_draft_path(model_path: str | None) -> Path | None:
+    """The shipped head serves the embedded model only."""
+    if model_path is None and (EMBEDDED_DRAFT / "config.json").is_file():
+        return EMBEDDED_DRAFT
+    return None
+
+
+def resolve_settings(policy: str, settings: PolicySettings | None) -> PolicySettings:
+    """``eagle2`` and ``vanilla`` never read costs, so they may run without a
+    profile; cast and goodput decide on costs and refuse to guess them."""
+    if settings is not None:
+        return settings
+    if policy in ("vanilla", "eagle2"):
+        return PolicySettings.single(CostModel.linear(per_token_ms=1.0, fixed_ms=0.0))
+    raise ValueError(f"policy {policy!r} needs cost tables: pass a profile (settings) measured on this device")
+
+
+def build_engine(args: EngineArgs) -> Engine:
+    if args.dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {args.dtype!r}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {args.device!r} requested but CUDA is not available")
+    policy = make_policy(args.policy, resolve_settings(args.policy, args.settings))
+    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype])
+    draft = None
+    if policy.name != "vanilla":
+        draft_path = args.draft_path or default_draft_path(args.model_path)
+        if draft_path is None:
+            raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
+        draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype])
+    layers = eagle3_feature_layers(config.num_layers) if draft is not None and draft.config.layout == "eagle3" else ()
+    max_context = config.max_position_embeddings
+    if args.context_length > max_context:
+        raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
+    return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
+                  context_length=args.context_length, eos_token_ids=config.eos_token_ids, eagle3_layers=layers)

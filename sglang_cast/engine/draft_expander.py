@@ -1,0 +1,55 @@
+"""Growing the draft tree with an EAGLE head: the engine's ``Expander``.
+
+EAGLE drafts by feeding a node's token together with its parent's feature (the
+target's hidden state for the root, the draft's own output below it) and reading
+the children off the draft's LM head.  Each layer is one draft forward over the
+frontier nodes; tree attention lets a node see the committed prefix and the draft
+entries of its own ancestors only, so its distribution depends on its path alone
+(what trace replay relies on).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..cast import DraftTree, ancestor_mask
+
+
+class DraftExpander:
+    """Serves ``cast.grow_tree``: children of frontier nodes, best first."""
+
+    def __init__(self, draft, cache, slots: torch.Tensor, context_lens: torch.Tensor,
+                 root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
+        self.draft = draft
+        self.cache = cache
+        self.slots = slots
+        self.context_lens = context_lens
+        self.hidden = root_hidden.unsqueeze(1)  # [B, nodes seen, h]; node 0 = root
+        self.root_logits = root_logits
+        self.scratch_nodes = torch.zeros((slots.numel(), 0), dtype=torch.long, device=slots.device)
+
+    def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        probs = torch.softmax(logits.float(), dim=-1)
+        top = torch.topk(probs, top_k, dim=-1, sorted=True)
+        return top.values.double(), self.draft.draft_to_target(top.indices)
+
+    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if tree.size == 1:
+            return self._top_children(self.root_logits.unsqueeze(1), top_k)
+        batch, n = frontier.shape
+        width = self.hidden.shape[-1]
+        if self.hidden.shape[1] < tree.size:  # nodes added since the last layer have no output yet
+            pad = self.hidden.new_zeros(batch, tree.size - self.hidden.shape[1], width)
+            self.hidden = torch.cat([self.hidden, pad], dim=1)
+        parents = tree.parents.gather(1, frontier)
+        features = self.hidden.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
+        positions = self.context_lens.view(-1, 1) + tree.depths.gather(1, frontier) - 1
+        scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
+        ancestors = ancestor_mask(tree.parents)  # [B, T, T]
+        rows = ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
+        mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]
+        hidden, logits = self.draft(tree.tokens.gather(1, frontier), features, positions, self.cache,
+                                    self.slots, mask)
+        self.scratch_nodes = scratch
+        self.hidden.scatter_(1, frontier.unsqueeze(-1).expand(-1, -1, width), hidden.to(self.hidden.dtype))
+        return self._top_children(logits, top_k)

@@ -1,0 +1,136 @@
+"""Timing one forward of the target or the draft: the measurements behind
+``f_T(B, c, n)`` and ``f_D(B, c, n)`` (CAST.md §2).
+
+A forward is timed exactly as the engine runs it: ``B`` cache slots holding ``c``
+committed tokens each, ``n`` new tokens per slot written to the scratch region.
+Nothing is committed, so one cache serves every grid point.  The clock is a CUDA
+event pair on GPU and ``time.perf_counter`` on CPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..cast import CostModel, CostTable
+from ..models.attention import causal_tree_mask
+from ..models.kv_cache import KVCache
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    repeats: int
+
+
+def _quantile(sorted_ms: list[float], q: float) -> float:
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+def summarise(samples_ms: list[float]) -> Timing:
+    ordered = sorted(samples_ms)
+    return Timing(statistics.median(ordered), _quantile(ordered, 0.1), _quantile(ordered, 0.9), len(ordered))
+
+
+class ForwardTimer:
+    """Times ``forward(tokens, features, positions, cache, slots, mask)`` for one
+    model role.  ``features_width`` is 0 for the target (no feature input)."""
+
+    def __init__(self, forward, cache: KVCache, vocab_size: int, features_width: int = 0) -> None:
+        self.forward = forward
+        self.cache = cache
+        self.vocab_size = vocab_size
+        self.features_width = features_width
+        self.device = cache.k.device
+        self.dtype = cache.k.dtype
+
+    def _clock(self):
+        if self.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            return lambda: (end.record(), torch.cuda.synchronize(), start.elapsed_time(end))[-1]
+        began = time.perf_counter()
+        return lambda: 1000.0 * (time.perf_counter() - began)
+
+    @torch.inference_mode()
+    def time(self, batch_size: int, context_len: int, n: int, warmup: int = 2, repeats: int = 7) -> Timing:
+        if batch_size > self.cache.max_batch:
+            raise ValueError(f"batch_size {batch_size} exceeds the profiling cache's {self.cache.max_batch} slots")
+        if context_len + n > self.cache.capacity:
+            raise ValueError(f"context {context_len} + n {n} exceeds the cache capacity {self.cache.capacity}")
+        slots = torch.arange(batch_size, device=self.device)
+        self.cache.lens[slots] = context_len
+        generator = torch.Generator().manual_seed(0)
+        tokens = torch.randint(0, self.vocab_size, (batch_size, n), generator=generator).to(self.device)
+        positions = context_len + torch.arange(n, device=self.device).expand(batch_size, n)
+        mask = causal_tree_mask(batch_size, n, self.device)
+        args = [tokens, positions, self.cache, slots, mask]
+        if self.features_width:
+            features = torch.randn(batch_size, n, self.features_width, generator=generator).to(self.device, self.dtype)
+            args.insert(1, features)
+        samples = []
+        for i in range(warmup + repeats):
+            stop = self._clock()
+            self.forward(*args)
+            elapsed = stop()
+            if i >= warmup:
+                samples.append(elapsed)
+        self.cache.lens[slots] = 0
+        return summarise(samples)
+
+
+def interpolate_row(points: dict[int, float], n_max: int) -> list[float]:
+    """A full ``n = 1..n_max`` row from measurements at some ``n`` (linear between
+    measured points, flat-slope extension past the last one is left to CostTable)."""
+    known = sorted(points)
+    if known[0] != 1:
+        raise ValueError("measurements must include n = 1")
+    row = []
+    for n in range(1, min(n_max, known[-1]) + 1):
+        upper = next(k for k in known if k >= n)
+        lower = max(k for k in known if k <= n)
+        if upper == lower:
+            row.append(points[n])
+        else:
+            frac = (n - lower) / (upper - lower)
+            row.append(points[lower] + frac * (points[upper] - points[lower]))
+    return row
+
+
+def measure_cost_model(target, draft, *, batch_sizes: tuple[int, ...], context_bucket: int, num_buckets: int,
+                       n_points: tuple[int, ...], warmup: int = 1, repeats: int = 5, progress=None):
+    """Measure ``f_T`` and ``f_D`` on a grid and return a ``CostModel``.
+
+    Contexts are charged at bucket boundaries, so each bucket ``m`` is timed at
+    context ``(m + 1) · L``; ``n`` is timed at ``n_points`` and interpolated between
+    them.  ``progress`` (e.g. a tqdm bar) is advanced once per grid point.
+    """
+    device, dtype = next(target.parameters()).device, next(target.parameters()).dtype
+    capacity = context_bucket * num_buckets + max(n_points)
+    config = target.config
+    tables = {}
+    roles = {
+        "target": (lambda *a: target.logits(target(*a).hidden), config.num_layers, 0),
+        "draft": (lambda *a: draft(*a), 1, config.hidden_size),
+    }
+    for role, (forward, layers, width) in roles.items():
+        cache = KVCache.for_model(config, max(batch_sizes), capacity, device, dtype, num_layers=layers)
+        timer = ForwardTimer(forward, cache, config.vocab_size, width)
+        ms = []
+        for batch in batch_sizes:
+            per_bucket = []
+            for m in range(num_buckets):
+                points = {}
+                for n in n_points:
+                    points[n] = timer.time(batch, (m + 1) * context_bucket, n, warmup, repeats).median_ms
+                    if progress is not None:
+                        progress.update(1)
+                per_bucket.append(interpolate_row(points, max(n_points)))
+            ms.append(per_bucket)
+        tables[role] = CostTable(context_bucket, num_buckets, tuple(batch_sizes), torch.tensor(ms, dtype=torch.float64))
+    return CostModel(target=tables["target"], draft=tables["draft"])

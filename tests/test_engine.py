@@ -1,0 +1,149 @@
+"""The native engine on tiny random models: lossless greedy decoding under every
+policy, speculative sampling distribution, stop conditions and input errors."""
+
+import pytest
+import torch
+from scipy.stats import chi2_contingency
+from torch import nn
+
+from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.engine import Engine
+from sglang_cast.models import LlamaModel, ModelConfig
+from sglang_cast.models.attention import AttentionBatch
+from sglang_cast.models.llama import rope_cos_sin
+
+VOCAB = 48
+
+
+class CharTokenizer:
+    def encode(self, text):
+        return [ord(c) % VOCAB for c in text]
+
+    def decode(self, ids):
+        return "".join(chr(ord("a") + i % 26) for i in ids)
+
+
+class MirrorDraft(nn.Module):
+    """Test draft: the target's only layer, final norm and LM head, ignoring the
+    features.  On a one-layer target it predicts nearly what the target predicts
+    (it never sees the first prompt token), so trees are accepted deep and every
+    compaction path of the engine runs."""
+
+    def __init__(self, target: LlamaModel) -> None:
+        super().__init__()
+        self.target = [target]
+        self.output_vocab_size = target.config.vocab_size
+
+    def forward(self, input_ids, features, positions, cache, slots, tree_mask):
+        target = self.target[0]
+        batch = AttentionBatch.build(cache, slots, tree_mask)
+        h = target.embed_tokens(input_ids)
+        cos, sin = rope_cos_sin(positions, target.config, h.dtype)
+        h = target.layers[0](h, cos, sin, batch)
+        return h, target.logits(target.norm(h))
+
+    def draft_to_target(self, ids):
+        return ids
+
+
+def tiny_target(vocab=VOCAB, seed=0, scale=0.3) -> LlamaModel:
+    config = ModelConfig.from_hf({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": True,
+    })
+    model = LlamaModel(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(torch.ones_like(param) if "norm" in name else scale * torch.randn(param.shape, generator=gen))
+    return model.eval()
+
+
+SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=TreeShape(4, 4, 12))
+
+
+def engine(policy: str, target, max_batch=4, context=160) -> Engine:
+    return Engine(target, CharTokenizer(), MirrorDraft(target), make_policy(policy, SETTINGS),
+                  max_batch_size=max_batch, context_length=context)
+
+
+PROMPTS = ["hello world", "speculative decoding", "a", "the cast of trees", "zz", "lossless?"]
+
+
+@pytest.mark.parametrize("policy", ["eagle2", "cast", "goodput"])
+@pytest.mark.parametrize("max_batch", [1, 4])
+def test_greedy_outputs_equal_vanilla(policy, max_batch):
+    target = tiny_target()
+    params = SamplingParams(max_new_tokens=40)
+    expected = [r.token_ids for r in engine("vanilla", target, max_batch).generate(PROMPTS, params)]
+    results = engine(policy, target, max_batch).generate(PROMPTS, params)
+    assert [r.token_ids for r in results] == expected
+    assert sum(r.stats.tau for r in results) / len(results) > 1.5  # trees were really accepted
+
+
+def test_requests_join_and_leave_between_iterations():
+    target = tiny_target()
+    eng = engine("eagle2", target, max_batch=2)
+    lengths = [5, 30, 12, 7]
+    results = eng.generate(PROMPTS[:4], [SamplingParams(max_new_tokens=n) for n in lengths])
+    assert [len(r.token_ids) for r in results] == lengths
+    assert all(r.finish_reason == "length" for r in results)
+    assert sorted(eng.free_slots) == [0, 1]
+    alone = engine("vanilla", target, max_batch=1).generate([PROMPTS[1]], SamplingParams(max_new_tokens=30))
+    assert results[1].token_ids == alone[0].token_ids
+
+
+def test_stop_token_and_stop_string():
+    target = tiny_target()
+    free = engine("vanilla", target).generate(["hello"], SamplingParams(max_new_tokens=30))[0]
+    stop_token = free.token_ids[5]
+    first = free.token_ids.index(stop_token)
+    out = engine("eagle2", target).generate(["hello"], SamplingParams(max_new_tokens=30,
+                                                                      stop_token_ids=(stop_token,)))[0]
+    assert out.token_ids == free.token_ids[: first + 1] and out.finish_reason == "stop"
+    assert out.text == free.text[:first]
+    stop_text = free.text[8:10]
+    out = engine("cast", target).generate(["hello"], SamplingParams(max_new_tokens=30, stop=(stop_text,)))[0]
+    assert out.text == free.text[: free.text.index(stop_text)] and out.finish_reason == "stop"
+
+
+def test_prompt_too_long_and_empty_prompt_are_clear_errors():
+    eng = engine("cast", tiny_target(), context=32)
+    with pytest.raises(ValueError, match="exceeds the context length 32"):
+        eng.add_request("x" * 30, SamplingParams(max_new_tokens=8))
+    with pytest.raises(ValueError, match="at least one token"):
+        eng.add_request([], SamplingParams())
+    with pytest.raises(ValueError, match="needs a draft head"):
+        Engine(tiny_target(), CharTokenizer(), None, make_policy("cast", SETTINGS))
+
+
+def _token_counts(policy: str, draws: int, seed: int) -> torch.Tensor:
+    """Counts of (position 1 token, position 3 token) over many seeded requests."""
+    target = tiny_target(vocab=6, seed=3, scale=0.25)
+    eng = Engine(target, CharTokenizer(), MirrorDraft(target), make_policy(policy, SETTINGS), max_batch_size=16,
+                 context_length=64)
+    params = [SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=4, seed=seed + i) for i in range(draws)]
+    results = eng.generate([[1, 2, 3]] * draws, params)
+    counts = torch.zeros(2, 6, dtype=torch.long)
+    for r in results:
+        counts[0, r.token_ids[1]] += 1
+        counts[1, r.token_ids[3]] += 1
+    return counts
+
+
+def test_speculative_sampling_matches_vanilla_sampling_per_position():
+    vanilla = _token_counts("vanilla", 1500, seed=0)
+    spec = _token_counts("eagle2", 1500, seed=10_000)
+    for position in range(2):
+        table = torch.stack([vanilla[position], spec[position]])
+        table = table[:, table.sum(0) > 0]
+        assert chi2_contingency(table.numpy()).pvalue > 1e-3
+
+
+def test_seed_makes_sampling_reproducible():
+    target = tiny_target()
+    params = SamplingParams(temperature=1.0, max_new_tokens=20, seed=42)
+    a = engine("cast", target).generate(["hello"], params)[0].token_ids
+    b = engine("cast", target).generate(["hello"], params)[0].token_ids
+    assert a == b
