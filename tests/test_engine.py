@@ -147,3 +147,35 @@ def test_seed_makes_sampling_reproducible():
     a = engine("cast", target).generate(["hello"], params)[0].token_ids
     b = engine("cast", target).generate(["hello"], params)[0].token_ids
     assert a == b
+
+
+@pytest.mark.parametrize("policy", ["cast", "goodput"])
+def test_replay_of_recorded_traces_matches_the_live_engine(policy):
+    """CAST.md §8: traces recorded by the engine, replayed offline with the same
+    policy, give the accepted lengths the live engine (real draft forwards of the
+    policy's own tree) produced, iteration by iteration."""
+    from sglang_cast.cast import replay
+
+    target = tiny_target()
+    params = SamplingParams(max_new_tokens=40)
+    live = engine(policy, target, max_batch=1)
+    live_out = live.generate(PROMPTS[:3], params)
+    recording = engine(policy, target, max_batch=1)
+    recording.record_traces()
+    recorded_out = recording.generate(PROMPTS[:3], params)
+    assert [r.token_ids for r in recorded_out] == [r.token_ids for r in live_out]
+    replayed = replay(recording.traces, make_policy(policy, SETTINGS))
+    live_accepted = [h.accepted for h in live.history]
+    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recording.history]
+    exact = [i for i, o in enumerate(replayed.outcomes) if o.unrecorded == 0]
+    assert len(exact) >= 0.8 * len(live_accepted)
+    assert len(recording.history) == len(live_accepted)
+    for i in exact:
+        assert replayed.outcomes[i].num_accepted == live_accepted[i]
+
+
+def test_trace_recording_refuses_sampling_requests():
+    eng = engine("cast", tiny_target())
+    eng.record_traces()
+    with pytest.raises(ValueError, match="temperature must be 0"):
+        eng.add_request("hello", SamplingParams(temperature=0.7))

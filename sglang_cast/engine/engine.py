@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cast import (DraftTree, Policy, RequestSampler, SamplingParams, grow_tree, select_verified, target_probs,
-                    verify_greedy, verify_sampling)
+from ..cast import (DraftTree, TreeShape, Policy, RecordingExpander, RequestSampler, SamplingParams, TraceIteration, grow_tree,
+                    make_policy, replay_iteration, select_verified, target_probs, verify_greedy, verify_sampling)
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache
 from .draft_expander import DraftExpander
@@ -81,7 +81,18 @@ class Engine:
         self.running: list[Request] = []
         self.waiting: list[Request] = []
         self.history: list[IterationRecord] = []
+        self.traces: list[TraceIteration] = []
+        self.trace_policy: Policy | None = None
         self._ids = itertools.count()
+
+    def record_traces(self, shape: TreeShape | None = None) -> None:
+        """From now on, record every iteration as a full-expansion trace with
+        ``shape`` (default: the policy's shape for each batch size) into
+        ``self.traces``.  Greedy requests only: replay is defined for greedy."""
+        if self.draft is None:
+            raise ValueError("trace recording needs a draft head (the policy is vanilla)")
+        settings = self.policy.settings if shape is None else self.policy.settings.with_shape(shape)
+        self.trace_policy = make_policy("eagle2", settings)
 
     # ----------------------------------------------------------------- requests
     def add_request(self, prompt: str | list[int], params: SamplingParams) -> Request:
@@ -95,6 +106,8 @@ class Engine:
                 f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({params.max_new_tokens}) = {needed} "
                 f"exceeds the context length {self.context_length}"
             )
+        if self.trace_policy is not None and not params.greedy:
+            raise ValueError("temperature must be 0 while traces are recorded (replay is defined for greedy)")
         stop_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self.eos_token_ids)
         request = Request(next(self._ids), prompt_ids, params, RequestSampler.create(params), stop_ids)
         self.waiting.append(request)
@@ -201,21 +214,53 @@ class Engine:
         slots = torch.tensor([r.slot for r in batch], device=self.device)
         context = self.target_cache.lens[slots].clone()
         roots = torch.tensor([r.root for r in batch], device=self.device)
-        plan = self.policy.begin(len(batch), int(context.max()))
 
         started = time.perf_counter()
+        if self.trace_policy is not None:
+            return self._iterate_recording(batch, slots, context, roots, started)
+        plan = self.policy.begin(len(batch), int(context.max()))
         if self.draft is None or plan.max_depth == 0:
             tree = DraftTree.from_roots(roots)
         else:
-            expander = DraftExpander(self.draft, self.draft_cache, slots, context,
-                                     self.root_hidden[slots], self.root_logits[slots])
-            tree = grow_tree(plan, expander, roots)
+            tree = grow_tree(plan, self._expander(slots, context), roots)
         vtree = select_verified(tree, plan.verify_count(tree))
         drafted = time.perf_counter()
-
         logits, features = self._target_forward(vtree.tokens, vtree.positions(context), slots,
                                                 vtree.ancestor_mask())
         paths, bonus = self._verify(batch, vtree, logits)
+        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted)
+
+    def _expander(self, slots: torch.Tensor, context: torch.Tensor) -> DraftExpander:
+        return DraftExpander(self.draft, self.draft_cache, slots, context, self.root_hidden[slots],
+                             self.root_logits[slots])
+
+    def _iterate_recording(self, batch, slots, context, roots, started) -> list[Request]:
+        """Trace mode (CAST.md §8): draft the full EAGLE-2 expansion, verify every
+        node, store the iteration, and commit what the engine's own policy would
+        have accepted on it (its decisions replayed on the fresh record)."""
+        plan = self.trace_policy.begin(len(batch), int(context.max()))
+        recorder = RecordingExpander(self._expander(slots, context), plan.top_k)
+        tree = grow_tree(plan, recorder, roots)
+        vtree = select_verified(tree, tree.size - 1)
+        drafted = time.perf_counter()
+        logits, features = self._target_forward(vtree.tokens, vtree.positions(context), slots,
+                                                vtree.ancestor_mask())
+        argmax = torch.argmax(logits, dim=-1)
+        by_node = torch.empty_like(argmax).scatter_(1, vtree.node_ids, argmax)
+        trace = recorder.finish(tree, context, by_node)
+        self.traces.append(trace)
+        outcome = replay_iteration(trace, self.policy)
+        full = verify_greedy(vtree, argmax)
+        paths, bonus = [], []
+        for b, accepted in enumerate(outcome.num_accepted):
+            path = full.accepted[b, :accepted].tolist()
+            paths.append(path)
+            bonus.append(int(argmax[b, path[-1] if path else 0]))
+        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted)
+
+    def _commit(self, batch, slots, context, vtree, features, paths, bonus, started, drafted) -> list[Request]:
+        """Compact accepted paths into the target cache, let the draft catch up,
+        record the iteration and hand the new tokens to their requests."""
         counts = torch.tensor([len(p) + 1 for p in paths], device=self.device)
         width = int(counts.max())
         keep = torch.zeros((len(batch), width), dtype=torch.long, device=self.device)
@@ -232,7 +277,7 @@ class Engine:
         caught_up = time.perf_counter()
 
         self.history.append(IterationRecord(
-            batch_size=len(batch), context_len=int(context.max()), depth=int(tree.depths.max()),
+            batch_size=len(batch), context_len=int(context.max()), depth=int(vtree.depths.max()),
             verified=vtree.num_tokens - 1, accepted=[len(p) for p in paths],
             draft_ms=1000 * ((drafted - started) + (caught_up - verified)), verify_ms=1000 * (verified - drafted),
         ))

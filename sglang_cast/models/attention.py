@@ -72,6 +72,7 @@ class AttentionBatch:
     write_starts: Tensor  # [B] cache index of the first new token: lens + m - n
     mask: Tensor  # [B, 1, n, length] bool
     length: int  # padded slice length max(lens) + m
+    first_slot: int | None  # set when slots are a consecutive range (cache reads are views)
 
     @classmethod
     def build(cls, cache: KVCache, slots: Tensor, tree_mask: Tensor) -> AttentionBatch:
@@ -84,7 +85,10 @@ class AttentionBatch:
         n, m = tree_mask.shape[1:]
         starts, length = cache.scratch_start(slots, m)
         mask = build_attention_mask(starts, tree_mask, length)
-        return cls(cache, slots, write_starts=starts + (m - n), mask=mask, length=length)
+        first = int(slots[0])
+        consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
+        return cls(cache, slots, write_starts=starts + (m - n), mask=mask, length=length,
+                   first_slot=first if consecutive else None)
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
@@ -93,19 +97,24 @@ class AttentionBatch:
         (already rotated); returns ``[B, H, n, D]``.
         """
         self.cache.write(layer, self.slots, self.write_starts, k_new, v_new)
-        k, v = self.cache.read(layer, self.slots, self.length)
+        k, v = self.cache.read(layer, self.slots, self.length, self.first_slot)
         return tree_attention(q, k, v, self.mask)
 
 
 def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     """One SDPA call with a boolean visibility mask and grouped-query heads.
 
-    K/V heads are expanded with ``repeat_interleave`` instead of ``enable_gqa=True``:
-    every SDPA backend accepts expanded heads with an explicit mask, whereas fused GQA
-    support under a mask varies across PyTorch versions and devices.
+    Instead of copying each K/V head ``groups`` times, the ``groups`` query heads
+    that share a K/V head are stacked along the query axis: ``[B, H, n, D]`` becomes
+    ``[B, kv_heads, groups·n, D]`` (query head ``j·groups + g`` reads K/V head ``j``,
+    the ``repeat_interleave`` convention) and the mask is tiled to match.  Every
+    SDPA backend accepts that shape, and no K/V is copied.
     """
-    groups = q.shape[1] // k.shape[1]
-    if groups > 1:
-        k = k.repeat_interleave(groups, dim=1)
-        v = v.repeat_interleave(groups, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    batch, heads, n, dim = q.shape
+    kv_heads = k.shape[1]
+    groups = heads // kv_heads
+    if groups == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    grouped = q.reshape(batch, kv_heads, groups * n, dim)
+    out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask.repeat(1, 1, groups, 1))
+    return out.view(batch, heads, n, dim)

@@ -105,8 +105,15 @@ class KVCache:
         self.k[layer][rows, :, pos] = k.transpose(1, 2)
         self.v[layer][rows, :, pos] = v.transpose(1, 2)
 
-    def read(self, layer: int, slots: Tensor, length: int) -> tuple[Tensor, Tensor]:
-        """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors."""
+    def read(self, layer: int, slots: Tensor, length: int, first_slot: int | None = None) -> tuple[Tensor, Tensor]:
+        """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors.
+
+        When the slots are the consecutive range starting at ``first_slot`` the result is
+        a view (no copy), which is the common case of a batch filling the cache in order.
+        """
+        if first_slot is not None:
+            rows = slice(first_slot, first_slot + slots.shape[0])
+            return self.k[layer, rows, :, :length], self.v[layer, rows, :, :length]
         k = self.k[layer, :, :, :length].index_select(0, slots)
         v = self.v[layer, :, :, :length].index_select(0, slots)
         return k, v

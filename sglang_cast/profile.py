@@ -1,0 +1,143 @@
+"""CAST profiles: the published YAML artifact a server loads and hot-reloads.
+
+One schema for every producer (``cast-autotune``, the analytic estimates, hand
+edits) and every consumer (native engine, SGLang worker).  ``load_profile``
+validates everything and names the bad field, so a broken file is rejected with a
+reason instead of half-applied.
+
+```yaml
+schema: 1
+label: cpu                       # what `--cast-profile` auto-selection matches
+device: AMD EPYC 7B13            # hardware the numbers describe
+source: measured                 # measured | analytic
+model: {target: ..., draft: ...}
+provenance: {...}                # free-form: db, study, trial, versions, date
+costs: {target: <CostTable>, draft: <CostTable>}
+buckets:                         # per batch-size bucket, ascending
+  - {max_batch_size: 1, top_k: 10, max_depth: 6, num_verify_tokens: 60, c1: 1.0, c2: 1.0, c3: 1.0, fifo_len: 8}
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .cast import BucketSettings, CostModel, PolicySettings
+
+SCHEMA = 1
+SOURCES = ("measured", "analytic")
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    label: str
+    device: str
+    source: str
+    settings: PolicySettings
+    model: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "label": self.label,
+            "device": self.device,
+            "source": self.source,
+            "model": self.model,
+            "provenance": self.provenance,
+            "costs": self.settings.costs.to_dict(),
+            "buckets": [b.to_dict() for b in self.settings.buckets],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Profile:
+        if not isinstance(data, dict):
+            raise ProfileError(f"profile: expected a mapping at the top level, got {type(data).__name__}")
+        known = {"schema", "label", "device", "source", "model", "provenance", "costs", "buckets"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ProfileError(f"profile: unknown field(s) {unknown}; accepted: {sorted(known)}")
+        if data.get("schema") != SCHEMA:
+            raise ProfileError(f"profile.schema: expected {SCHEMA}, got {data.get('schema')!r}")
+        for name in ("label", "device"):
+            if not isinstance(data.get(name), str) or not data[name]:
+                raise ProfileError(f"profile.{name}: expected a non-empty string, got {data.get(name)!r}")
+        if data.get("source") not in SOURCES:
+            raise ProfileError(f"profile.source: expected one of {list(SOURCES)}, got {data.get('source')!r}")
+        for name in ("model", "provenance"):
+            if not isinstance(data.get(name, {}), dict):
+                raise ProfileError(f"profile.{name}: expected a mapping")
+        buckets = data.get("buckets")
+        if not isinstance(buckets, list) or not buckets:
+            raise ProfileError("profile.buckets: expected a non-empty list of batch-size buckets")
+        try:
+            costs = CostModel.from_dict(data.get("costs"), "profile.costs")
+            parsed = tuple(BucketSettings.from_dict(b, f"profile.buckets[{i}]") for i, b in enumerate(buckets))
+            settings = PolicySettings(buckets=parsed, costs=costs)
+        except ValueError as err:
+            raise ProfileError(str(err) if str(err).startswith("profile") else f"profile: {err}") from None
+        return cls(label=data["label"], device=data["device"], source=data["source"], settings=settings,
+                   model=dict(data.get("model", {})), provenance=dict(data.get("provenance", {})))
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile plus the version of the file it came from."""
+
+    profile: Profile
+    path: Path
+    version: str  # content hash: changes whenever the file's bytes change
+
+
+def content_version(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def load_profile(path: str | Path) -> LoadedProfile:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"profile file not found: {path}") from None
+    except OSError as err:
+        raise ProfileError(f"profile file {path} cannot be read: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ProfileError(f"profile file {path} is not valid YAML: {err}") from None
+    return LoadedProfile(Profile.from_dict(data), path, content_version(raw))
+
+
+def save_profile(profile: Profile, path: str | Path) -> Path:
+    """Write atomically (temp file in the same folder, then rename): a watcher never
+    sees a half-written profile."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(profile.to_dict(), sort_keys=False, width=120)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def find_profile(label: str, directory: Path = PROFILE_DIR) -> Path | None:
+    """``profiles/<label>.yaml`` if it exists."""
+    candidate = directory / f"{label}.yaml"
+    return candidate if candidate.is_file() else None
