@@ -30,7 +30,7 @@ commit and the ``n`` new tokens last, at ``lens[b] + m - n .. lens[b] + m - 1``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -69,10 +69,11 @@ class AttentionBatch:
 
     cache: KVCache
     slots: Tensor  # [B] cache slot of each row
-    write_starts: Tensor  # [B] cache index of the first new token: lens + m - n
+    write_positions: Tensor  # [B, n] cache index of each new token: lens + m - n + j
     mask: Tensor  # [B, 1, n, length] bool
     length: int  # padded slice length max(lens) + m
     first_slot: int | None  # set when slots are a consecutive range (cache reads are views)
+    _biases: dict[int, Tensor] = field(default_factory=dict)  # grouped additive masks by group count
 
     @classmethod
     def build(cls, cache: KVCache, slots: Tensor, tree_mask: Tensor) -> AttentionBatch:
@@ -87,34 +88,56 @@ class AttentionBatch:
         mask = build_attention_mask(starts, tree_mask, length)
         first = int(slots[0])
         consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
-        return cls(cache, slots, write_starts=starts + (m - n), mask=mask, length=length,
+        positions = (starts + (m - n))[:, None] + torch.arange(n, device=slots.device)
+        return cls(cache, slots, write_positions=positions, mask=mask, length=length,
                    first_slot=first if consecutive else None)
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
 
         ``q`` is ``[B, H, n, D]``, ``k_new``/``v_new`` are ``[B, kv_heads, n, D]``
-        (already rotated); returns ``[B, H, n, D]``.
+        (already rotated); returns ``[B, H, n, D]``.  The grouped mask is built once
+        per forward and shared by every layer.
         """
-        self.cache.write(layer, self.slots, self.write_starts, k_new, v_new)
+        self.cache.write(layer, self.slots, self.write_positions, k_new, v_new)
         k, v = self.cache.read(layer, self.slots, self.length, self.first_slot)
-        return tree_attention(q, k, v, self.mask)
+        groups = q.shape[1] // k.shape[1]
+        if groups not in self._biases:
+            self._biases[groups] = grouped_bias(self.mask, groups, q.dtype)
+        return grouped_attention(q, k, v, self._biases[groups])
 
 
-def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
-    """One SDPA call with a boolean visibility mask and grouped-query heads.
+# Below this many grouped query rows, three plain kernels beat the fused SDPA kernel's
+# set-up cost on CPU (decode steps and draft layers); above it, SDPA's blocking wins.
+SMALL_QUERY_ROWS = 64
+
+
+def grouped_bias(mask: Tensor, groups: int, dtype: torch.dtype) -> Tensor:
+    """Additive ``0 / -inf`` mask ``[B, 1, groups·n, L]`` for grouped queries (see below)."""
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return bias if groups == 1 else bias.repeat(1, 1, groups, 1)
+
+
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    """Attention with grouped-query heads and an additive mask from `grouped_bias`.
 
     Instead of copying each K/V head ``groups`` times, the ``groups`` query heads
     that share a K/V head are stacked along the query axis: ``[B, H, n, D]`` becomes
     ``[B, kv_heads, groups·n, D]`` (query head ``j·groups + g`` reads K/V head ``j``,
-    the ``repeat_interleave`` convention) and the mask is tiled to match.  Every
-    SDPA backend accepts that shape, and no K/V is copied.
+    the ``repeat_interleave`` convention).  No K/V is copied.
     """
     batch, heads, n, dim = q.shape
     kv_heads = k.shape[1]
-    groups = heads // kv_heads
-    if groups == 1:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    grouped = q.reshape(batch, kv_heads, groups * n, dim)
-    out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask.repeat(1, 1, groups, 1))
+    grouped = q.reshape(batch, kv_heads, (heads // kv_heads) * n, dim)
+    if grouped.shape[2] <= SMALL_QUERY_ROWS:
+        scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(dim**-0.5).add_(bias)
+        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+    else:
+        out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=bias)
     return out.view(batch, heads, n, dim)
+
+
+def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """One-call attention for a boolean visibility mask ``[B, 1, n, L]`` and
+    grouped-query heads (training code and tests; the models use `AttentionBatch`)."""
+    return grouped_attention(q, k, v, grouped_bias(mask, q.shape[1] // k.shape[1], q.dtype))

@@ -93,17 +93,15 @@ class KVCache:
             )
         return starts, max_len
 
-    def write(self, layer: int, slots: Tensor, starts: Tensor, k: Tensor, v: Tensor) -> None:
-        """Store ``k``/``v`` ``[B, kv_heads, n, D]`` at ``starts[b] + j`` of each slot.
+    def write(self, layer: int, slots: Tensor, positions: Tensor, k: Tensor, v: Tensor) -> None:
+        """Store ``k``/``v`` ``[B, kv_heads, n, D]`` at cache indices ``positions`` ``[B, n]``.
 
         Unchecked: callers size the write with `scratch_start` first.
         """
-        n = k.shape[2]
-        pos = starts[:, None] + torch.arange(n, device=starts.device)
         rows = slots[:, None]
-        # Advanced indices (rows, pos) separated by a slice put their [B, n] dims first.
-        self.k[layer][rows, :, pos] = k.transpose(1, 2)
-        self.v[layer][rows, :, pos] = v.transpose(1, 2)
+        # Advanced indices (rows, positions) separated by a slice put their [B, n] dims first.
+        self.k[layer][rows, :, positions] = k.transpose(1, 2)
+        self.v[layer][rows, :, positions] = v.transpose(1, 2)
 
     def read(self, layer: int, slots: Tensor, length: int, first_slot: int | None = None) -> tuple[Tensor, Tensor]:
         """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors.
