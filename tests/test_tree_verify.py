@@ -153,3 +153,12 @@ def test_bad_sampling_params_name_the_field(field, value):
 def test_ancestor_mask_of_a_chain_is_causal():
     parents = torch.tensor([[-1, 0, 1, 2]])
     assert torch.equal(ancestor_mask(parents)[0], torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10**6), batch=st.integers(1, 3), size=st.integers(1, 30))
+def test_incremental_ancestors_equal_the_walk(seed, batch, size):
+    tree = random_tree(random.Random(seed), batch, size)
+    assert torch.equal(tree.ancestors, ancestor_mask(tree.parents))
+    chosen = select_verified(tree, random.Random(seed).randrange(tree.size))
+    assert torch.equal(chosen.ancestor_mask(), ancestor_mask(chosen.parents))

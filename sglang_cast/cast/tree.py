@@ -23,6 +23,13 @@ class DraftTree:
     parents: torch.Tensor
     values: torch.Tensor
     depths: torch.Tensor
+    # [B, T, T] ancestor-or-self matrix, kept up to date layer by layer so that tree
+    # attention masks never need a walk over the nodes in the hot path.
+    ancestors: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.ancestors is None:
+            self.ancestors = ancestor_mask(self.parents)
 
     @classmethod
     def from_roots(cls, root_tokens: torch.Tensor) -> DraftTree:
@@ -54,6 +61,10 @@ class DraftTree:
         self.parents = torch.cat([self.parents, parents.long()], dim=1)
         self.values = torch.cat([self.values, values.to(self.values.dtype)], dim=1)
         self.depths = torch.cat([self.depths, depth], dim=1)
+        parent_rows = self.ancestors.gather(1, parents.unsqueeze(-1).expand(-1, -1, first))
+        own = torch.eye(n, dtype=torch.bool, device=tokens.device).expand(self.batch_size, n, n)
+        old_rows = torch.nn.functional.pad(self.ancestors, (0, n))
+        self.ancestors = torch.cat([old_rows, torch.cat([parent_rows, own], dim=2)], dim=1)
         ids = torch.arange(first, first + n, device=tokens.device)
         return ids.unsqueeze(0).expand(self.batch_size, n)
 
@@ -77,6 +88,7 @@ class VerifyTree:
     parents: torch.Tensor  # [B, n] local index, -1 for the root
     depths: torch.Tensor  # [B, n]
     values: torch.Tensor  # [B, n]
+    mask: torch.Tensor | None = None  # [B, n, n] ancestor-or-self; derived from parents if absent
 
     @property
     def num_tokens(self) -> int:
@@ -85,12 +97,14 @@ class VerifyTree:
     def rows(self, index: torch.Tensor) -> VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
         return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
-                                                                self.depths, self.values)))
+                                                                self.depths, self.values, self.ancestor_mask())))
 
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
         ancestors: exactly what tree attention lets token ``i`` see."""
-        return ancestor_mask(self.parents)
+        if self.mask is None:
+            self.mask = ancestor_mask(self.parents)
+        return self.mask
 
     def positions(self, context_lens: torch.Tensor) -> torch.Tensor:
         """Absolute positions: the root sits at the first free cache slot."""
@@ -116,12 +130,15 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     parents = torch.where(parent_ids < 0, parent_ids, local_of.gather(1, parent_ids.clamp(min=0)))
     if (parents[:, 1:] < 0).any():
         raise AssertionError("ranked prefix is not a subtree: a node was chosen without its parent")
+    n = node_ids.shape[1]
+    rows = tree.ancestors.gather(1, node_ids.unsqueeze(-1).expand(-1, -1, tree.size))
     return VerifyTree(
         node_ids=node_ids,
         tokens=tree.tokens.gather(1, node_ids),
         parents=parents,
         depths=tree.depths.gather(1, node_ids),
         values=tree.values.gather(1, node_ids),
+        mask=rows.gather(2, node_ids.unsqueeze(1).expand(-1, n, -1)),
     )
 
 

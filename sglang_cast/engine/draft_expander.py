@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..cast import DraftTree, ancestor_mask
+from ..cast import DraftTree
 
 
 class DraftExpander:
@@ -45,8 +45,7 @@ class DraftExpander:
         features = self.hidden.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
         positions = self.context_lens.view(-1, 1) + tree.depths.gather(1, frontier) - 1
         scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
-        ancestors = ancestor_mask(tree.parents)  # [B, T, T]
-        rows = ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
+        rows = tree.ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
         mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]
         hidden, logits = self.draft(tree.tokens.gather(1, frontier), features, positions, self.cache,
                                     self.slots, mask)
