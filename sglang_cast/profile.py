@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from .cast import BucketSettings, CostModel, PolicySettings
+from .cast.settings import check_mapping
 
 SCHEMA = 1
 SOURCES = ("measured", "analytic")
@@ -63,12 +64,11 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
-        if not isinstance(data, dict):
-            raise ProfileError(f"profile: expected a mapping at the top level, got {type(data).__name__}")
-        known = {"schema", "label", "device", "source", "model", "provenance", "costs", "buckets"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ProfileError(f"profile: unknown field(s) {unknown}; accepted: {sorted(known)}")
+        try:
+            check_mapping(data, {"schema", "label", "device", "source", "model", "provenance", "costs", "buckets"},
+                          "profile")
+        except ValueError as err:
+            raise ProfileError(str(err)) from None
         if data.get("schema") != SCHEMA:
             raise ProfileError(f"profile.schema: expected {SCHEMA}, got {data.get('schema')!r}")
         for name in ("label", "device"):

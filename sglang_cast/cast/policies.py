@@ -99,6 +99,16 @@ class IterationPlan:
         raise NotImplementedError
 
     def verify_count(self, tree: DraftTree) -> int:
+        """Rerank (CAST.md §5): batch-average the ranked node values, ``u_k`` their
+        prefix sums, and let the policy pick ``k`` against ``f_T(B, c, 1..k+1)``."""
+        n = min(tree.size - 1, self.max_nodes)
+        if n == 0:
+            return 0
+        utility = batch_utility(ranked_values(tree, n))
+        self.verified = self._choose_verified(utility, self._verify_ms(n + 1))
+        return self.verified
+
+    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
         raise NotImplementedError
 
 
@@ -201,14 +211,8 @@ class CastPlan(IterationPlan):
         self._charge_expansion(layer)
         return True
 
-    def verify_count(self, tree: DraftTree) -> int:
-        n = min(tree.size - 1, self.max_nodes)
-        if n == 0:
-            return 0
-        utility = batch_utility(ranked_values(tree, n))
-        verify_ms = self._verify_ms(n + 1)
-        self.verified = largest_valid_index(utility, verify_ms[1:] / verify_ms[0], self.bucket.thresholds.c3)
-        return self.verified
+    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
+        return largest_valid_index(utility, verify_ms[1:] / verify_ms[0], self.bucket.thresholds.c3)
 
 
 class GoodputPlan(IterationPlan):
@@ -249,15 +253,9 @@ class GoodputPlan(IterationPlan):
         self._charge_expansion(layer)
         return True
 
-    def verify_count(self, tree: DraftTree) -> int:
-        n = min(tree.size - 1, self.max_nodes)
-        if n == 0:
-            return 0
-        utility = batch_utility(ranked_values(tree, n))
-        verify_ms = self._verify_ms(n + 1)[1:]
-        rate = (1.0 + utility) / (self.draft_ms + verify_ms)
-        self.verified = int(torch.argmax(rate)) + 1
-        return self.verified
+    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
+        rate = (1.0 + utility) / (self.draft_ms + verify_ms[1:])
+        return int(torch.argmax(rate)) + 1
 
 
 class VanillaPolicy(Policy):

@@ -26,6 +26,15 @@ def _positive_float(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_mapping(data: Any, known: set[str], name: str) -> None:
+    """A dict with no field outside ``known``; the error names ``name`` and the field."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{name}: unknown field(s) {unknown}; accepted: {sorted(known)}")
+
+
 @dataclass(frozen=True)
 class TreeShape:
     """EAGLE-2's three knobs.  ``num_verify_tokens`` (``m``) counts the root, like
@@ -84,12 +93,8 @@ class BucketSettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "bucket") -> BucketSettings:
-        if not isinstance(data, dict):
-            raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
-        known = {"max_batch_size", "top_k", "max_depth", "num_verify_tokens", "c1", "c2", "c3", "fifo_len"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{name}: unknown field(s) {unknown}; accepted: {sorted(known)}")
+        check_mapping(data, {"max_batch_size", "top_k", "max_depth", "num_verify_tokens", "c1", "c2", "c3",
+                             "fifo_len"}, name)
         if "max_batch_size" not in data:
             raise ValueError(f"{name}: missing field 'max_batch_size'")
         shape_defaults, thr_defaults = TreeShape(), Thresholds()
