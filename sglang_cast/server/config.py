@@ -1,0 +1,62 @@
+"""Typed server configuration: what the HTTP layer needs beyond the Engine itself.
+
+Kept apart from the command line so tests (and other launchers) can build the app
+around an Engine they constructed themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kept out of the import path of `launch_args`, so --help answers without loading torch
+    from ..cast import PolicySettings
+    from ..profile import LoadedProfile
+
+
+@dataclass(frozen=True)
+class ShapeOverride:
+    """``--speculative-num-steps`` / ``--speculative-eagle-topk`` /
+    ``--speculative-num-draft-tokens``: each knob that is set replaces that knob in
+    every profile bucket, including profiles swapped in later by hot-reload, so the
+    operator's explicit tree shape survives a profile update."""
+
+    max_depth: int | None = None
+    top_k: int | None = None
+    num_verify_tokens: int | None = None
+
+    def given(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def apply(self, settings: PolicySettings) -> PolicySettings:
+        """``settings`` with the given knobs in every bucket (``TreeShape`` validates them)."""
+        knobs = self.given()
+        if not knobs:
+            return settings
+        return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs)) for b in settings.buckets))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the app reads besides the Engine.
+
+    ``model_path`` is what ``/get_model_info`` reports: SGLang frontends pick their
+    chat template from it.  ``profile`` is the profile the engine's policy was built
+    from (``None`` when running eagle2/vanilla without one); its file is watched for
+    hot-reload.
+    """
+
+    served_model_name: str
+    model_path: str
+    max_queued_requests: int = 64
+    api_key: str | None = None
+    profile: LoadedProfile | None = None
+    shape_override: ShapeOverride = field(default_factory=ShapeOverride)
+    profile_poll_seconds: float = 0.5
+    server_args: dict[str, object] = field(default_factory=dict)  # echoed by /server_info
+
+    def __post_init__(self) -> None:
+        if self.max_queued_requests < 0:
+            raise ValueError(f"max_queued_requests must be >= 0, got {self.max_queued_requests}")
+        if self.profile_poll_seconds <= 0:
+            raise ValueError(f"profile_poll_seconds must be > 0, got {self.profile_poll_seconds}")

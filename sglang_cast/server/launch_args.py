@@ -1,0 +1,179 @@
+"""Command line of ``python -m sglang_cast.launch_server``.
+
+Flags use SGLang's spelling wherever SGLang has the flag, so a command line
+written for SGLang's EAGLE server carries over.  Every mistake is a one-line
+error and exit code 2 (argparse's convention), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from .config import ShapeOverride
+
+ALGORITHMS = {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "goodput"}
+BACKENDS = ("native", "sglang")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+DTYPES = ("float32", "float16", "bfloat16")
+# Profile labels for GPUs we have profiles for, matched in the CUDA device name.
+GPU_LABELS = (("h100", r"h100"), ("a800", r"a800"), ("h20", r"h20(?!\d)"), ("rtx4090", r"4090"))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage dump) and still exits with 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be in [1, 65535], got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    model_path: str | None
+    draft_path: str | None
+    algorithm: str
+    algorithm_given: bool  # False: CAST by default, plain decoding when the model has no draft head
+    shape: ShapeOverride
+    cast_profile: Path | None
+    host: str
+    port: int
+    max_running_requests: int
+    max_queued_requests: int
+    context_length: int
+    api_key: str | None
+    device: str
+    dtype: str
+    backend: str
+    served_model_name: str | None
+    log_level: str
+
+    @property
+    def policy(self) -> str:
+        return ALGORITHMS[self.algorithm]
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="python -m sglang_cast.launch_server",
+        description="Serve a model with cost-aware speculative decoding (CAST) behind OpenAI-compatible and "
+                    "SGLang-native HTTP endpoints.",
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--model-path", metavar="PATH", default=None,
+                       help="target model: an HF directory or a .gguf file (default: the embedded "
+                            "SmolLM2-135M-Instruct)")
+    model.add_argument("--speculative-draft-model-path", dest="draft_path", metavar="PATH", default=None,
+                       help="EAGLE/EAGLE-3 draft head directory (default: the head shipped for the embedded model)")
+    model.add_argument("--served-model-name", metavar="NAME", default=None,
+                       help="model name clients send and /v1/models lists (default: the model path)")
+    model.add_argument("--context-length", metavar="TOKENS", type=_positive_int, default=2048,
+                       help="longest prompt + generation per request, in tokens (default: 2048)")
+    model.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    model.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations (default: float32)")
+
+    spec = parser.add_argument_group("speculative decoding")
+    spec.add_argument("--speculative-algorithm", dest="algorithm", type=str.upper, choices=list(ALGORITHMS),
+                      default=None,
+                      help="NONE: plain decoding; EAGLE: EAGLE-2 fixed trees; CAST: cost-aware trees from the "
+                           "profile's cost tables (default; when the model has no draft head and none is given, "
+                           "the default falls back to NONE and says so in the log); GOODPUT: threshold-free "
+                           "cost-aware trees")
+    spec.add_argument("--speculative-num-steps", dest="max_depth", metavar="N", type=_positive_int, default=None,
+                      help="maximum draft tree depth; overrides every profile bucket")
+    spec.add_argument("--speculative-eagle-topk", dest="top_k", metavar="K", type=_positive_int, default=None,
+                      help="candidates kept per tree layer (top-k); overrides every profile bucket")
+    spec.add_argument("--speculative-num-draft-tokens", dest="num_verify_tokens", metavar="N",
+                      type=_positive_int, default=None,
+                      help="tokens verified per iteration, the root included (>= 2); overrides every profile "
+                           "bucket")
+    spec.add_argument("--cast-profile", metavar="PATH", type=Path, default=None,
+                      help="CAST profile YAML (cost tables and per-batch tree settings), watched and hot-reloaded "
+                           "(default: profiles/<label>.yaml for this hardware: 'cpu', or h100/a800/h20/rtx4090 "
+                           "from the CUDA device name)")
+
+    serving = parser.add_argument_group("serving")
+    serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serving.add_argument("--port", type=_port, default=30000, help="port to listen on (default: 30000)")
+    serving.add_argument("--max-running-requests", metavar="N", type=_positive_int, default=8,
+                         help="requests decoded together in one batch (default: 8)")
+    serving.add_argument("--max-queued-requests", metavar="N", type=_int_at_least(0), default=64,
+                         help="requests waiting for a batch slot; beyond that the server answers 503 with "
+                              "Retry-After (default: 64)")
+    serving.add_argument("--api-key", metavar="KEY", default=None,
+                         help="require 'Authorization: Bearer <key>' on every endpoint but /health, "
+                              "/health_generate and /metrics")
+    serving.add_argument("--backend", choices=BACKENDS, default="native",
+                         help="native: this package's engine (default); sglang: run inside SGLang (not yet "
+                              "available)")
+    serving.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
+                         help="logging level (default: info)")
+    return parser
+
+
+def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | None = None) -> LaunchArgs:
+    parser = parser or build_parser()
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.backend == "sglang":
+        parser.error("--backend sglang is not available yet (it arrives with the SGLang plugin); "
+                     "use --backend native")
+    shape = ShapeOverride(max_depth=ns.max_depth, top_k=ns.top_k, num_verify_tokens=ns.num_verify_tokens)
+    if shape.num_verify_tokens is not None and shape.num_verify_tokens < 2:
+        parser.error(f"--speculative-num-draft-tokens counts the root and must be >= 2, "
+                     f"got {shape.num_verify_tokens}")
+    algorithm_given = ns.algorithm is not None
+    ns.algorithm = ns.algorithm or "CAST"
+    if ns.algorithm == "NONE":
+        given = [flag for flag, value in (("--speculative-num-steps", ns.max_depth),
+                                          ("--speculative-eagle-topk", ns.top_k),
+                                          ("--speculative-num-draft-tokens", ns.num_verify_tokens),
+                                          ("--speculative-draft-model-path", ns.draft_path)) if value is not None]
+        if given:
+            parser.error(f"{', '.join(given)} cannot be used with --speculative-algorithm NONE (no draft tree)")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", ns.device):
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {ns.device!r}")
+    return LaunchArgs(model_path=ns.model_path, draft_path=ns.draft_path, algorithm=ns.algorithm,
+                      algorithm_given=algorithm_given, shape=shape,
+                      cast_profile=ns.cast_profile, host=ns.host, port=ns.port,
+                      max_running_requests=ns.max_running_requests, max_queued_requests=ns.max_queued_requests,
+                      context_length=ns.context_length, api_key=ns.api_key, device=ns.device, dtype=ns.dtype,
+                      backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
+
+
+def hardware_label(device: str) -> str:
+    """The profile label of this hardware: "cpu", or a GPU's from its CUDA name."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    from ..hardware import device_name
+
+    name = device_name(device).lower()
+    for label, pattern in GPU_LABELS:
+        if re.search(pattern, name):
+            return label
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")

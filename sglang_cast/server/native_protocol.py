@@ -1,0 +1,154 @@
+"""SGLang's native ``/generate`` request, as ``sgl.RuntimeEndpoint`` sends it, and
+its translation to engine jobs.
+
+``text`` or ``input_ids`` may be one prompt or a batch; ``sampling_params``,
+``return_logprob``, ``logprob_start_len`` and ``top_logprobs_num`` may be one
+value for all or a list with one per prompt.  ``max_new_tokens == 0`` scores the
+prompt without generating.  Options SGLang has but this engine cannot honour are
+accepted only at their neutral value (400 otherwise); ``skip_special_tokens`` and
+``spaces_between_special_tokens`` are accepted with any value because the
+frontend always sends them, and the text is the engine's own decode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..cast import SamplingParams
+from .errors import bad_request
+from .jobs import GenerateJob, Job, ScoreJob
+from .logprobs import LogprobOptions
+
+T = TypeVar("T")
+
+SAMPLING_NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
+    "min_new_tokens": (None, 0),
+    "stop_regex": (None, "", []),
+    "min_p": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
+    "repetition_penalty": (None, 1, 1.0),
+    "regex": (None,),
+    "json_schema": (None,),
+    "ebnf": (None,),
+    "structural_tag": (None,),
+    "no_stop_trim": (None, False),
+    "logit_bias": (None, {}),
+    "custom_params": (None,),
+}
+REQUEST_NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
+    "image_data": (None, [], ""),
+    "video_data": (None, [], ""),
+    "audio_data": (None, [], ""),
+    "input_embeds": (None,),
+    "lora_path": (None,),
+    "session_params": (None,),
+    "session_id": (None,),
+    "custom_logit_processor": (None,),
+    "token_ids_logprob": (None,),
+}
+
+
+def _check_neutral(model: BaseModel, table: dict[str, tuple[Any, ...]], prefix: str = "") -> None:
+    for name, value in (model.model_extra or {}).items():
+        if name in table and value not in table[name]:
+            raise bad_request(f"{prefix}{name}: not supported by this server (got {value!r})", param=name)
+
+
+class NativeSamplingParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    max_new_tokens: int = Field(128, ge=0)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(-1, ge=-1)  # -1 (or 0) disables it, as in SGLang
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    n: int = Field(1, ge=1)
+    sampling_seed: int | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+
+    def to_engine(self) -> SamplingParams:
+        _check_neutral(self, SAMPLING_NEUTRAL_VALUES, "sampling_params.")
+        if self.n != 1:
+            raise bad_request(f"sampling_params.n: only n=1 is supported, got {self.n}", param="n")
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        try:
+            return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=max(self.top_k, 0),
+                                  max_new_tokens=self.max_new_tokens, stop=stop,
+                                  stop_token_ids=tuple(self.stop_token_ids or ()), ignore_eos=self.ignore_eos,
+                                  seed=self.sampling_seed)
+        except ValueError as err:
+            raise bad_request(f"sampling_params.{err}", param=str(err).split(" ", 1)[0]) from None
+
+
+class GenerateRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    text: str | list[str] | None = None
+    input_ids: list[int] | list[list[int]] | None = None
+    sampling_params: NativeSamplingParams | list[NativeSamplingParams] | None = None
+    stream: bool = False
+    return_logprob: bool | list[bool] = False
+    logprob_start_len: int | list[int] | None = None
+    top_logprobs_num: int | list[int] | None = None
+    return_text_in_logprobs: bool = False
+    rid: str | list[str] | None = None
+
+    def prompts(self) -> tuple[list[str | list[int]], bool]:
+        """The prompts, and whether the request was a batch (it answers with a list)."""
+        if (self.text is None) == (self.input_ids is None):
+            raise bad_request("exactly one of text or input_ids must be given", param="text")
+        if self.text is not None:
+            batch = isinstance(self.text, list)
+            prompts: list[str | list[int]] = list(self.text) if batch else [self.text]
+        else:
+            batch = bool(self.input_ids) and isinstance(self.input_ids[0], list)
+            prompts = list(self.input_ids) if batch else [self.input_ids]
+        if not prompts:
+            raise bad_request("text: the batch is empty", param="text")
+        return prompts, batch
+
+    def jobs(self) -> tuple[list[Job], bool]:
+        _check_neutral(self, REQUEST_NEUTRAL_VALUES)
+        prompts, batch = self.prompts()
+        n = len(prompts)
+        if self.stream and batch:
+            raise bad_request("stream: streaming is supported for a single prompt only", param="stream")
+        params = _per_prompt(self.sampling_params or NativeSamplingParams(), n, "sampling_params")
+        want_logprobs = _per_prompt(self.return_logprob, n, "return_logprob")
+        starts = _per_prompt(self.logprob_start_len, n, "logprob_start_len")
+        tops = _per_prompt(self.top_logprobs_num, n, "top_logprobs_num")
+        jobs: list[Job] = []
+        for prompt, sp, want, start, top in zip(prompts, params, want_logprobs, starts, tops):
+            options = _logprob_options(start, top, self.return_text_in_logprobs) if want else None
+            if sp.max_new_tokens == 0:
+                _check_neutral(sp, SAMPLING_NEUTRAL_VALUES, "sampling_params.")
+                jobs.append(ScoreJob(prompt, options))
+            else:
+                jobs.append(GenerateJob(prompt, sp.to_engine(), logprobs=options))
+        return jobs, batch
+
+    def request_ids(self, n: int) -> list[str | None]:
+        return _per_prompt(self.rid, n, "rid")
+
+
+def _per_prompt(value: T | list[T], n: int, name: str) -> list[T]:
+    if not isinstance(value, list):
+        return [value] * n
+    if len(value) != n:
+        raise bad_request(f"{name}: got {len(value)} values for {n} prompts", param=name)
+    return value
+
+
+def _logprob_options(start: int | None, top: int | None, with_text: bool) -> LogprobOptions:
+    if start is not None and start < -1:
+        raise bad_request(f"logprob_start_len must be >= -1 (-1: output tokens only), got {start}",
+                          param="logprob_start_len")
+    if top is not None and top < 0:
+        raise bad_request(f"top_logprobs_num must be >= 0, got {top}", param="top_logprobs_num")
+    return LogprobOptions(start=None if start in (None, -1) else start, top_k=top or 0, with_text=with_text)

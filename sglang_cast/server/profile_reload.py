@@ -1,0 +1,155 @@
+"""Profile hot-reload: watch the ``--cast-profile`` file and swap valid versions in.
+
+A watcher thread polls the file's (mtime, size) every ``poll_seconds``;
+``POST /cast/reload`` forces a check.  A new version is validated completely
+(``load_profile``, the command-line shape override, the engine's KV room) before
+the engine thread swaps it in between two iterations, so requests in flight never
+see a half-applied profile.  A rejected file leaves the old profile active; the
+reason is kept for ``GET /cast/profile``, logged, and counted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from ..cast import PolicySettings
+from ..profile import LoadedProfile, ProfileError, load_profile
+from .config import ShapeOverride
+from .metrics import ServerMetrics
+
+log = logging.getLogger(__name__)
+APPLY_TIMEOUT_SECONDS = 120.0  # one iteration of a large model under load, with margin
+
+
+def tree_room(settings: PolicySettings) -> int:
+    """KV positions past the context the largest tree of ``settings`` may use; the
+    same bound ``Engine.__init__`` reserves once, when it allocates its caches."""
+    return 1 + max(b.shape.top_k * b.shape.max_depth + b.shape.num_verify_tokens for b in settings.buckets)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+class ProfileReloader:
+    def __init__(self, loaded: LoadedProfile | None, shape: ShapeOverride, reserved_room: int,
+                 apply: Callable[[PolicySettings], Future], metrics: ServerMetrics, poll_seconds: float) -> None:
+        """``apply`` hands settings to the engine thread; ``reserved_room`` is the
+        engine's ``tree_room`` (a profile needing more would overflow its KV cache)."""
+        self.shape = shape
+        self.reserved_room = reserved_room
+        self._apply = apply
+        self.metrics = metrics
+        self.poll_seconds = poll_seconds
+        self._loaded = loaded
+        self._loaded_at = _now() if loaded is not None else None
+        self._error: str | None = None
+        self._status = self._snapshot()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen = self._fingerprint()
+        self._publish_info()
+
+    @property
+    def path(self) -> Path | None:
+        return self._loaded.path if self._loaded is not None else None
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /cast/profile`` shows.  A snapshot replaced whole after every
+        change, so the event loop never waits on a reload in progress."""
+        return dict(self._status)
+
+    def _snapshot(self) -> dict[str, Any]:
+        loaded = self._loaded
+        profile = loaded.profile if loaded is not None else None
+        return {
+            "path": str(loaded.path) if loaded is not None else None,
+            "version": loaded.version if loaded is not None else None,
+            "label": profile.label if profile is not None else None,
+            "source": profile.source if profile is not None else None,
+            "loaded_at": self._loaded_at,
+            "last_reload_error": self._error,
+        }
+
+    def reload(self) -> bool:
+        """Load the file now; True if a new version was swapped in, False if the file is
+        unchanged.  Raises `ProfileError` (with the reason) if the file is rejected."""
+        with self._lock:
+            if self.path is None:
+                raise ProfileError("no profile file to reload: the server was started without one "
+                                   "(pass --cast-profile PATH)")
+            self._seen = self._fingerprint()
+            try:
+                loaded = load_profile(self.path)
+                if loaded.version == self._loaded.version:
+                    self._error = None
+                    self._status = self._snapshot()
+                    return False
+                settings = self._settings_for(loaded)
+                self._apply(settings).result(timeout=APPLY_TIMEOUT_SECONDS)
+            except ProfileError as err:
+                self._reject(str(err))
+                raise
+            except Exception as err:  # the engine thread could not apply it (stopped, timed out)
+                self._reject(f"profile could not be applied: {err!r}")
+                raise ProfileError(self._error) from None
+            self._loaded, self._loaded_at, self._error = loaded, _now(), None
+            self._status = self._snapshot()
+            self.metrics.profile_reloads.inc()
+            self._publish_info()
+            log.info("profile %s version %s is now active", loaded.path, loaded.version)
+            return True
+
+    def start(self) -> None:
+        if self.path is not None:
+            self._thread = threading.Thread(target=self._watch, name="cast-profile-watcher", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _settings_for(self, loaded: LoadedProfile) -> PolicySettings:
+        try:
+            settings = self.shape.apply(loaded.profile.settings)
+        except ValueError as err:
+            raise ProfileError(f"profile does not combine with the command-line tree shape: {err}") from None
+        needed = tree_room(settings)
+        if needed > self.reserved_room:
+            raise ProfileError(f"profile trees need {needed} KV positions beyond the context but the engine "
+                               f"reserved {self.reserved_room} at startup; restart the server to use larger trees")
+        return settings
+
+    def _reject(self, reason: str) -> None:
+        self._error = reason
+        self._status = self._snapshot()
+        self.metrics.profile_reload_failures.inc()
+        log.warning("profile reload rejected, the previous profile stays active: %s", reason)
+
+    def _fingerprint(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat() if self.path is not None else None
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size) if stat is not None else None
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            if self._fingerprint() != self._seen:
+                try:
+                    self.reload()
+                except ProfileError:
+                    pass  # already recorded, logged and counted
+
+    def _publish_info(self) -> None:
+        status = self.status()
+        self.metrics.profile.info({k: "" if status[k] is None else str(status[k])
+                                   for k in ("path", "version", "label", "source")})

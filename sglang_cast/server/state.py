@@ -1,0 +1,35 @@
+"""The objects one app serves with, reachable from every handler."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from ..engine import Engine
+from .config import ServerConfig
+from .engine_worker import EngineWorker
+from .errors import ApiError
+from .metrics import ServerMetrics
+from .profile_reload import ProfileReloader
+
+
+@dataclass
+class ServerState:
+    engine: Engine  # owned by the worker's thread: handlers read only immutable facts from it
+    config: ServerConfig
+    worker: EngineWorker
+    metrics: ServerMetrics
+    profiles: ProfileReloader
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def check_model(self, name: str) -> None:
+        """OpenAI answers an unknown model with a 404 naming it."""
+        if name != self.config.served_model_name:
+            raise ApiError(404, f"The model `{name}` does not exist; this server serves "
+                                f"`{self.config.served_model_name}`.", param="model", code="model_not_found")
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.server

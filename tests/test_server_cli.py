@@ -1,0 +1,105 @@
+"""The launch command line: --help, the not-yet-available SGLang backend, and
+one-line errors (exit code 2, no traceback) for every invalid combination."""
+
+import subprocess
+import sys
+
+import pytest
+
+from sglang_cast import launch_server
+from sglang_cast.server import launch_args
+from sglang_cast.server.config import ShapeOverride
+from sglang_cast.server.launch_args import hardware_label, parse_launch_args
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "sglang_cast.launch_server", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_help_explains_every_flag():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for flag in ("--model-path", "--speculative-draft-model-path", "--speculative-algorithm",
+                 "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+                 "--cast-profile", "--host", "--port", "--max-running-requests", "--max-queued-requests",
+                 "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level"):
+        assert flag in result.stdout
+    assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
+
+
+def test_sglang_backend_is_a_clear_error_before_any_model_loads():
+    result = run_cli("--backend", "sglang")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "--backend sglang is not available yet" in result.stderr and "--backend native" in result.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--speculative-algorithm", "NONE", "--speculative-num-steps", "3"], "cannot be used with"),
+    (["--speculative-algorithm", "NONE", "--speculative-draft-model-path", "x"], "cannot be used with"),
+    (["--speculative-num-draft-tokens", "1"], "must be >= 2"),
+    (["--speculative-eagle-topk", "0"], "must be >= 1"),
+    (["--speculative-algorithm", "MEDUSA"], "invalid choice"),
+    (["--port", "0"], "must be >= 1"),
+    (["--port", "70000"], "[1, 65535]"),
+    (["--port", "http"], "expected an integer"),
+    (["--max-running-requests", "0"], "must be >= 1"),
+    (["--max-queued-requests", "-1"], "must be >= 0"),
+    (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
+    (["--log-level", "loud"], "invalid choice"),
+    (["--no-such-flag"], "unrecognized arguments"),
+])
+def test_invalid_arguments_are_one_line_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_launch_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_algorithms_and_shape_flags():
+    args = parse_launch_args(["--speculative-algorithm", "eagle", "--speculative-num-steps", "4",
+                              "--speculative-num-draft-tokens", "16"])
+    assert args.policy == "eagle2"
+    assert args.shape == ShapeOverride(max_depth=4, top_k=None, num_verify_tokens=16)
+    assert {name: parse_launch_args(["--speculative-algorithm", name]).policy
+            for name in ("NONE", "EAGLE", "CAST", "GOODPUT")} == \
+        {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "goodput"}
+    defaults = parse_launch_args([])
+    assert (defaults.policy, defaults.host, defaults.port, defaults.max_running_requests,
+            defaults.max_queued_requests, defaults.context_length) == ("cast", "127.0.0.1", 30000, 8, 64, 2048)
+
+
+def test_cost_aware_policy_without_profile_says_what_to_do(capsys, monkeypatch):
+    monkeypatch.setattr("sglang_cast.profile.find_profile", lambda label: None)
+    for algorithm in ("CAST", "GOODPUT"):
+        with pytest.raises(SystemExit) as exit_info:
+            launch_server.main(["--speculative-algorithm", algorithm])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--cast-profile" in err and "cast-autotune profile" in err
+    parser = launch_args.build_parser()
+    assert launch_server.resolve_profile(parse_launch_args(["--speculative-algorithm", "EAGLE"]), parser) is None
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--cast-profile", "/no/such/profile.yaml"], "profile file not found: /no/such/profile.yaml"),
+    (["--speculative-algorithm", "NONE", "--model-path", "/no/such/model"], "model path not found"),
+])
+def test_startup_failures_are_one_line_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        launch_server.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("name,label", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A800-SXM4-80GB", "a800"), ("NVIDIA H20", "h20"),
+    ("NVIDIA GeForce RTX 4090", "rtx4090"), ("NVIDIA H200", "nvidia-h200"),
+])
+def test_gpu_profile_labels(monkeypatch, name, label):
+    monkeypatch.setattr("sglang_cast.hardware.device_name", lambda device: name)
+    assert hardware_label("cuda:0") == label
+    assert hardware_label("cpu") == "cpu"
