@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone:  bash run.sh serve [server flags]  |  bash run.sh test [pytest args]
+# `test` also runs the SGLang plugin tests in .venv-sglang (SGLANG_CAST_SGLANG_TESTS=0 skips them).
 # Creates .venv on first use and reuses it afterwards (re-installs only when pyproject.toml changes).
 # CPU torch by default; SGLANG_CAST_CUDA=1 installs PyPI's default (CUDA) torch instead.
 set -euo pipefail
@@ -35,7 +36,18 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
     serve) setup; exec "$PY" -m sglang_cast.launch_server "$@" ;;
-    test)  setup; exec "$PY" -m pytest "$@" ;;
+    test)
+        setup
+        status=0
+        "$PY" -m pytest "$@" || status=$?
+        # The SGLang plugin runs against real SGLang 0.5.23, which needs its own venv (torch 2.14.1 +
+        # torchvision); its tests run there, Triton kernels interpreted on the CPU.
+        if [ "${SGLANG_CAST_SGLANG_TESTS:-1}" = "1" ]; then
+            bash tools/setup_sglang_env.sh
+            TRITON_INTERPRET=1 .venv-sglang/bin/python -m pytest -q tests/test_sglang_plugin.py \
+                tests/test_sglang_plugin_sglang.py || status=$?
+        fi
+        exit $status ;;
     setup) setup ;;
     *) echo "usage: bash run.sh {serve|test|setup} [args...]" >&2; exit 2 ;;
 esac

@@ -58,9 +58,33 @@ def fall_back_without_draft(args: LaunchArgs) -> LaunchArgs:
     return dataclasses.replace(args, algorithm="NONE")
 
 
+def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
+    """``--backend sglang``: our flags in SGLang's spelling, checked before SGLang loads."""
+    import argparse
+
+    from .sglang_plugin.launch import launch_sglang, validate
+
+    namespace = argparse.Namespace(
+        model_path=args.model_path, speculative_draft_model_path=args.draft_path,
+        speculative_algorithm=args.algorithm, speculative_num_steps=args.shape.max_depth,
+        speculative_eagle_topk=args.shape.top_k, speculative_num_draft_tokens=args.shape.num_verify_tokens,
+        cast_profile=str(args.cast_profile) if args.cast_profile else None, host=args.host, port=args.port,
+        max_running_requests=args.max_running_requests, context_length=args.context_length,
+        api_key=args.api_key, device=args.device,
+    )
+    try:
+        validate(namespace)
+    except ValueError as err:
+        parser.error(str(err))
+    launch_sglang(namespace)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parse_launch_args(argv, parser)
+    if args.backend == "sglang":
+        launch_with_sglang(args, parser)
+        return
     # Imported only now: --help and argument errors answer without loading torch.
     import uvicorn
 

@@ -28,11 +28,15 @@ def test_help_explains_every_flag():
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
 
-def test_sglang_backend_is_a_clear_error_before_any_model_loads():
-    result = run_cli("--backend", "sglang")
+@pytest.mark.parametrize("argv,message", [
+    (["--backend", "sglang"], "runs on CUDA GPUs only"),
+    (["--backend", "sglang", "--device", "cuda", "--model-path", "m"], "needs --speculative-draft-model-path"),
+])
+def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
+    result = run_cli(*argv)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
-    assert "--backend sglang is not available yet" in result.stderr and "--backend native" in result.stderr
+    assert message in result.stderr
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -130,8 +130,8 @@ def build_parser() -> OneLineParser:
                          help="require 'Authorization: Bearer <key>' on every endpoint but /health, "
                               "/health_generate and /metrics")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
-                         help="native: this package's engine (default); sglang: run inside SGLang (not yet "
-                              "available)")
+                         help="native: this package's engine (default); sglang: real SGLang with the CAST "
+                              "plugin (CUDA GPUs only; needs the 'sglang' extra)")
     serving.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                          help="logging level (default: info)")
     return parser
@@ -140,9 +140,6 @@ def build_parser() -> OneLineParser:
 def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | None = None) -> LaunchArgs:
     parser = parser or build_parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if ns.backend == "sglang":
-        parser.error("--backend sglang is not available yet (it arrives with the SGLang plugin); "
-                     "use --backend native")
     shape = ShapeOverride(max_depth=ns.max_depth, top_k=ns.top_k, num_verify_tokens=ns.num_verify_tokens)
     if shape.num_verify_tokens is not None and shape.num_verify_tokens < 2:
         parser.error(f"--speculative-num-draft-tokens counts the root and must be >= 2, "

@@ -1,0 +1,121 @@
+"""CAST's expansion stage in SGLang's static EAGLE layout (pure torch).
+
+SGLang's EAGLE worker grows a tree with fixed shapes: every layer has exactly
+``topk`` frontier rows per sequence, each row proposes its ``topk`` best children,
+and the next frontier is the best ``topk`` of those ``topk²`` children.  CAST
+keeps only ``n_i <= topk`` nodes of layer ``i`` (breadth pruning) and may stop
+before the last layer (depth pruning).  Here the pruning is expressed as a *mask*
+over the frontier values instead of a change of shape: a pruned row keeps its
+slot but gets value 0, so its children have value 0 and never make the next
+layer's best ``topk``.  Every tensor that reaches SGLang keeps its shape.
+
+The decisions themselves are the shared policy objects' (``IterationPlan.keep``
+and ``IterationPlan.grow``), fed the same ``[B, N]`` candidate values the native
+engine feeds them, so both engines make the same decisions on the same values.
+
+Flat node ids follow SGLang's ``organize_draft_results`` numbering: layer 1 holds
+ids ``0..topk-1``; layer ``L >= 2`` holds the ``topk²`` children of layer ``L-1``'s
+frontier at ``topk + topk²·(L-2) + row·topk + child``.  ``build_tree_kernel_efficient``
+finds a node's parent as ``parent_list[flat // topk]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..cast import DraftTree, IterationPlan
+
+# (frontier tokens [B·K], frontier row per sequence [B, K] or None for layer 1,
+#  layer index i counting from 0) -> (children probs [B·K, K], children tokens [B·K, K]),
+# children best first.  In the worker this is one draft-model forward.
+StepFn = Callable[[torch.Tensor, torch.Tensor | None, int], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class DraftedTree:
+    """What one masked expansion produced.
+
+    ``tree`` holds the kept nodes only (what the policy reasons about), on the host;
+    ``flat_ids[b, t]`` is node ``t``'s id in SGLang's numbering (-1 for the root);
+    ``frontier_flat`` holds, per drafted layer, the flat ids of its ``topk``
+    frontier rows (pruned rows included: the layout does not change shape).
+    """
+
+    tree: DraftTree
+    flat_ids: torch.Tensor
+    frontier_flat: list[torch.Tensor]
+    topk: int
+
+    @property
+    def depth(self) -> int:
+        return len(self.frontier_flat)
+
+    def parent_list(self) -> torch.Tensor:
+        """SGLang's ``parent_list``: ``[-1, layer-1 frontier, ..., layer-(d-1) frontier]``,
+        ``[B, 1 + topk·(d-1)]``; the last layer's frontier is never a parent."""
+        batch = self.flat_ids.shape[0]
+        root = torch.full((batch, 1), -1, dtype=torch.long, device=self.flat_ids.device)
+        return torch.cat([root, *self.frontier_flat[:-1]], dim=1)
+
+
+def _first(count: int, width: int, device: torch.device) -> torch.Tensor:
+    """``[width]`` bool: True for the first ``count`` slots."""
+    return torch.arange(width, device=device) < count
+
+
+def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor,
+                      bonus_tokens: torch.Tensor, step: StepFn, max_steps: int) -> DraftedTree:
+    """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
+
+    ``root_probs``/``root_tokens`` ``[B, K]`` are the root's best children (from the
+    previous draft-extend), ``bonus_tokens`` ``[B]`` the roots themselves.  ``K`` is
+    the worker's ``topk``; a profile bucket may ask for fewer candidates
+    (``plan.top_k <= K``): the columns and candidates past it are masked too.  At
+    most ``min(plan.max_depth, max_steps)`` layers are drafted.
+
+    The drafting tensors stay on the model's device; the kept nodes are copied to
+    the host layer by layer (a few hundred numbers), where the policy decides.
+    """
+    batch, topk = root_probs.shape
+    if plan.top_k > topk:
+        raise ValueError(f"the profile asks for top_k={plan.top_k} but SGLang was launched with "
+                         f"--speculative-eagle-topk {topk}")
+    device = root_probs.device
+    width = plan.top_k
+    columns = _first(width, topk, device)
+    depth_limit = min(plan.max_depth, max_steps)
+    tree = DraftTree.from_roots(bonus_tokens.cpu())
+    flat_ids = [torch.full((batch, 1), -1, dtype=torch.long)]
+    frontier_flat: list[torch.Tensor] = []
+
+    # Layer 1: the root's children, SGLang flat ids 0..K-1, all children of node 0.
+    values = torch.where(columns, root_probs.double(), -1.0)
+    tokens = root_tokens.long()
+    rows = torch.zeros((batch, topk), dtype=torch.long, device=device)
+    flat = torch.arange(topk, device=device).expand(batch, topk)
+    layer = 1
+    while True:
+        # The policy sees the same [B, top_k] candidate values the native engine does.
+        kept = plan.keep(layer, values[:, :width].cpu())
+        # ``rows`` index the previous layer's kept nodes; layer 1 hangs off the root (id 0).
+        parents = rows[:, :kept].cpu() + (0 if layer == 1 else layer_ids[:, :1])
+        layer_ids = tree.add_layer(tokens[:, :kept].cpu(), parents, values[:, :kept].cpu())
+        flat_ids.append(flat[:, :kept].cpu())
+        frontier_flat.append(flat.cpu())
+        if layer >= depth_limit or not plan.grow(layer):
+            break
+        child_probs, child_tokens = step(tokens.reshape(-1), None if layer == 1 else rows, layer - 1)
+        # [B, K rows, K children]; children of pruned rows and columns past top_k
+        # get -1, below every real value (>= 0), so the best K of the kept rows'
+        # children come first: exactly the native engine's candidates.
+        live = _first(kept, topk, device).view(1, topk, 1) & columns.view(1, 1, topk)
+        children = torch.where(live, values.unsqueeze(2) * child_probs.view(batch, topk, topk).double(), -1.0)
+        values, order = torch.topk(children.flatten(1), topk, dim=1)
+        rows = order // topk
+        tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
+        flat = topk + topk * topk * (layer - 1) + order
+        layer += 1
+    return DraftedTree(tree=tree, flat_ids=torch.cat(flat_ids, dim=1), frontier_flat=frontier_flat, topk=topk)

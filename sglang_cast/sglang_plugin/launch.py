@@ -1,0 +1,190 @@
+"""``--backend sglang``: start real SGLang with the CAST plugin and our flags.
+
+``sglang_cast.launch_server`` calls :func:`launch_sglang` with an
+``argparse.Namespace`` carrying (SGLang's spelling, ``None`` when not given):
+
+=============================  ===============================================
+``model_path``                 target model (HF id or directory), required
+``speculative_draft_model_path``  EAGLE / EAGLE-3 head, required unless NONE
+``speculative_algorithm``      ``NONE`` | ``EAGLE`` | ``CAST`` | ``GOODPUT``
+``speculative_num_steps``      max depth; CAST/GOODPUT default: the profile's
+``speculative_eagle_topk``     candidates per layer; same default
+``speculative_num_draft_tokens``  verified tokens incl. root; same default
+``cast_profile``               profile YAML path, required for CAST/GOODPUT
+``host``, ``port``             where SGLang's HTTP server listens
+``max_running_requests``       SGLang's batch limit
+``context_length``             SGLang's context length
+``api_key``                    SGLang's ``--api-key``
+``device``                     ``cuda`` or ``cuda:N`` (``None`` = ``cuda``)
+=============================  ===============================================
+
+:func:`validate` and :func:`translate_args` never import SGLang, so every
+mistake is reported before SGLang, torch's CUDA runtime or a model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from ..profile import load_profile
+from .plugin_config import POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, draft_is_eagle3
+
+ALGORITHMS = ("NONE", "EAGLE", *POLICY_OF_ALGORITHM)
+ENTRY_POINT_GROUP = "sglang.srt.plugins"
+SHAPE_FLAGS = (("speculative_num_steps", "--speculative-num-steps", 1),
+               ("speculative_eagle_topk", "--speculative-eagle-topk", 1),
+               ("speculative_num_draft_tokens", "--speculative-num-draft-tokens", 2))
+
+
+def _get(args: argparse.Namespace, name: str):
+    return getattr(args, name, None)
+
+
+def _algorithm(args: argparse.Namespace) -> str:
+    algorithm = str(_get(args, "speculative_algorithm") or "NONE").upper()
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"--speculative-algorithm must be one of {', '.join(ALGORITHMS)} with --backend sglang, "
+                         f"got {algorithm!r}")
+    return algorithm
+
+
+def _gpu_index(args: argparse.Namespace) -> int | None:
+    """``None`` for plain ``cuda``, ``N`` for ``cuda:N``; anything else is refused."""
+    device = _get(args, "device") or "cuda"
+    match = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if match is None:
+        raise ValueError(f"--backend sglang runs on CUDA GPUs only (--device cuda or cuda:N), got {device!r}; "
+                         "SGLang's CPU engine needs AVX-512 kernels, so on CPU use --backend native")
+    return int(match.group(1)) if match.group(1) is not None else None
+
+
+def _check_positive(args: argparse.Namespace) -> None:
+    for name, flag, minimum in (*SHAPE_FLAGS, ("max_running_requests", "--max-running-requests", 1),
+                                ("context_length", "--context-length", 1), ("port", "--port", 1)):
+        value = _get(args, name)
+        if value is not None and (not isinstance(value, int) or value < minimum):
+            raise ValueError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+    port = _get(args, "port")
+    if port is not None and port > 65535:
+        raise ValueError(f"--port must be in [1, 65535], got {port}")
+
+
+def static_shape(args: argparse.Namespace) -> StaticShape:
+    """CAST/GOODPUT: SGLang's startup shape, the flags where given, else the
+    smallest shape holding every bucket of the profile; it must fit the profile."""
+    profile = Path(_get(args, "cast_profile"))
+    settings = load_profile(profile).profile.settings
+    covering = StaticShape.covering(settings)
+    shape = StaticShape(
+        num_steps=_get(args, "speculative_num_steps") or covering.num_steps,
+        topk=_get(args, "speculative_eagle_topk") or covering.topk,
+        num_draft_tokens=_get(args, "speculative_num_draft_tokens") or covering.num_draft_tokens,
+    )
+    shape.require_fit(settings, profile)
+    shape.check()
+    return shape
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Refuse what the SGLang backend cannot run, with a message naming the flag.
+    Raises ``ValueError`` (a bad profile raises its ``ProfileError`` subclass)."""
+    algorithm = _algorithm(args)
+    _gpu_index(args)
+    _check_positive(args)
+    if not _get(args, "model_path"):
+        raise ValueError("--backend sglang needs --model-path (a Hugging Face model id or directory); "
+                         "the embedded default model runs on --backend native only")
+    given = [flag for name, flag, _ in SHAPE_FLAGS if _get(args, name) is not None]
+    draft = _get(args, "speculative_draft_model_path")
+    profile = _get(args, "cast_profile")
+    if algorithm == "NONE":
+        extra = given + (["--speculative-draft-model-path"] if draft else []) + (["--cast-profile"] if profile else [])
+        if extra:
+            raise ValueError(f"{', '.join(extra)} cannot be used with --speculative-algorithm NONE (no draft tree)")
+        return
+    if not draft:
+        raise ValueError(f"--speculative-algorithm {algorithm} needs --speculative-draft-model-path "
+                         "(an EAGLE or EAGLE-3 head)")
+    if algorithm == "EAGLE":
+        if profile:
+            raise ValueError("--cast-profile has no effect with --speculative-algorithm EAGLE (SGLang's own "
+                             "fixed trees); use CAST or GOODPUT to run the profile")
+        if given and len(given) != len(SHAPE_FLAGS):
+            raise ValueError("with --speculative-algorithm EAGLE give all of --speculative-num-steps, "
+                             "--speculative-eagle-topk and --speculative-num-draft-tokens, or none (SGLang then "
+                             "picks them)")
+        return
+    if not profile:
+        raise ValueError(f"--speculative-algorithm {algorithm} needs --cast-profile PATH (cost tables and "
+                         "per-batch tree settings; `cast-autotune profile` writes one)")
+    static_shape(args)
+
+
+def translate_args(args: argparse.Namespace) -> list[str]:
+    """SGLang's command line for ``args`` (call :func:`validate` first)."""
+    algorithm = _algorithm(args)
+    argv = ["--model-path", str(args.model_path), "--device", "cuda"]
+    gpu = _gpu_index(args)
+    if gpu is not None:
+        argv += ["--base-gpu-id", str(gpu)]
+    for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
+                       ("context_length", "--context-length"), ("api_key", "--api-key")):
+        if _get(args, name) is not None:
+            argv += [flag, str(_get(args, name))]
+    if algorithm == "NONE":
+        return argv
+    draft = str(args.speculative_draft_model_path)
+    if algorithm == "EAGLE":
+        argv += ["--speculative-algorithm", "EAGLE3" if draft_is_eagle3(draft) else "EAGLE",
+                 "--speculative-draft-model-path", draft]
+        for name, flag, _ in SHAPE_FLAGS:
+            if _get(args, name) is not None:
+                argv += [flag, str(_get(args, name))]
+        return argv
+    shape = static_shape(args)
+    # CAST's tree mask goes through FlashInfer's custom-mask attention, the backend
+    # the plugin is written and documented for.
+    return argv + ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", draft,
+                   "--speculative-num-steps", str(shape.num_steps), "--speculative-eagle-topk", str(shape.topk),
+                   "--speculative-num-draft-tokens", str(shape.num_draft_tokens), "--attention-backend", "flashinfer"]
+
+
+def plugin_environment(args: argparse.Namespace) -> dict[str, str]:
+    """Environment SGLang's processes need for the plugin: the profile's path."""
+    if _algorithm(args) in POLICY_OF_ALGORITHM:
+        return {PROFILE_ENV: str(Path(args.cast_profile).resolve())}
+    return {}
+
+
+def _require_entry_point() -> None:
+    """SGLang's scheduler processes find the plugin through package metadata only."""
+    from importlib.metadata import entry_points
+
+    if not any(ep.value.startswith("sglang_cast.") for ep in entry_points(group=ENTRY_POINT_GROUP)):
+        raise ValueError(f"the {ENTRY_POINT_GROUP!r} entry point of sglang-cast is not installed; reinstall the "
+                         "package (pip install -e '.[sglang]') so SGLang's processes load the CAST plugin")
+
+
+def launch_sglang(args: argparse.Namespace) -> None:
+    """Validate, translate and run SGLang's HTTP server in this process (blocks
+    until it stops).  Mistakes raise ``ValueError`` before anything is loaded."""
+    validate(args)
+    argv = translate_args(args)
+    if _algorithm(args) in POLICY_OF_ALGORITHM:
+        _require_entry_point()
+    os.environ.update(plugin_environment(args))
+
+    from sglang.launch_server import run_server
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.utils import kill_process_tree
+
+    load_plugins()  # registers CAST/GOODPUT in this process before the args are resolved
+    server_args = prepare_server_args(argv)
+    try:
+        run_server(server_args)
+    finally:
+        kill_process_tree(os.getpid(), include_parent=False)

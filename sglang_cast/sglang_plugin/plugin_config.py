@@ -1,0 +1,92 @@
+"""What the plugin needs besides SGLang's own server args, and its checks.
+
+SGLang's ``ServerArgs`` has no field for a CAST profile, so the launcher passes
+the profile's path in ``SGLANG_CAST_PROFILE``; SGLang's scheduler processes
+inherit the environment and load the same file.  The policy follows from the
+algorithm name.  SGLang's tensors are sized once at startup by
+``--speculative-num-steps/-eagle-topk/-num-draft-tokens`` (the *static shape*),
+so every profile, at startup or on reload, must fit inside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cast import PolicySettings
+from ..profile import LoadedProfile, ProfileError, load_profile
+
+PROFILE_ENV = "SGLANG_CAST_PROFILE"
+POLICY_OF_ALGORITHM = {"CAST": "cast", "GOODPUT": "goodput"}
+
+
+@dataclass(frozen=True)
+class StaticShape:
+    """SGLang's startup tree shape: the largest tree any iteration may use."""
+
+    num_steps: int  # --speculative-num-steps: draft layers
+    topk: int  # --speculative-eagle-topk: candidates per layer
+    num_draft_tokens: int  # --speculative-num-draft-tokens: verified tokens, root included
+
+    @classmethod
+    def covering(cls, settings: PolicySettings) -> StaticShape:
+        """The smallest static shape that holds every bucket of ``settings``."""
+        shapes = [b.shape for b in settings.buckets]
+        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(s.top_k for s in shapes),
+                   num_draft_tokens=max(s.num_verify_tokens for s in shapes))
+
+    def require_fit(self, settings: PolicySettings, source: str | Path) -> None:
+        """Raise `ProfileError` naming every bucket of ``settings`` (from ``source``)
+        that needs a larger tree than this shape."""
+        problems = self.misfits(settings)
+        if problems:
+            raise ProfileError(f"profile {source} does not fit SGLang's startup tree shape: " + "; ".join(problems))
+
+    def misfits(self, settings: PolicySettings) -> list[str]:
+        """Why ``settings`` do not fit this shape (empty when they do)."""
+        problems = []
+        for bucket in settings.buckets:
+            shape, where = bucket.shape, f"bucket max_batch_size={bucket.max_batch_size}"
+            for field, wanted, have, flag in (
+                ("max_depth", shape.max_depth, self.num_steps, "--speculative-num-steps"),
+                ("top_k", shape.top_k, self.topk, "--speculative-eagle-topk"),
+                ("num_verify_tokens", shape.num_verify_tokens, self.num_draft_tokens,
+                 "--speculative-num-draft-tokens"),
+            ):
+                if wanted > have:
+                    problems.append(f"{where} has {field}={wanted} but SGLang runs with {flag} {have}")
+        return problems
+
+    def check(self) -> None:
+        """A CAST tree holds at most ``topk`` nodes per layer: a verify width above
+        ``topk·steps + 1`` could never be filled."""
+        for name, value in (("--speculative-num-steps", self.num_steps), ("--speculative-eagle-topk", self.topk)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1 for CAST, got {value}")
+        if not 2 <= self.num_draft_tokens <= self.topk * self.num_steps + 1:
+            raise ValueError(
+                f"--speculative-num-draft-tokens must be in [2, topk*steps+1 = {self.topk * self.num_steps + 1}] "
+                f"for CAST (a tree keeps at most topk nodes per layer), got {self.num_draft_tokens}")
+
+
+def load_fitting_profile(path: str | Path, shape: StaticShape) -> LoadedProfile:
+    """Load and validate a profile and check it fits ``shape``; `ProfileError` says why not."""
+    loaded = load_profile(path)
+    shape.require_fit(loaded.profile.settings, path)
+    return loaded
+
+
+def draft_is_eagle3(draft_model_path: str) -> bool:
+    """Whether the draft checkpoint is an EAGLE-3 head (SGLang then captures the
+    target's auxiliary hidden states for it).  EAGLE-3 checkpoints name an
+    ``*Eagle3*`` architecture in their ``config.json``; the file is read from a
+    local directory or, for a hub id, from the Hugging Face cache/hub."""
+    local = Path(draft_model_path) / "config.json"
+    if local.is_file():
+        config = json.loads(local.read_text())
+    else:
+        from transformers import PretrainedConfig
+
+        config, _ = PretrainedConfig.get_config_dict(draft_model_path)
+    return any("eagle3" in str(arch).lower() for arch in config.get("architectures") or ())

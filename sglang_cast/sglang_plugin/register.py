@@ -1,0 +1,29 @@
+"""Entry point of the ``sglang.srt.plugins`` group (see ``pyproject.toml``).
+
+SGLang calls :func:`register` in every one of its processes (``load_plugins``);
+it registers CAST and GOODPUT with ``SpeculativeAlgorithm.register``.  The
+worker module is imported only when SGLang asks for a worker, so registering
+stays cheap in processes that never build one.
+"""
+
+from __future__ import annotations
+
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_registry import get_spec
+
+from .plugin_config import POLICY_OF_ALGORITHM
+from .spec import CastSpecAlgo, validate_server_args
+
+
+def _worker_class(server_args) -> type:
+    from .worker import CastWorker
+
+    return CastWorker
+
+
+def register() -> None:
+    """Idempotent: a second call in the same process changes nothing."""
+    for name in POLICY_OF_ALGORITHM:
+        if get_spec(name) is None:
+            SpeculativeAlgorithm.register(name, supports_overlap=True, validate_server_args=validate_server_args,
+                                          spec_class=CastSpecAlgo)(_worker_class)

@@ -1,0 +1,120 @@
+"""How SGLang sees CAST and GOODPUT: an EAGLE-family algorithm with its own worker.
+
+SGLang's scheduler, model runner and KV sizing branch on ``is_eagle()`` /
+``is_eagle3()`` (capture of the target's hidden states, draft KV sizing, the
+overlap relay of ``topk`` tensors, CUDA-graph dummies).  CAST runs EAGLE's
+pipeline with other decisions, so every such question is answered as the
+built-in EAGLE (or EAGLE3, for an EAGLE-3 head) would answer it; only the worker
+class and the server-args checks are ours.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING
+
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_registry import CustomSpecAlgo
+
+from .plugin_config import POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, draft_is_eagle3, load_fitting_profile
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
+
+
+class CastSpecAlgo(CustomSpecAlgo):
+    """Answers SGLang's capability questions like its built-in EAGLE member.
+
+    ``is_eagle3`` depends on the draft checkpoint, which SGLang only knows per
+    process (from the runtime context), so it is looked up on first use.
+    """
+
+    @property
+    def policy_name(self) -> str:
+        return POLICY_OF_ALGORITHM[self.name]
+
+    @functools.cached_property
+    def builtin(self) -> SpeculativeAlgorithm:
+        from sglang.srt.runtime_context import get_spec
+
+        eagle3 = draft_is_eagle3(get_spec().speculative_draft_model_path)
+        return SpeculativeAlgorithm.EAGLE3 if eagle3 else SpeculativeAlgorithm.EAGLE
+
+    # Questions whose answer is the same for EAGLE and EAGLE3 need no lookup.
+    def is_eagle(self) -> bool:
+        return True
+
+    def is_eagle3(self) -> bool:
+        return self.builtin.is_eagle3()
+
+    def supports_mixed_chunk(self) -> bool:
+        return SpeculativeAlgorithm.EAGLE.supports_mixed_chunk()
+
+    def supports_grammar_overlap(self) -> bool:
+        return SpeculativeAlgorithm.EAGLE.supports_grammar_overlap()
+
+    def has_draft_kv(self) -> bool:
+        return SpeculativeAlgorithm.EAGLE.has_draft_kv()
+
+    def need_topk(self) -> bool:
+        return SpeculativeAlgorithm.EAGLE.need_topk()
+
+    def carries_draft_hidden_states(self) -> bool:
+        return SpeculativeAlgorithm.EAGLE.carries_draft_hidden_states()
+
+    def get_platform_worker_cls(self) -> None:
+        """CUDA runs the plugin's own worker; no out-of-tree platform replaces it."""
+        return None
+
+    def create_future_map(self, device, req_to_token_pool, needs_cpu_seq_lens: bool = True,
+                          needs_confidence_relay: bool = False):
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+    def build_disagg_draft_input(self, batch, last_tokens_tensor, future_map):
+        return self.builtin.build_disagg_draft_input(batch, last_tokens_tensor, future_map)
+
+    def handle_server_args(self, server_args: ServerArgs) -> None:
+        """EAGLE's default batch limit when none was given; the rest is checked in
+        :func:`validate_server_args`."""
+        if server_args.max_running_requests is None:
+            server_args.max_running_requests = 48
+
+
+def validate_server_args(server_args: ServerArgs) -> None:
+    """Refuse what the plugin does not run, before any model is loaded.  Runs in
+    SGLang's argument resolution, so it also guards a plain ``sglang serve
+    --speculative-algorithm CAST``."""
+    algorithm = str(server_args.speculative_algorithm).upper()
+    problems = []
+    if not server_args.speculative_draft_model_path:
+        problems.append("--speculative-draft-model-path (an EAGLE or EAGLE-3 head) is required")
+    shape_flags = (server_args.speculative_num_steps, server_args.speculative_eagle_topk,
+                   server_args.speculative_num_draft_tokens)
+    if any(value is None for value in shape_flags):
+        problems.append("--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
+                        "are required (the largest tree any profile bucket may use)")
+    for flag, value, wanted in (("--attention-backend", server_args.attention_backend, "flashinfer"),
+                                ("--device", server_args.device, "cuda")):
+        if value not in (None, wanted):
+            problems.append(f"{flag} must be {wanted} (got {value!r})")
+    for flag, value in (("--tp-size", server_args.tp_size), ("--pp-size", server_args.pp_size),
+                        ("--dp-size", server_args.dp_size)):
+        if value not in (None, 1):
+            problems.append(f"{flag} must be 1: the plugin is written and tested for one GPU (got {value})")
+    for flag, value in (("--speculative-use-rejection-sampling", server_args.speculative_use_rejection_sampling),
+                        ("--speculative-adaptive", server_args.speculative_adaptive),
+                        ("--enable-multi-layer-eagle", server_args.enable_multi_layer_eagle)):
+        if value:
+            problems.append(f"{flag} is not supported with {algorithm} (CAST chooses the tree itself)")
+    if problems:
+        raise ValueError(f"--speculative-algorithm {algorithm}: " + "; ".join(problems))
+    shape = StaticShape(*shape_flags)
+    profile = os.environ.get(PROFILE_ENV)
+    if not profile:
+        raise ValueError(f"--speculative-algorithm {algorithm} needs a CAST profile: set {PROFILE_ENV} to its YAML "
+                         "path (python -m sglang_cast.launch_server --backend sglang --cast-profile PATH does)")
+    load_fitting_profile(profile, shape)
+    shape.check()

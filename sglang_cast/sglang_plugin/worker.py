@@ -1,0 +1,197 @@
+"""CAST inside SGLang's EAGLE v2 pipeline.
+
+One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
+``CastWorker`` keeps verify and draft-extend as they are and changes the draft:
+
+* **breadth and depth** — ``CastDraftWorker.draft`` runs EAGLE's draft forwards
+  one layer at a time; after each layer the shared policy's ``keep`` and
+  ``grow`` decide on the layer's ``[B, top_k]`` candidate values, and pruning is
+  a mask over the frontier (``drafting.draft_masked_tree``), so every tensor keeps
+  SGLang's shape.  Because a host decision sits between layers, the draft
+  forwards run eagerly (no multi-step draft CUDA graph);
+* **rerank** — the policy's ``verify_count`` orders the kept nodes; the worker
+  verifies the smallest pre-built width that holds them (``verify_layout``);
+* **verify width** — one SGLang ``SpecRuntimeState`` (target attention backend,
+  target-verify CUDA graphs, draft-extend backend and graph) is built per width at
+  startup with SGLang's own ``build_adaptive_runtime_state``, and swapped in per
+  iteration before the verify.  KV for every iteration is reserved for the
+  startup (largest) shape, so a swap never outgrows an allocation.
+
+The policy reloads its profile while serving (``reload.ProfileWatcher``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+from sglang.srt.layers.moe.utils import speculative_moe_a2a_backend_context, speculative_moe_backend_context
+from sglang.srt.model_executor.cuda_graph_config import Backend, Phase, check_cuda_graph_backend
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+from sglang.srt.runtime_context import get_exec
+from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput
+from sglang.srt.speculative.eagle_utils import per_step_draft_out_cache_loc
+from sglang.srt.speculative.eagle_worker_common import build_eagle_verify_input, prepare_for_draft
+from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker, EAGLEWorkerV2
+from sglang.srt.speculative.spec_utils import draft_tp_context, renorm_draft_probs
+from sglang.srt.utils.common import fast_topk
+
+from ..cast import make_policy
+from .decider import CastDecider
+from .drafting import draft_masked_tree
+from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
+from .reload import ProfileWatcher
+from .verify_layout import verify_layout
+
+log = logging.getLogger(__name__)
+
+
+class _DraftForward:
+    """One EAGLE draft forward per call, in SGLang's multi-step layout: ``topk``
+    frontier rows per request, parent hidden states gathered by row."""
+
+    def __init__(self, worker: CastDraftWorker, forward_batch: ForwardBatch, draft_input: EagleDraftInput) -> None:
+        self.worker = worker
+        self.forward_batch = forward_batch
+        self.draft_input = draft_input
+        self.hidden = draft_input.hidden_states
+        self.batch_size = forward_batch.batch_size
+        self.out_cache_loc = per_step_draft_out_cache_loc(forward_batch.out_cache_loc, self.batch_size,
+                                                          worker.topk, worker.speculative_num_steps)
+
+    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor | None, step: int):
+        worker, batch, topk = self.worker, self.forward_batch, self.worker.topk
+        if rows is None:
+            hidden = self.hidden.repeat_interleave(topk, dim=0)
+        else:
+            offsets = torch.arange(self.batch_size, device=rows.device).view(-1, 1) * topk
+            hidden = self.hidden[(rows + offsets).flatten()]
+        batch.input_ids = tokens
+        batch.out_cache_loc = self.out_cache_loc[step]
+        self.draft_input.hidden_states = hidden
+        context = ForwardContext(attn_backend=worker.draft_attn_backend.attn_backends[step])
+        with forward_context(context, forward_batch=batch):
+            logits = worker.draft_runner.forward(batch).logits_output
+        probs = renorm_draft_probs(logits.next_token_logits, batch.sampling_info, False)
+        child_probs, child_tokens = fast_topk(probs, topk, dim=-1)
+        batch.positions.add_(1)
+        if worker.draft_runner.model_config.model_is_mrope:
+            batch.mrope_positions.add_(1)
+        if worker.hot_token_id is not None:
+            child_tokens = worker.hot_token_id[child_tokens]
+        self.hidden = logits.hidden_states
+        return child_probs, child_tokens
+
+
+class CastDraftWorker(EagleDraftWorker):
+    """EAGLE's draft worker with CAST's expansion.  ``EAGLEWorkerV2`` builds its
+    ``EagleDraftWorker`` inline (loading the draft model), so ``CastWorker``
+    re-classes that instance instead of building a second one; this class adds
+    methods only, plus the ``cast`` attribute ``CastWorker`` sets."""
+
+    cast: CastWorker
+
+    def _capture_cuda_graphs(self) -> None:
+        """Capture the draft-extend graph only: CAST drafts eagerly (a host decision
+        per layer), and EagleDraftWorker skips the draft-decode graph for 1 step."""
+        steps = self.speculative_num_steps
+        self.speculative_num_steps = 1
+        try:
+            super()._capture_cuda_graphs()
+        finally:
+            self.speculative_num_steps = steps
+
+    def draft(self, batch, *, with_topology: bool = False) -> EagleVerifyInput:
+        if with_topology:
+            raise RuntimeError("CAST does not support pipeline parallelism (--pp-size 1)")
+        draft_input: EagleDraftInput = batch.spec_info
+        forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
+                                                self.topk, self.speculative_num_steps)
+        verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
+                           tree_mask_mode=self.tree_mask_mode, device=self.device)
+        if forward_batch.forward_mode.is_idle():
+            return build_eagle_verify_input(batch, draft_input, None, None, None, None,
+                                            num_draft_tokens=self.speculative_num_draft_tokens, **verify_args)
+        seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+        plan = self.cast.decider.begin(int(seq_lens.numel()), int(seq_lens.max()))
+        if self.speculative_num_steps > 1:
+            self.draft_attn_backend.init_forward_metadata(forward_batch)
+            forward_batch.mark_forward_metadata_ready()
+        root_tokens = draft_input.topk_index
+        if self.hot_token_id is not None:
+            root_tokens = self.hot_token_id[root_tokens]
+        drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, draft_input.bonus_tokens,
+                                    _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps)
+        width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
+        layout = verify_layout(drafted, width)
+        return build_eagle_verify_input(
+            batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
+            layout.draft_tokens.to(self.device), None, num_draft_tokens=width, **verify_args)
+
+
+class CastWorker(EAGLEWorkerV2):
+    """SGLang's EAGLE v2 worker driven by a CAST policy (``cast`` or ``goodput``)."""
+
+    def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker) -> None:
+        super().__init__(server_args, gpu_id, nccl_port, target_worker)
+        policy_name = self.speculative_algorithm.policy_name  # our CastSpecAlgo, resolved by EAGLEWorkerV2
+        self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
+        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
+        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
+        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape)
+        self.states: dict[int, SpecRuntimeState] = {}
+        self._draft_worker.__class__ = CastDraftWorker
+        self._draft_worker.cast = self
+        self.watcher.start()
+        log.info("CAST worker: policy %s, profile %s (version %s), verify widths %s", policy_name,
+                 loaded.path, loaded.version, self.decider.widths)
+
+    def init_cuda_graphs(self) -> None:
+        """SGLang's startup graphs serve the largest width; build one runtime state
+        per smaller width with SGLang's own builder."""
+        super().init_cuda_graphs()
+        draft = self._draft_worker
+        self.states[self.speculative_num_draft_tokens] = SpecRuntimeState(
+            speculative_num_steps=self.speculative_num_steps,
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens,
+            draft_attn_backend=draft.draft_attn_backend, cuda_graph_runner=draft.cuda_graph_runner,
+            target_attn_backend=self._target_worker.model_runner.attn_backend,
+            target_graph_runner=self._target_worker.model_runner.decode_cuda_graph_runner,
+            draft_extend_attn_backend=draft.draft_extend_attn_backend,
+            cuda_graph_runner_for_draft_extend=draft.cuda_graph_runner_for_draft_extend,
+        )
+        graph_batch_sizes = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
+                             else get_exec().graph.cuda_graph_bs_decode)
+        with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
+              speculative_moe_a2a_backend_context()):
+            for width in self.decider.widths:
+                if width not in self.states:
+                    self.states[width] = self.build_adaptive_runtime_state(
+                        self.speculative_num_steps, width, cuda_graph_bs=graph_batch_sizes)
+
+    def use_width(self, wanted_nodes: int, available_nodes: int) -> int:
+        """Swap in the runtime state verifying ``wanted_nodes`` (see ``CastDecider.width``)."""
+        width = self.decider.width(wanted_nodes, available_nodes)
+        if width != self.speculative_num_draft_tokens:
+            self.apply_runtime_state(self.states[width])
+        return width
+
+    def apply_runtime_state(self, state: SpecRuntimeState) -> None:
+        """Point the worker, its draft worker and the target runner at ``state``.
+
+        Unlike SGLang's adaptive switch (keyed by step count) this is keyed by
+        width, and it leaves the published speculative config at the startup
+        shape: the scheduler keeps reserving KV for the largest tree."""
+        draft, target = self._draft_worker, self._target_worker.model_runner
+        self.speculative_num_draft_tokens = draft.speculative_num_draft_tokens = state.speculative_num_draft_tokens
+        draft.draft_attn_backend = draft.draft_runner.draft_attn_backend = state.draft_attn_backend
+        draft.cuda_graph_runner = state.cuda_graph_runner
+        draft.draft_extend_attn_backend = state.draft_extend_attn_backend
+        if state.draft_extend_attn_backend is not None:
+            draft.draft_runner.attn_backend = state.draft_extend_attn_backend
+        draft.cuda_graph_runner_for_draft_extend = state.cuda_graph_runner_for_draft_extend
+        target.attn_backend = state.target_attn_backend
+        target.decode_cuda_graph_runner = state.target_graph_runner

@@ -1,0 +1,339 @@
+"""The SGLang plugin's pure parts: they run without SGLang installed.
+
+The worker's decisions (breadth ``n_i``, depth, rerank ``k``) must equal the
+native engine's on the same draft distributions; its tree must be the native
+tree written in SGLang's static flat layout; launch flags must be translated or
+refused with a clear message; profiles must hot-reload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, Thresholds, TreeShape, grow_tree,
+                              make_policy, select_verified)
+from sglang_cast.profile import Profile, ProfileError, save_profile
+from sglang_cast.sglang_plugin.decider import CastDecider
+from sglang_cast.sglang_plugin.drafting import draft_masked_tree
+from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
+from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
+from sglang_cast.sglang_plugin.reload import ProfileWatcher
+from sglang_cast.sglang_plugin.verify_layout import choose_width, verify_layout, verify_widths
+from synthetic import PathModel
+
+
+# ----------------------------------------------------------------- fixtures
+def steep_costs() -> CostModel:
+    n = torch.arange(1, 65, dtype=torch.float64)
+    target = CostTable(512, 4, (1, 8), torch.stack([10 + 0.6 * n**1.2, 30 + 2.0 * n**1.2]).unsqueeze(1).repeat(1, 4, 1))
+    draft = CostTable(512, 4, (1, 8), torch.stack([1 + 0.2 * n, 2 + 0.5 * n]).unsqueeze(1).repeat(1, 4, 1))
+    return CostModel(target=target, draft=draft)
+
+
+def two_bucket_settings(thresholds: Thresholds) -> PolicySettings:
+    """Batch <= 2: a deep narrow-ish tree; larger batches: a shallower one."""
+    return PolicySettings(buckets=(
+        BucketSettings(2, TreeShape(top_k=4, max_depth=6, num_verify_tokens=20), thresholds, fifo_len=4),
+        BucketSettings(1 << 30, TreeShape(top_k=3, max_depth=4, num_verify_tokens=12), thresholds, fifo_len=4),
+    ), costs=steep_costs())
+
+
+class Float32Model(PathModel):
+    """SGLang hands the worker float32 draft probabilities; the native expander
+    gets the same float32 numbers, so both trees carry bit-identical values."""
+
+    def draft_probs(self, path):
+        return super().draft_probs(path).float().double()
+
+
+class SGLangLayoutDraft:
+    """The same draft model seen through SGLang's multi-step layout: every call
+    gets the ``[B·K]`` frontier tokens and each row's parent row, and answers each
+    row's best ``K`` children (what one EAGLE draft forward + top-k produces)."""
+
+    def __init__(self, model: PathModel, roots: torch.Tensor, topk: int) -> None:
+        self.model, self.topk = model, topk
+        self.paths = [[(int(root),)] for root in roots]
+        self.forwards = 0
+
+    def _children(self, path):
+        top = torch.sort(self.model.draft_probs(path), descending=True, stable=True)
+        return top.values[: self.topk].float(), top.indices[: self.topk]
+
+    def root_children(self) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [self._children(paths[0]) for paths in self.paths]
+        return torch.stack([p for p, _ in pairs]), torch.stack([t for _, t in pairs])
+
+    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor | None, step: int):
+        self.forwards += 1
+        batch, k = len(self.paths), self.topk
+        tokens = tokens.view(batch, k)
+        self.paths = [[(paths[0] if rows is None else paths[int(rows[b, r])]) + (int(tokens[b, r]),)
+                       for r in range(k)] for b, paths in enumerate(self.paths)]
+        pairs = [self._children(path) for paths in self.paths for path in paths]
+        return torch.stack([p for p, _ in pairs]), torch.stack([t for _, t in pairs])
+
+
+def worker_iteration(decider: CastDecider, model: PathModel, roots: torch.Tensor, context: int, topk: int,
+                     max_steps: int):
+    plan = decider.begin(roots.numel(), context)
+    draft = SGLangLayoutDraft(model, roots, topk)
+    root_probs, root_tokens = draft.root_children()
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, max_steps)
+    return plan, drafted, plan.verify_count(drafted.tree), draft.forwards
+
+
+# ------------------------------------------------------ decisions = native
+@pytest.mark.parametrize("policy", ["cast", "goodput", "eagle2"])
+@pytest.mark.parametrize("thresholds", [Thresholds(0.3, 0.5, 0.8), Thresholds(2.0, 3.0, 1.5), Thresholds(0.05, 8, 4)])
+def test_worker_decisions_equal_the_native_engine(policy, thresholds):
+    settings = two_bucket_settings(thresholds)
+    native, worker = make_policy(policy, settings), make_policy(policy, settings)
+    decider = CastDecider(worker, StaticShape(num_steps=6, topk=5, num_draft_tokens=20))
+    model = Float32Model(vocab=24, seed=7)
+    rng = random.Random(1)
+    for iteration in range(12):
+        batch = rng.choice([1, 2, 3, 5])
+        roots = torch.tensor([rng.randrange(24) for _ in range(batch)])
+        context = rng.randrange(0, 2500)
+        native_plan = native.begin(batch, context)
+        native_tree = grow_tree(native_plan, model, roots)
+        native_k = native_plan.verify_count(native_tree)
+        plan, drafted, k, forwards = worker_iteration(decider, model, roots, context, topk=5, max_steps=6)
+        where = f"iteration {iteration} (batch {batch}, context {context})"
+        assert plan.kept == native_plan.kept, where  # n_i per layer, hence the depth
+        assert k == native_k, where
+        assert forwards == len(plan.kept) - 1, where  # one draft forward per layer after the first
+        for name in ("tokens", "parents", "values", "depths"):
+            assert torch.equal(getattr(drafted.tree, name), getattr(native_tree, name)), f"{name} at {where}"
+        for layer in range(1, 7):  # depth-pruning FIFOs evolve identically
+            assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
+
+
+def test_cast_actually_prunes_in_these_comparisons():
+    """Guard for the test above: the thresholds used there do prune breadth and depth."""
+    settings = two_bucket_settings(Thresholds(2.0, 3.0, 1.5))
+    decider = CastDecider(make_policy("cast", settings), StaticShape(6, 5, 20))
+    plan, drafted, k, _ = worker_iteration(decider, Float32Model(vocab=24, seed=7), torch.tensor([3]), 100, 5, 6)
+    assert min(plan.kept) < plan.top_k or len(plan.kept) < plan.max_depth
+    assert 1 <= k <= drafted.tree.size - 1
+
+
+def test_static_depth_caps_the_tree():
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=3, max_depth=6, num_verify_tokens=16))
+    decider = CastDecider(make_policy("eagle2", settings), StaticShape(2, 3, 7))
+    plan, drafted, _, forwards = worker_iteration(decider, Float32Model(), torch.tensor([1, 2]), 10, 3, max_steps=2)
+    assert drafted.depth == 2 and forwards == 1 and int(drafted.tree.depths.max()) == 2
+
+
+def test_a_profile_wider_than_sglangs_topk_is_refused():
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=6, max_depth=2, num_verify_tokens=8))
+    plan = make_policy("cast", settings).begin(1, 10)
+    draft = SGLangLayoutDraft(PathModel(), torch.tensor([1]), topk=4)
+    with pytest.raises(ValueError, match="top_k=6.*--speculative-eagle-topk 4"):
+        draft_masked_tree(plan, *draft.root_children(), torch.tensor([1]), draft, 2)
+
+
+# ------------------------------------------------------------ the layout
+def kernel_parent_position(layout, topk: int, b: int, i: int) -> int:
+    """What SGLang's ``build_tree_kernel_efficient`` computes for verify node ``i``
+    (1-based): its parent's position, from the flat ids and ``parent_list`` alone."""
+    block = int(layout.top_scores_index[b, i - 1]) // topk
+    if block == 0:
+        return 0  # a child of the root
+    parent_flat = int(layout.parent_list[b, block])
+    return int((layout.top_scores_index[b] == parent_flat).nonzero()[0, 0]) + 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
+    rng = random.Random(seed)
+    topk = rng.choice([2, 3, 4])
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=topk, max_depth=rng.choice([1, 3, 5]),
+                                                              num_verify_tokens=16),
+                                     Thresholds(rng.choice([0.2, 1.0]), rng.choice([0.3, 2.0]), 0.5))
+    decider = CastDecider(make_policy(rng.choice(["cast", "goodput", "eagle2"]), settings),
+                          StaticShape(5, topk, 16))
+    roots = torch.tensor([rng.randrange(12) for _ in range(3)])
+    _, drafted, k, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
+    width = decider.width(k, drafted.tree.size - 1)
+    layout = verify_layout(drafted, width)
+    assert layout.width == width and layout.top_scores_index.shape == (3, width - 1)
+    expected = select_verified(drafted.tree, width - 1)
+    assert torch.equal(layout.verified.parents, expected.parents)
+    assert torch.equal(layout.draft_tokens, expected.tokens[:, 1:])
+    assert layout.parent_list.shape == (3, 1 + topk * (drafted.depth - 1))
+    for b in range(3):
+        for i in range(1, width):
+            assert kernel_parent_position(layout, topk, b, i) == int(expected.parents[b, i])
+
+
+def test_verify_widths_and_choice():
+    assert verify_widths(20, [12, 20, 30, 1]) == (2, 4, 8, 12, 16, 20)
+    assert verify_widths(2, []) == (2,)
+    widths = (2, 4, 8, 16)
+    assert choose_width(3, 40, widths) == 4  # smallest width holding root + 3 nodes
+    assert choose_width(4, 40, widths) == 8
+    assert choose_width(20, 40, widths) == 16  # capped: the best 15 nodes
+    assert choose_width(5, 5, widths) == 4  # a small tree cannot fill width 8
+    with pytest.raises(ValueError, match="at least|>= 2"):
+        verify_widths(1, [])
+    with pytest.raises(ValueError, match="no pre-built verify width"):
+        choose_width(1, 0, widths)
+
+
+# ------------------------------------------------------------ static shape
+def test_static_shape_covers_and_names_what_does_not_fit():
+    settings = two_bucket_settings(Thresholds())
+    assert StaticShape.covering(settings) == StaticShape(num_steps=6, topk=4, num_draft_tokens=20)
+    problems = StaticShape(5, 4, 16).misfits(settings)
+    assert problems == ["bucket max_batch_size=2 has max_depth=6 but SGLang runs with --speculative-num-steps 5",
+                        "bucket max_batch_size=2 has num_verify_tokens=20 but SGLang runs with "
+                        "--speculative-num-draft-tokens 16"]
+    with pytest.raises(ValueError, match=r"topk\*steps\+1 = 9"):
+        StaticShape(2, 4, 10).check()
+
+
+# ------------------------------------------------------------ launch flags
+@pytest.fixture
+def profile_path(tmp_path) -> Path:
+    profile = Profile(label="h100", device="NVIDIA H100 80GB HBM3", source="analytic",
+                      settings=two_bucket_settings(Thresholds(1.0, 1.0, 1.0)))
+    return save_profile(profile, tmp_path / "h100.yaml")
+
+
+@pytest.fixture
+def eagle3_head(tmp_path) -> Path:
+    head = tmp_path / "eagle3-head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    return head
+
+
+def launch_args(**overrides) -> argparse.Namespace:
+    values = dict(model_path="meta-llama/Llama-3.1-8B-Instruct", speculative_draft_model_path=None,
+                  speculative_algorithm="NONE", speculative_num_steps=None, speculative_eagle_topk=None,
+                  speculative_num_draft_tokens=None, cast_profile=None, host="127.0.0.1", port=30000,
+                  max_running_requests=8, context_length=4096, api_key=None, device="cuda")
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_cast_translates_to_sglang_flags_with_the_profiles_largest_tree(profile_path, eagle3_head):
+    args = launch_args(speculative_algorithm="cast", speculative_draft_model_path=str(eagle3_head),
+                       cast_profile=profile_path, api_key="secret", device="cuda:1")
+    validate(args)
+    assert translate_args(args) == [
+        "--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--device", "cuda", "--base-gpu-id", "1",
+        "--host", "127.0.0.1", "--port", "30000", "--max-running-requests", "8", "--context-length", "4096",
+        "--api-key", "secret", "--speculative-algorithm", "CAST", "--speculative-draft-model-path", str(eagle3_head),
+        "--speculative-num-steps", "6", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "20",
+        "--attention-backend", "flashinfer"]
+    assert plugin_environment(args) == {PROFILE_ENV: str(profile_path.resolve())}
+
+
+def test_explicit_shape_flags_win_when_they_hold_the_profile(profile_path, eagle3_head):
+    args = launch_args(speculative_algorithm="GOODPUT", speculative_draft_model_path=str(eagle3_head),
+                       cast_profile=profile_path, speculative_num_steps=8, speculative_eagle_topk=6,
+                       speculative_num_draft_tokens=32)
+    validate(args)
+    argv = translate_args(args)
+    assert argv[argv.index("--speculative-num-steps") + 1] == "8"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "32"
+
+
+def test_eagle_picks_sglangs_eagle3_for_an_eagle3_head(eagle3_head, tmp_path):
+    args = launch_args(speculative_algorithm="EAGLE", speculative_draft_model_path=str(eagle3_head))
+    validate(args)
+    argv = translate_args(args)
+    assert argv[argv.index("--speculative-algorithm") + 1] == "EAGLE3"
+    assert "--speculative-num-steps" not in argv and plugin_environment(args) == {}
+    eagle_head = tmp_path / "eagle-head"
+    eagle_head.mkdir()
+    (eagle_head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    assert not draft_is_eagle3(str(eagle_head))
+    assert translate_args(launch_args(speculative_algorithm="NONE", host=None, port=None, max_running_requests=None,
+                                      context_length=None)) == [
+        "--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--device", "cuda"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(speculative_algorithm="MEDUSA"), "must be one of NONE, EAGLE, CAST, GOODPUT"),
+    (dict(device="cpu"), "CUDA GPUs only.*--backend native"),
+    (dict(model_path=None), "needs --model-path"),
+    (dict(speculative_num_steps=4), "cannot be used with --speculative-algorithm NONE"),
+    (dict(cast_profile="p.yaml"), "--cast-profile cannot be used with --speculative-algorithm NONE"),
+    (dict(speculative_algorithm="CAST"), "needs --speculative-draft-model-path"),
+    (dict(speculative_algorithm="CAST", speculative_draft_model_path="head"), "needs --cast-profile PATH"),
+    (dict(speculative_algorithm="EAGLE", speculative_draft_model_path="head", speculative_num_steps=3),
+     "give all of"),
+    (dict(speculative_algorithm="EAGLE", speculative_draft_model_path="head", cast_profile="p.yaml"),
+     "has no effect with --speculative-algorithm EAGLE"),
+    (dict(port=70000), r"--port must be in \[1, 65535\]"),
+    (dict(max_running_requests=0), "--max-running-requests must be an integer >= 1"),
+    (dict(speculative_algorithm="CAST", speculative_draft_model_path="head", cast_profile="/nonexistent.yaml"),
+     "profile file not found"),
+])
+def test_unsupported_combinations_fail_with_a_clear_message(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        validate(launch_args(**overrides))
+
+
+def test_a_profile_larger_than_the_given_shape_is_refused(profile_path):
+    args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path="head", cast_profile=profile_path,
+                       speculative_num_steps=4)
+    with pytest.raises(ProfileError, match="max_depth=6 but SGLang runs with --speculative-num-steps 4"):
+        validate(args)
+
+
+# ------------------------------------------------------------ hot reload
+def test_profile_hot_reload_reconfigures_the_policy_and_keeps_it_on_bad_files(profile_path):
+    from sglang_cast.profile import load_profile
+
+    loaded = load_profile(profile_path)
+    policy = make_policy("cast", loaded.profile.settings)
+    watcher = ProfileWatcher(loaded, policy, StaticShape(6, 4, 20), poll_seconds=0.01)
+    assert watcher.check_now() is False  # unchanged file
+
+    stricter = replace(loaded.profile, settings=two_bucket_settings(Thresholds(5.0, 5.0, 5.0)))
+    save_profile(stricter, profile_path)
+    assert watcher.check_now() is True
+    assert policy.settings.buckets[0].thresholds.c1 == 5.0
+
+    profile_path.write_text("schema: 1\nlabel: [broken\n")
+    assert watcher.check_now() is False
+    assert "not valid YAML" in watcher.last_error and policy.settings.buckets[0].thresholds.c1 == 5.0
+
+    too_deep = replace(loaded.profile, settings=PolicySettings.single(
+        steep_costs(), TreeShape(top_k=4, max_depth=9, num_verify_tokens=20)))
+    save_profile(too_deep, profile_path)
+    assert watcher.check_now() is False
+    assert "max_depth=9 but SGLang runs with --speculative-num-steps 6" in watcher.last_error
+    assert policy.settings.buckets[0].thresholds.c1 == 5.0
+
+
+def test_the_watcher_thread_picks_up_a_change(profile_path):
+    import time
+
+    from sglang_cast.profile import load_profile
+
+    loaded = load_profile(profile_path)
+    policy = make_policy("goodput", loaded.profile.settings)
+    watcher = ProfileWatcher(loaded, policy, StaticShape(6, 4, 20), poll_seconds=0.01)
+    watcher.start()
+    try:
+        save_profile(replace(loaded.profile, label="h100-retuned",
+                             settings=two_bucket_settings(Thresholds(3.0, 1.0, 1.0))), profile_path)
+        deadline = time.monotonic() + 5
+        while policy.settings.buckets[0].thresholds.c1 != 3.0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        watcher.stop()
+    assert policy.settings.buckets[0].thresholds.c1 == 3.0

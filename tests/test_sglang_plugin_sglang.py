@@ -1,0 +1,327 @@
+"""The plugin against real SGLang 0.5.23, on CPU.
+
+Needs an interpreter where SGLang's modules import (``bash
+tools/setup_sglang_env.sh`` builds ``.venv-sglang``); elsewhere the module is
+skipped with the reason.  SGLang's Triton kernels run through Triton's
+interpreter (``TRITON_INTERPRET=1``, set here before SGLang is imported).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import argparse  # noqa: E402
+import random  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+try:
+    from sglang.kernels.ops.speculative import spec_tree
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.eagle_utils import build_tree_kernel_efficient
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
+    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
+                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+
+from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, make_policy, verify_greedy  # noqa: E402
+from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
+from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
+from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
+from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
+from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
+                                worker_iteration)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins_loaded():
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+
+
+# ------------------------------------------------------------ registration
+def test_the_plugin_is_discovered_through_its_entry_point():
+    from importlib.metadata import entry_points
+
+    from sglang.srt.plugins import GENERAL_PLUGINS_GROUP, load_plugins_by_group
+
+    names = {ep.name: ep.value for ep in entry_points(group=GENERAL_PLUGINS_GROUP)}
+    assert names["sglang_cast"] == "sglang_cast.sglang_plugin.register:register"
+    assert "sglang_cast" in load_plugins_by_group(GENERAL_PLUGINS_GROUP)
+
+
+@pytest.mark.parametrize("name, policy", [("CAST", "cast"), ("goodput", "goodput")])
+@pytest.mark.parametrize("overlap", [True, False])
+def test_algorithm_names_resolve_to_our_spec_and_worker(name, policy, overlap):
+    from sglang_cast.sglang_plugin.spec import CastSpecAlgo
+    from sglang_cast.sglang_plugin.worker import CastWorker
+
+    spec = SpeculativeAlgorithm.from_string(name)
+    assert isinstance(spec, CastSpecAlgo) and spec.policy_name == policy
+    assert spec.is_eagle() and spec.need_topk() and spec.has_draft_kv() and not spec.is_ngram()
+    server_args = ServerArgs(model_path="m", speculative_algorithm=name.upper(), speculative_draft_model_path="d",
+                             speculative_num_steps=6, speculative_eagle_topk=4, speculative_num_draft_tokens=20,
+                             disable_overlap_schedule=not overlap)
+    worker = spec.create_worker(server_args)
+    assert worker is CastWorker and issubclass(worker, EAGLEWorkerV2)
+
+
+@pytest.mark.parametrize("builtin", ["EAGLE", "EAGLE3"])
+def test_every_capability_question_is_answered_like_the_builtin(builtin):
+    """SGLang dispatches on these without isinstance checks; CAST must take EAGLE's
+    branches everywhere (EAGLE3's for an EAGLE-3 head)."""
+    from sglang_cast.sglang_plugin.spec import CastSpecAlgo
+
+    spec = CastSpecAlgo("CAST", lambda server_args: None)
+    spec.__dict__["builtin"] = SpeculativeAlgorithm[builtin]  # what the draft's config.json would decide
+    questions = [name for name in vars(SpeculativeAlgorithm)
+                 if name.startswith(("is_", "supports_", "has_", "need_", "carries_"))]
+    assert len(questions) >= 20
+    for name in questions:
+        assert getattr(spec, name)() == getattr(SpeculativeAlgorithm[builtin], name)(), name
+
+
+def test_registering_twice_changes_nothing():
+    from sglang_cast.sglang_plugin.register import register
+
+    before = SpeculativeAlgorithm.from_string("CAST")
+    register()
+    assert SpeculativeAlgorithm.from_string("CAST") is before
+
+
+# ------------------------------------------------------------ server args
+def cast_server_args(**overrides) -> ServerArgs:
+    values = dict(model_path="m", speculative_algorithm="CAST", speculative_draft_model_path="d",
+                  speculative_num_steps=6, speculative_eagle_topk=4, speculative_num_draft_tokens=20,
+                  attention_backend="flashinfer")
+    values.update(overrides)
+    return ServerArgs(**values)
+
+
+def validate(server_args: ServerArgs) -> None:
+    SpeculativeAlgorithm.from_string(server_args.speculative_algorithm).validate_server_args(server_args)
+
+
+def test_valid_server_args_pass(profile_path, monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, str(profile_path))
+    validate(cast_server_args())
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(speculative_draft_model_path=None), "--speculative-draft-model-path .* is required"),
+    (dict(speculative_num_steps=None), "are required"),
+    (dict(attention_backend="triton"), "--attention-backend must be flashinfer"),
+    (dict(tp_size=2), "--tp-size must be 1"),
+    (dict(speculative_use_rejection_sampling=True), "--speculative-use-rejection-sampling is not supported"),
+    (dict(speculative_num_steps=5), "max_depth=6 but SGLang runs with --speculative-num-steps 5"),
+    (dict(speculative_num_draft_tokens=26), r"topk\*steps\+1 = 25"),
+])
+def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profile_path, monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, str(profile_path))
+    with pytest.raises(ValueError, match=message):
+        validate(cast_server_args(**overrides))
+
+
+def test_server_args_without_a_profile_say_how_to_give_one(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    with pytest.raises(ValueError, match=f"set {PROFILE_ENV}"):
+        validate(cast_server_args())
+
+
+def test_translated_flags_parse_with_sglangs_own_parser(profile_path, eagle3_head):
+    args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path=str(eagle3_head),
+                       cast_profile=profile_path, api_key="k", device="cuda:1")
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    parsed = parser.parse_args(translate_args(args))
+    assert (parsed.speculative_algorithm, parsed.speculative_num_steps, parsed.speculative_eagle_topk,
+            parsed.speculative_num_draft_tokens) == ("CAST", 6, 4, 20)
+    assert (parsed.attention_backend, parsed.device, parsed.base_gpu_id, parsed.port, parsed.api_key) == (
+        "flashinfer", "cuda", 1, 30000, "k")
+
+
+# ------------------------------------------------- SGLang's tree kernels
+def random_layout(seed: int):
+    rng = random.Random(seed)
+    topk, depth = rng.choice([2, 3, 4]), rng.choice([1, 2, 4])
+    shape = TreeShape(top_k=topk, max_depth=depth, num_verify_tokens=rng.choice([4, 8, 12]))
+    settings = PolicySettings.single(steep_costs(), shape, Thresholds(rng.choice([0.1, 1.0]), 0.3, 0.5))
+    decider = CastDecider(make_policy(rng.choice(["cast", "goodput", "eagle2"]), settings),
+                          StaticShape(depth, topk, shape.num_verify_tokens))
+    batch = rng.choice([1, 2, 3])
+    roots = torch.tensor([rng.randrange(16) for _ in range(batch)])
+    model = Float32Model(vocab=16, seed=seed)
+    _, drafted, k, _ = worker_iteration(decider, model, roots, 200, topk, depth)
+    layout = verify_layout(drafted, decider.width(k, drafted.tree.size - 1))
+    seq_lens = torch.tensor([rng.randrange(1, 9) for _ in range(batch)])
+    return layout, roots, seq_lens, topk, depth, model, drafted
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sglangs_tree_kernel_builds_our_mask_positions_and_retrieve_indices(seed, monkeypatch):
+    # Route SGLang's build_tree_kernel_efficient to its Triton kernel (the XPU path)
+    # on this CPU-only machine; TRITON_INTERPRET=1 executes it on CPU tensors.
+    monkeypatch.setattr(spec_tree, "_is_xpu", True)
+    layout, roots, seq_lens, topk, depth, _, _ = random_layout(seed)
+    batch, n = roots.numel(), layout.width
+    mask, positions, retrieve_index, next_token, next_sibling, tokens = build_tree_kernel_efficient(
+        roots, layout.parent_list, layout.top_scores_index, layout.draft_tokens, seq_lens, int(seq_lens.sum()),
+        topk, depth, n, spec_tree.TreeMaskMode.FULL_MASK)
+    ours = layout.verified
+    assert torch.equal(tokens.view(batch, n), ours.tokens)
+    assert torch.equal(positions.view(batch, n), ours.positions(seq_lens))
+    assert torch.equal(retrieve_index, torch.arange(batch * n).view(batch, n))
+    offset = 0
+    expected_mask = ours.ancestor_mask()
+    for b in range(batch):
+        rows = mask[offset: offset + n * (int(seq_lens[b]) + n)].view(n, int(seq_lens[b]) + n)
+        offset += rows.numel()
+        assert rows[:, : int(seq_lens[b])].all()  # the committed prefix is visible to every node
+        assert torch.equal(rows[:, int(seq_lens[b]):], expected_mask[b])
+        for node in range(n):  # children, best first, as next-token / next-sibling chains
+            chain, child = [], int(next_token[b, node])
+            while child != -1:
+                chain.append(child)
+                child = int(next_sibling[b, child])
+            assert chain == (ours.parents[b] == node).nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sglangs_greedy_verify_accepts_what_ours_accepts(seed, monkeypatch):
+    monkeypatch.setattr(spec_tree, "_is_xpu", True)
+    layout, roots, seq_lens, topk, depth, model, drafted = random_layout(seed)
+    batch, n = roots.numel(), layout.width
+    _, _, retrieve_index, next_token, next_sibling, tokens = build_tree_kernel_efficient(
+        roots, layout.parent_list, layout.top_scores_index, layout.draft_tokens, seq_lens, int(seq_lens.sum()),
+        topk, depth, n, spec_tree.TreeMaskMode.FULL_MASK)
+    argmax = model.argmax_for(drafted.tree, layout.verified.node_ids)
+    predicts = torch.zeros(batch * n, dtype=torch.int32)
+    accept_index = torch.full((batch, depth + 1), -1, dtype=torch.int32)
+    accepted = torch.empty(batch, dtype=torch.int32)
+    spec_tree.verify_tree_greedy_func(predicts, accept_index, accepted, tokens.view(batch, n), retrieve_index,
+                                      next_token, next_sibling, argmax, topk)
+    ours = verify_greedy(layout.verified, argmax)
+    assert accepted.tolist() == ours.num_accepted.tolist()
+    for b in range(batch):
+        count = int(ours.num_accepted[b])
+        assert (accept_index[b, 1: count + 1] - b * n).tolist() == ours.accepted[b, :count].tolist()
+        last = int(accept_index[b, count])
+        assert int(predicts[last]) == int(ours.bonus[b])
+
+
+# ------------------------------------------- the worker's draft, end to end
+class PathDraftRunner:
+    """Stands in for SGLang's draft ModelRunner on CPU: a node's "hidden state" is
+    its token path (padded with -1), and its logits are the synthetic model's
+    log-probabilities after that path, so the draft is the same one the native
+    engine expands."""
+
+    model_config = argparse.Namespace(model_is_mrope=False)
+
+    def __init__(self, model: Float32Model, width: int) -> None:
+        self.model, self.width = model, width
+        self.calls = 0
+
+    def encode(self, paths) -> torch.Tensor:
+        return torch.tensor([list(p) + [-1] * (self.width - len(p)) for p in paths], dtype=torch.float32)
+
+    def forward(self, batch):
+        self.calls += 1
+        parents = [tuple(int(t) for t in row if t >= 0) for row in batch.spec_info.hidden_states]
+        paths = [parent + (int(token),) for parent, token in zip(parents, batch.input_ids)]
+        logits = torch.stack([self.model.draft_probs(p).float().log() for p in paths])
+        return argparse.Namespace(logits_output=argparse.Namespace(next_token_logits=logits,
+                                                                   hidden_states=self.encode(paths)))
+
+
+def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeypatch):
+    from sglang_cast.cast import grow_tree, select_verified
+    from sglang_cast.sglang_plugin import worker as worker_module
+
+    topk, steps, batch_size = 4, 5, 3
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=3, max_depth=5, num_verify_tokens=12),
+                                     Thresholds(0.3, 0.4, 0.6))
+    model = Float32Model(vocab=16, seed=11)
+    roots = torch.tensor([2, 9, 4])
+    runner = PathDraftRunner(model, steps + 2)
+    root_children = [torch.sort(model.draft_probs((int(r),)).float(), descending=True) for r in roots]
+    draft_input = argparse.Namespace(
+        topk_p=torch.stack([c.values[:topk] for c in root_children]),
+        topk_index=torch.stack([c.indices[:topk] for c in root_children]),
+        hidden_states=runner.encode([(int(r),) for r in roots]), bonus_tokens=roots.int())
+    forward_batch = argparse.Namespace(
+        batch_size=batch_size, out_cache_loc=torch.arange(batch_size * topk * steps), input_ids=None,
+        positions=torch.zeros(batch_size * topk, dtype=torch.long), sampling_info=None, spec_info=draft_input,
+        forward_mode=argparse.Namespace(is_idle=lambda: False), mark_forward_metadata_ready=lambda: None,
+        moe_num_token_non_padded=None)
+    captured = {}
+    monkeypatch.setattr(worker_module, "prepare_for_draft", lambda *args, **kwargs: (forward_batch, False, None))
+    monkeypatch.setattr(worker_module, "build_eagle_verify_input",
+                        lambda batch, draft_input, *tree, **kwargs: captured.update(tree=tree, **kwargs))
+
+    decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
+    widths = []
+    draft_worker = worker_module.CastDraftWorker.__new__(worker_module.CastDraftWorker)
+    vars(draft_worker).update(
+        topk=topk, speculative_num_steps=steps, speculative_num_draft_tokens=12, req_to_token_pool=None,
+        draft_runner=runner, hot_token_id=None, tree_mask_mode=spec_tree.TreeMaskMode.FULL_MASK, device="cpu",
+        target_worker=None,
+        draft_attn_backend=argparse.Namespace(attn_backends=[None] * steps, init_forward_metadata=lambda batch: None),
+        cast=argparse.Namespace(decider=decider, use_width=lambda k, n: widths.append(decider.width(k, n)) or widths[-1]))
+    seq_lens = torch.tensor([40, 700, 90])
+    draft_worker.draft(argparse.Namespace(spec_info=draft_input, seq_lens_cpu=seq_lens, seq_lens=seq_lens))
+
+    native = make_policy("cast", settings)
+    plan = native.begin(batch_size, 700)
+    tree = grow_tree(plan, model, roots)
+    width = decider.width(plan.verify_count(tree), tree.size - 1)
+    assert widths == [width] and captured["num_draft_tokens"] == width
+    assert runner.calls == len(plan.kept) - 1  # one eager draft forward per layer after the first
+    expected = select_verified(tree, width - 1)
+    parent_list, top_scores_index, draft_tokens, draft_probs = captured["tree"]
+    assert draft_probs is None and torch.equal(draft_tokens, expected.tokens[:, 1:])
+
+    monkeypatch.setattr(spec_tree, "_is_xpu", True)
+    mask, positions, *_ = build_tree_kernel_efficient(
+        roots, parent_list, top_scores_index, draft_tokens, seq_lens, int(seq_lens.sum()), topk, steps, width,
+        spec_tree.TreeMaskMode.FULL_MASK)
+    assert torch.equal(positions.view(batch_size, width), expected.positions(seq_lens))
+    offset = 0
+    for b, length in enumerate(seq_lens.tolist()):
+        rows = mask[offset: offset + width * (length + width)].view(width, length + width)
+        offset += rows.numel()
+        assert torch.equal(rows[:, length:], expected.ancestor_mask()[b])
+
+
+def test_use_width_swaps_in_the_runtime_state_of_that_width():
+    from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+
+    from sglang_cast.sglang_plugin.worker import CastWorker
+
+    def state(width: int) -> SpecRuntimeState:
+        return SpecRuntimeState(6, width, f"draft-{width}", f"draft-graph-{width}", f"target-{width}",
+                                f"verify-graph-{width}", f"extend-{width}", f"extend-graph-{width}")
+
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20))
+    worker = CastWorker.__new__(CastWorker)
+    draft_runner = argparse.Namespace(draft_attn_backend="draft-20", attn_backend="extend-20")
+    target_runner = argparse.Namespace(attn_backend="target-20", decode_cuda_graph_runner="verify-graph-20")
+    vars(worker).update(
+        speculative_num_draft_tokens=20, decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)),
+        _draft_worker=argparse.Namespace(speculative_num_draft_tokens=20, draft_runner=draft_runner),
+        _target_worker=argparse.Namespace(model_runner=target_runner))
+    worker.states = {w: state(w) for w in worker.decider.widths}
+    assert worker.decider.widths == (2, 4, 8, 16, 20)
+
+    assert worker.use_width(5, 30) == 8
+    assert (worker.speculative_num_draft_tokens, worker._draft_worker.speculative_num_draft_tokens) == (8, 8)
+    assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-8", "verify-graph-8")
+    assert (draft_runner.draft_attn_backend, draft_runner.attn_backend) == ("draft-8", "extend-8")
+    assert worker._draft_worker.cuda_graph_runner_for_draft_extend == "extend-graph-8"
+    assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
+    assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-20"
