@@ -92,6 +92,10 @@ class Engine:
         if self.draft is None:
             raise ValueError("trace recording needs a draft head (the policy is vanilla)")
         settings = self.policy.settings if shape is None else self.policy.settings.with_shape(shape)
+        if shape is not None and 1 + shape.top_k * shape.max_depth > self.tree_room:
+            raise ValueError(f"recording shape needs {1 + shape.top_k * shape.max_depth} tree tokens but the engine "
+                             f"reserved {self.tree_room}; build the engine with a policy whose shape is at least "
+                             "as large")
         self.trace_policy = make_policy("eagle2", settings)
 
     # ----------------------------------------------------------------- requests
@@ -253,7 +257,9 @@ class Engine:
         full = verify_greedy(vtree, argmax)
         paths, bonus = [], []
         for b, accepted in enumerate(outcome.num_accepted):
-            path = full.accepted[b, :accepted].tolist()
+            # A policy may accept a candidate the full tree never kept (verified through its
+            # parent's argmax, but with no K/V of its own); commit only what was fed.
+            path = full.accepted[b, : min(accepted, int(full.num_accepted[b]))].tolist()
             paths.append(path)
             bonus.append(int(argmax[b, path[-1] if path else 0]))
         return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted)

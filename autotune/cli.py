@@ -1,0 +1,578 @@
+"""``cast-autotune``: command-line entry point.
+
+    cast-autotune profile --gpu cpu            # measure f_T, f_D into the database
+    cast-autotune collect --batch-size 1,4     # record full-expansion traces
+    cast-autotune tune --gpu cpu               # Optuna over trace replay → profiles/cpu.yaml
+    cast-autotune daemon --gpu cpu             # keep re-profiling / re-tuning / publishing
+    cast-autotune analytic --gpu h100          # roofline profile for hardware we cannot measure
+    cast-autotune show | plot | bench
+
+Every flag value is checked here, at the edge; a bad one is reported in one line
+naming the flag and the accepted range (exit 2), as are database and file
+problems (exit 1).  No traceback for anything a user can cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sglang_cast.profile import PROFILE_DIR
+
+from .errors import USAGE, AutotuneError
+from .grid import AUTO_N, ProfileGrid
+from .labels import KNOWN_LABELS, check_label, check_label_syntax
+from .space import Grid, SearchSpace
+from .store import DEFAULT_TIMEOUT_S, default_db_path
+
+PROG = "cast-autotune"
+
+
+# ------------------------------------------------------------------ flag types
+def int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}")
+        return value
+    return parse
+
+
+def float_in(lo: float, hi: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected a number in [{lo:g}, {hi:g}], got {text!r}")
+        return value
+    return parse
+
+
+def int_list(lo: int, hi: int):
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
+            raise argparse.ArgumentTypeError(
+                f"expected increasing comma-separated integers in [{lo}, {hi}], got {text!r}")
+        return values
+    return parse
+
+
+def float_list(lo: float, hi: float):
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            values = tuple(float(v) for v in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
+            raise argparse.ArgumentTypeError(
+                f"expected increasing comma-separated numbers in [{lo:g}, {hi:g}], got {text!r}")
+        return values
+    return parse
+
+
+def c_range(text: str) -> tuple[float, float]:
+    values = float_list(1e-6, 1e6)(text)
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX with 1e-06 <= MIN < MAX <= 1e+06, got {text!r}")
+    return values
+
+
+def n_points_mode(text: str) -> str | tuple[int, ...]:
+    if text in ("auto", "all"):
+        return text
+    try:
+        return int_list(1, 4096)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or increasing integers in [1, 4096], got {text!r}")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: …)`` unless the help already says it or there is none;
+    lists print as they are typed (``1,4,16``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        default = action.default
+        stated = "default" in (action.help or "")
+        if stated or default is None or default is False or default in ("", argparse.SUPPRESS):
+            return action.help
+        if isinstance(default, tuple):
+            return f"{action.help} (default: {','.join(map(str, default))})"
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad input → one line on stderr naming the flag, exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:
+        self.exit(USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# ------------------------------------------------------------------ shared flags
+def add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", type=Path, default=default_db_path(),
+                        help="SQLite database (measurements, traces, Optuna studies, publications); its directory "
+                             "is created if missing; default under $SGLANG_CAST_CACHE or ~/.cache/sglang_cast")
+    parser.add_argument("--db-timeout", type=float_in(0.01, 3600), default=DEFAULT_TIMEOUT_S,
+                        help="seconds to wait for another process's write lock before giving up")
+
+
+def add_models(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-path", default=None,
+                        help="target model: HF directory or .gguf (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft-path", default=None,
+                        help="EAGLE/EAGLE-3 head directory (default: the shipped head of the embedded model; a "
+                             "random-weight EAGLE head while none is shipped)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                        help="where to run (default: cuda if available, else cpu)")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                        help="model dtype (as EngineArgs)")
+    parser.add_argument("--random-draft-seed", type=int_in(0, 2**31 - 1), default=0,
+                        help="seed of the random-weight head used when no trained head exists")
+    parser.add_argument("--threads", type=int_in(1, 4096), default=None,
+                        help="torch intra-op threads (default: torch's, as the server runs); part of the "
+                             "measurement setup, since 1 and 2 threads are different machines")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--gpu", "--label", dest="label", required=required,
+                        help=f"profile label; published as profiles/<label>.yaml. Known labels: "
+                             f"{', '.join(sorted(KNOWN_LABELS))}")
+    parser.add_argument("--force-label", action="store_true",
+                        help="accept a label that does not match the detected hardware (or an unknown label)")
+
+
+def add_grid(parser: argparse.ArgumentParser) -> None:
+    defaults = ProfileGrid()
+    parser.add_argument("--batch-sizes", type=int_list(1, 1024), default=defaults.batch_sizes,
+                        help="batch sizes B to profile, comma-separated")
+    parser.add_argument("--ctx-bucket", type=int_in(1, 1 << 20), default=defaults.ctx_bucket,
+                        help="context bucket width L (contexts L, 2L, ..., M*L are timed)")
+    parser.add_argument("--ctx-buckets", type=int_in(1, 256), default=defaults.ctx_buckets,
+                        help="number of context buckets M")
+    parser.add_argument("--max-n", type=int_in(2, 4096), default=defaults.max_n,
+                        help="largest n (new tokens per sequence) for the target; verifying k draft tokens feeds k+1")
+    parser.add_argument("--draft-max-n", type=int_in(2, 4096), default=defaults.draft_max_n,
+                        help="largest n for the draft (widest layer = top-k; catch-up = depth + 1)")
+    parser.add_argument("--n-points", type=n_points_mode, default=defaults.n_mode,
+                        help=f"which n to time: 'auto' ({','.join(map(str, AUTO_N))} up to N, plus N), 'all' "
+                             "(1..N), or a list; other n are interpolated linearly")
+    parser.add_argument("--warmup", type=int_in(0, 100), default=defaults.warmup,
+                        help="untimed rounds per row (a row = one role, B and c; a round times each of its n once)")
+    parser.add_argument("--repeats", type=int_in(1, 1000), default=defaults.repeats,
+                        help="timed rounds per row: samples per point (median, p10, p90 stored)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small grid: B 1,2; one bucket of 256; n in 1,2,4,8,16; 1 warm-up and 3 timed rounds")
+    parser.add_argument("--max-age", type=float_in(0, 1e9), default=None,
+                        help="re-measure points older than this many seconds (default: never; a rerun only "
+                             "measures points missing for this device/model pair/threads/software versions)")
+
+
+def add_space(parser: argparse.ArgumentParser) -> None:
+    defaults = SearchSpace()
+    parser.add_argument("--buckets", type=int_list(1, 4096), default=(1, 4, 16),
+                        help="max_batch_size of each batch-size bucket; traces go to the first bucket covering "
+                             "their batch size")
+    parser.add_argument("--trials", type=int_in(1, 100000), default=100, help="Optuna trials per bucket")
+    parser.add_argument("--c-range", type=c_range, default=(defaults.c_min, defaults.c_max),
+                        help="MIN,MAX of the log-uniform search range of C1, C2 and C3")
+    parser.add_argument("--top-k", type=int_in(1, 256), default=defaults.top_k, help="largest top-k searched")
+    parser.add_argument("--max-depth", type=int_in(1, 256), default=defaults.max_depth, help="largest depth searched")
+    parser.add_argument("--max-tokens", type=int_in(2, 4096), default=defaults.max_tokens,
+                        help="largest token budget m (num_verify_tokens, root included) searched")
+    parser.add_argument("--fifo-max", type=int_in(1, 1024), default=defaults.fifo_max,
+                        help="largest depth-pruning FIFO length searched")
+    parser.add_argument("--study", default="",
+                        help="study name prefix (studies are <prefix>-b<bucket>); reuse one to resume it "
+                             "(default: <label>-<UTC time>)")
+    parser.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="TPE sampler seed")
+    parser.add_argument("--max-traces", type=int_in(1, 10**7), default=200,
+                        help="traces replayed per bucket (evenly spaced sample); trial time is linear in it")
+    parser.add_argument("--trace-dataset", default=None, help="tune only on traces of this dataset name")
+    add_confirm(parser, default_prompts=4, default_tokens=32)
+    parser.add_argument("--output", type=Path, default=None,
+                        help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
+
+
+def add_confirm(parser: argparse.ArgumentParser, default_prompts: int, default_tokens: int) -> None:
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="prompts for the live run: .jsonl (first of 'turns', or prompt/instruction/text) or "
+                             "one prompt per line (default: autotune/prompts.txt)")
+    parser.add_argument("--confirm-prompts", type=int_in(0, 10000), default=default_prompts,
+                        help="prompts decoded live with the tuned settings (at least the batch size; 0 skips)")
+    parser.add_argument("--confirm-max-new-tokens", type=int_in(1, 100000), default=default_tokens,
+                        help="tokens generated per prompt in the live run")
+    parser.add_argument("--context-length", type=int_in(16, 1 << 20), default=2048,
+                        help="engine context length (prompt + generated tokens)")
+
+
+# ------------------------------------------------------------------ helpers
+def grid_from(args) -> ProfileGrid:
+    if args.quick:
+        return ProfileGrid.quick()
+    return ProfileGrid(batch_sizes=args.batch_sizes, ctx_bucket=args.ctx_bucket, ctx_buckets=args.ctx_buckets,
+                       max_n=args.max_n, draft_max_n=args.draft_max_n, n_mode=args.n_points, warmup=args.warmup,
+                       repeats=args.repeats)
+
+
+def space_from(args) -> SearchSpace:
+    return SearchSpace(c_min=args.c_range[0], c_max=args.c_range[1], max_depth=args.max_depth, top_k=args.top_k,
+                       max_tokens=args.max_tokens, fifo_max=args.fifo_max)
+
+
+def open_store(args):
+    from .store import Store
+    return Store(args.db, args.db_timeout)
+
+
+def resolve_device(args) -> str:
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise AutotuneError("--device: cuda requested but no CUDA device is available (accepted here: cpu)")
+    return args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def checked_label(args, device: str) -> str:
+    from sglang_cast.hardware import device_name
+    check_label(args.label, device, device_name(device), args.force_label)
+    return args.label
+
+
+def load_pair(args, device: str):
+    import torch
+
+    from .models import load_model_pair
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    pair = load_model_pair(args.model_path, args.draft_path, device, args.dtype, args.random_draft_seed)
+    if pair.random_draft:
+        print(f"{PROG}: note: no trained draft head for this model; using a random-weight EAGLE head "
+              f"({pair.draft_id}): its forward costs are those of an EAGLE-1/2 head of this shape, its acceptance "
+              "is near zero", file=sys.stderr)
+    return pair
+
+
+def current_setup(pair, device: str):
+    from sglang_cast.hardware import device_name
+
+    from .store import Setup
+    return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype)
+
+
+def tune_config(args, label: str):
+    from .workflow import TuneConfig
+    return TuneConfig(label=label, output=args.output or PROFILE_DIR / f"{label}.yaml", buckets=args.buckets,
+                      trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
+                      max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
+                      confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length)
+
+
+# ------------------------------------------------------------------ commands
+def cmd_profile(args) -> int:
+    from .costs import measured_costs
+    from .profiler import run_profile
+    from .report import cost_curves
+
+    device = resolve_device(args)
+    checked_label(args, device)
+    grid = grid_from(args)
+    store = open_store(args)
+    pair = load_pair(args, device)
+    setup = current_setup(pair, device)
+    max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
+    report = run_profile(pair, store, setup, grid, max_age=max_age, progress=not args.quiet)
+    print(f"profiled {setup.device} ({args.label}): {report.measured} points measured, {report.skipped} already "
+          f"in {store.path}")
+    for role in ("target", "draft"):
+        skipped = grid.interpolated(role)
+        if skipped:
+            print(f"{role}: timed n = {list(grid.n_values(role))}; {len(skipped)} other n in 1..{grid.max_n_of(role)} "
+                  "are interpolated when cost tables are built")
+    costs = measured_costs(store, setup)
+    rows = store.measurements(setup)
+    print(cost_curves(rows, "target") + "\n\n" + cost_curves(rows, "draft"))
+    for role, info in (("target", costs.target), ("draft", costs.draft)):
+        if info.left_out:
+            print(f"{role}: batch sizes {list(info.left_out)} have incomplete rows and are left out; rerun to finish")
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from sglang_cast.hardware import device_name
+
+    from .collect import CollectConfig, collect, full_shape
+    from .prompts import load_prompts
+
+    device = resolve_device(args)
+    prompts = load_prompts(args.dataset).head(args.num_prompts)
+    store = open_store(args)
+    pair = load_pair(args, device)
+    config = CollectConfig(full_shape(args.top_k, args.max_depth), args.batch_size, args.max_new_tokens,
+                           args.context_length)
+    report = collect(pair, store, device_name(device), prompts, config, progress=not args.quiet)
+    print(f"recorded {report.iterations} iterations ({report.tokens} tokens) of {len(prompts.texts)} prompts from "
+          f"{prompts.name} at batch sizes {list(args.batch_size)} with top_k {args.top_k}, depth {args.max_depth} "
+          f"into {store.path} (runs {', '.join(r[:8] for r in report.run_ids)})")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from .prompts import load_prompts
+    from .workflow import tune_and_publish
+
+    device = resolve_device(args)
+    label = checked_label(args, device)
+    config = tune_config(args, label)
+    prompts = load_prompts(args.dataset)
+    store = open_store(args)
+    pair = load_pair(args, device)
+    outcome = tune_and_publish(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    for result in outcome.results:
+        s = result.summary()
+        b = result.settings
+        print(f"bucket <= {b.max_batch_size}: {s['replay_tokens_per_s']} tokens/s replayed on {s['traces']} traces "
+              f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}); "
+              f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
+              f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
+              f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}")
+    for c in outcome.confirmations:
+        print(f"live check B={c.batch_size}: predicted {c.predicted_tokens_per_s:.2f} tokens/s, live "
+              f"{c.live_tokens_per_s:.2f} tokens/s ({c.live_over_predicted:.1%} of predicted; the machine ran "
+              f"{c.speed_factor:.2f}x the profiled forward time, so {c.live_over_predicted_at_profile_speed:.1%} at "
+              f"profile speed; wall clock incl. prefill {c.live_wall_tokens_per_s:.2f})")
+    print(f"published {outcome.published.path} (version {outcome.published.version})")
+    return 0
+
+
+def cmd_daemon(args) -> int:
+    from .daemon import Daemon, DaemonConfig
+    from .prompts import load_prompts
+
+    device = resolve_device(args)
+    label = checked_label(args, device)
+    config = DaemonConfig(tune=tune_config(args, label), grid=grid_from(args), interval_s=args.interval,
+                          poll_s=args.poll, once=args.once,
+                          profile_max_age=timedelta(seconds=args.max_age) if args.max_age is not None else None)
+    prompts = load_prompts(args.dataset)
+    store = open_store(args)
+    pair = load_pair(args, device)
+    daemon = Daemon(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    daemon.install_signal_handlers()
+    daemon.run()
+    return 0
+
+
+def cmd_analytic(args) -> int:
+    from .analytic import analytic_profile
+    from .publish import publish
+
+    label = check_label_syntax(args.label)
+    profile = analytic_profile(label, args.model_path, args.draft_path)
+    store = open_store(args) if args.record else None
+    published = publish(profile, args.output or PROFILE_DIR / f"{label}.yaml", store)
+    costs = profile.settings.costs
+    print(f"wrote {published.path} (version {published.version}): {profile.device}, f_T(1, 512, 1) = "
+          f"{costs.target(1, 512, 1):.4f} ms, f_T(1, 512, 64) = {costs.target(1, 512, 64):.4f} ms (roofline)")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .report import show
+
+    print(show(open_store(args), args.setup, args.study, args.trials))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from .plots import plot_cost_curves, plot_histories
+    from .report import study_histories
+
+    store = open_store(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    setups = store.setups()
+    written = []
+    if setups:
+        setup = setups[min(args.setup, len(setups) - 1)]
+        rows = store.measurements(setup)
+        context = args.context or min(r.context_len for r in rows)
+        if context not in {r.context_len for r in rows}:
+            raise AutotuneError(f"--context: no measurements at {context}; measured: "
+                                f"{sorted({r.context_len for r in rows})}")
+        title = (f"{setup.device}, threads={setup.threads} — {setup.target_model} + {setup.draft_model} "
+                 f"({setup.dtype}, torch {setup.torch_version})")
+        written.append(plot_cost_curves(rows, context, title, args.out / "cost_curves.png"))
+    histories = study_histories(store, args.study)[-args.max_studies:]
+    if histories:
+        written.append(plot_histories(histories, args.out / "tuning_history.png"))
+    if not written:
+        raise AutotuneError(f"--db: nothing to plot in {store.path} (no measurements, no studies)")
+    print("\n".join(f"wrote {p}" for p in written))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import BenchConfig, run_bench
+    from .prompts import load_prompts
+
+    device = resolve_device(args)
+    grid = Grid(args.grid_c, args.grid_depths, args.grid_top_ks, args.grid_budgets, args.grid_fifo)
+    trials = args.trials or max(1, int(0.1 * len(grid)))
+    lo, hi = args.batch_sizes[0], args.batch_sizes[-1]
+    study = args.study or f"bench-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    config = BenchConfig(lo, hi, grid, trials, args.seeds, args.max_traces, args.confirm_prompts,
+                         args.confirm_max_new_tokens, args.context_length, study)
+    prompts = load_prompts(args.dataset)
+    store = open_store(args)
+    pair = load_pair(args, device)
+    result = run_bench(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    text = json.dumps(result, indent=2)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+def build_parser() -> Parser:
+    parser = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    fmt = HelpFormatter
+
+    p = commands.add_parser("profile", help="measure f_T and f_D on a grid into the database", formatter_class=fmt,
+                            description="Time target and draft forwards over batch sizes x context buckets x n "
+                                        "(warm-up, repeats, median and p10/p90); every point is committed at once, "
+                                        "and a rerun measures only missing points.")
+    add_label(p)
+    add_models(p)
+    add_grid(p)
+    add_db(p)
+    p.set_defaults(run=cmd_profile)
+
+    p = commands.add_parser("collect", help="record full-expansion traces (greedy) into the database",
+                            formatter_class=fmt,
+                            description="Decode a prompt set with trace recording on (full EAGLE-2 expansion, every "
+                                        "node verified); tune replays any CAST tree inside it.")
+    add_models(p)
+    p.add_argument("--dataset", type=Path, default=None,
+                   help="prompts: .jsonl (first of 'turns', or prompt/instruction/text) or one prompt per line "
+                        "(default: autotune/prompts.txt, written for tuning and disjoint from the benchmarks)")
+    p.add_argument("--num-prompts", type=int_in(1, 10**6), default=16, help="use the first N prompts")
+    p.add_argument("--max-new-tokens", type=int_in(1, 100000), default=64, help="tokens generated per prompt")
+    p.add_argument("--batch-size", type=int_list(1, 1024), default=(1,),
+                   help="engine max batch size; a list records one run per size")
+    p.add_argument("--top-k", type=int_in(1, 256), default=SearchSpace().top_k,
+                   help="recorded top-k K (must be >= the tuning space's top-k)")
+    p.add_argument("--max-depth", type=int_in(1, 256), default=SearchSpace().max_depth,
+                   help="recorded depth H (must be >= the tuning space's depth)")
+    p.add_argument("--context-length", type=int_in(16, 1 << 20), default=2048, help="engine context length")
+    add_db(p)
+    p.set_defaults(run=cmd_collect)
+
+    p = commands.add_parser("tune", help="Optuna over trace replay per bucket, live check, publish the profile",
+                            formatter_class=fmt,
+                            description="Objective: replay(traces, cast).tokens_per_s with the measured cost tables. "
+                                        "The best trial is run live before the profile is written.")
+    add_label(p)
+    add_models(p)
+    add_space(p)
+    add_db(p)
+    p.set_defaults(run=cmd_tune)
+
+    p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",
+                            formatter_class=fmt,
+                            description="Each step: profile missing/stale points, tune, confirm live, publish. "
+                                        "SIGTERM stops after the current profile row or trial; an interrupted step "
+                                        "publishes nothing.")
+    add_label(p)
+    add_models(p)
+    add_grid(p)
+    add_space(p)
+    add_db(p)
+    p.add_argument("--interval", type=float_in(1, 1e9), default=3600.0, help="seconds between scheduled steps")
+    p.add_argument("--poll", type=float_in(0.01, 1e6), default=30.0, help="seconds between trace-count checks")
+    p.add_argument("--once", action="store_true", help="run one step and exit")
+    p.set_defaults(run=cmd_daemon)
+
+    p = commands.add_parser("analytic", help="write a roofline profile for a GPU that cannot be measured here",
+                            formatter_class=fmt,
+                            description="f(B,c,n) = max(bytes/BW, flops/FLOPS) from published bandwidth and dense "
+                                        "BF16 FLOP rate; see docs/autotune.md.")
+    p.add_argument("--gpu", "--label", dest="label", required=True, help="h100, a800, h20 or rtx4090")
+    p.add_argument("--model-path", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--draft-path", default=None, help="draft head (default: shipped head, else an assumed EAGLE head)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
+    p.add_argument("--record", action="store_true", help="also record the publication in --db")
+    add_db(p)
+    p.set_defaults(run=cmd_analytic)
+
+    p = commands.add_parser("show", help="print cost curves, traces, tuning history and publications",
+                            formatter_class=fmt)
+    add_db(p)
+    p.add_argument("--setup", type=int_in(0, 10**6), default=0,
+                   help="which measurement setup's curves to print (0 = most recently measured)")
+    p.add_argument("--study", default="", help="only studies whose name contains this")
+    p.add_argument("--trials", action="store_true", help="print every trial with the best-so-far")
+    p.set_defaults(run=cmd_show)
+
+    p = commands.add_parser("plot", help="PNG plots of cost curves and tuning history", formatter_class=fmt)
+    add_db(p)
+    p.add_argument("--out", type=Path, default=Path("autotune-plots"), help="output directory")
+    p.add_argument("--setup", type=int_in(0, 10**6), default=0, help="measurement setup (0 = most recent)")
+    p.add_argument("--context", type=int_in(1, 1 << 20), default=None,
+                   help="context of the cost curves (default: the smallest measured)")
+    p.add_argument("--study", default="", help="only studies whose name contains this")
+    p.add_argument("--max-studies", type=int_in(1, 100), default=6, help="plot at most this many (latest) studies")
+    p.set_defaults(run=cmd_plot)
+
+    p = commands.add_parser("bench", help="tuner vs exhaustive grid, and replay vs live (JSON)", formatter_class=fmt,
+                            description="Replays every configuration of a grid, runs the tuner with <= 10% as "
+                                        "many evaluations for each seed, then runs the tuned settings live.")
+    add_models(p)
+    p.add_argument("--batch-sizes", type=int_list(1, 1024), default=(1,),
+                   help="replay traces with batch size in [first, last]; the bucket's max_batch_size is the last")
+    p.add_argument("--grid-c", type=float_list(1e-6, 1e6), default=(0.03, 0.3, 3.0),
+                   help="values of each of C1, C2, C3 in the grid")
+    p.add_argument("--grid-depths", type=int_list(1, 256), default=(2, 4, 6), help="max depths in the grid")
+    p.add_argument("--grid-top-ks", type=int_list(1, 256), default=(2, 4, 8), help="top-k values in the grid")
+    p.add_argument("--grid-budgets", type=int_list(2, 4096), default=(8, 16, 32), help="token budgets m in the grid")
+    p.add_argument("--grid-fifo", type=int_list(1, 1024), default=(4,), help="FIFO lengths in the grid")
+    p.add_argument("--trials", type=int_in(0, 10**6), default=0, help="tuner trials (default: 10%% of the grid)")
+    p.add_argument("--seeds", type=int_list(0, 2**31 - 1), default=(0, 1, 2), help="tuner seeds (one study each)")
+    p.add_argument("--max-traces", type=int_in(1, 10**7), default=60, help="traces replayed per configuration")
+    p.add_argument("--study", default="", help="study name prefix (<prefix>-seed<seed>; default: bench-<UTC time>)")
+    p.add_argument("--json", type=Path, default=None, help="also write the JSON result here")
+    add_confirm(p, default_prompts=4, default_tokens=48)
+    add_db(p)
+    p.set_defaults(run=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except AutotuneError as err:
+        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted; everything committed so far is kept (rerun to resume)",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""``collect``: record full-expansion traces (CAST.md §8) into the database.
+
+The engine drafts the full EAGLE-2 expansion with ``shape`` (every node's top-K
+children, depth H) and verifies every node, so any CAST tree with ``top_k <= K``
+and ``depth <= H`` can be replayed from the record.  The tuning space must
+therefore stay inside ``shape``; ``tune`` checks it.  Greedy decoding only:
+replay is defined for greedy verification.
+
+Each iteration is stored with the prompts that were in its batch and committed
+as soon as it is recorded.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from sglang_cast.cast import SamplingParams, TreeShape, make_policy
+from sglang_cast.engine.build import resolve_settings
+
+from .models import ModelPair
+from .prompts import PromptSet
+from .store import Store
+
+
+def full_shape(top_k: int, max_depth: int) -> TreeShape:
+    """The recording shape: every drafted node is verified (``m = 1 + K·H``)."""
+    return TreeShape(top_k=top_k, max_depth=max_depth, num_verify_tokens=1 + top_k * max_depth)
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    shape: TreeShape
+    batch_sizes: tuple[int, ...]
+    max_new_tokens: int
+    context_length: int
+
+
+@dataclass(frozen=True)
+class CollectReport:
+    run_ids: tuple[str, ...]
+    iterations: int
+    tokens: int
+
+
+def collect(pair: ModelPair, store: Store, device: str, prompts: PromptSet, config: CollectConfig, *,
+            progress: bool = True, should_stop=lambda: False) -> CollectReport:
+    """Decode ``prompts`` once per batch size with trace recording on."""
+    settings = resolve_settings("eagle2", None).with_shape(config.shape)
+    params = SamplingParams(max_new_tokens=config.max_new_tokens)
+    run_ids, iterations, tokens = [], 0, 0
+    for batch_size in config.batch_sizes:
+        run_id = uuid.uuid4().hex
+        run_ids.append(run_id)
+        engine = pair.engine(make_policy("eagle2", settings), batch_size, config.context_length)
+        engine.record_traces(config.shape)
+        requests = [engine.add_request(pair.format_prompt(text), params) for text in prompts.texts]
+        prompt_of = {r.request_id: pid for r, pid in zip(requests, prompts.ids)}
+        bar = tqdm(total=len(requests), desc=f"collect B={batch_size}", unit="prompt", disable=not progress)
+        while engine.has_work and not should_stop():
+            recorded = len(engine.traces)
+            finished = engine.step()
+            bar.update(len(finished))
+            if len(engine.traces) == recorded:
+                continue  # only prefills happened
+            # The iteration's batch: still running, plus those it finished (a request
+            # that finished at prefill never iterated).
+            batch = engine.running + [r for r in finished if r.stats.iterations > 0]
+            trace = engine.traces[-1]
+            assert len(batch) == trace.batch_size, "iteration batch does not match the recorded trace"
+            ids = tuple(sorted(prompt_of[r.request_id] for r in batch))
+            store.add_traces(device, pair.target_id, pair.draft_id, prompts.name, run_id,
+                             [(len(engine.traces) - 1, ids, trace)])
+            iterations += 1
+            tokens += sum(engine.history[-1].accepted) + trace.batch_size
+        bar.close()
+        if should_stop():
+            break
+    return CollectReport(tuple(run_ids), iterations, tokens)

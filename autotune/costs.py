@@ -1,0 +1,101 @@
+"""Cost tables from the measurements table.
+
+The database keeps only timed points; a ``CostTable`` needs a full rectangle
+``[batch size][context bucket][n = 1..N]``.  Rows are completed with
+``interpolate_row`` (linear between timed ``n``), and the provenance says which
+``n`` were timed, so a reader of the YAML can tell measurement from interpolation.
+A batch size whose rows are incomplete (an interrupted ``profile``) is left out
+and named, rather than silently shortening every other row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sglang_cast.cast import CostModel, CostTable
+from sglang_cast.engine.profiling import interpolate_row
+
+from .errors import AutotuneError
+from .store import Measurement, Setup, Store
+
+
+@dataclass(frozen=True)
+class RoleTable:
+    table: CostTable
+    timed_n: tuple[int, ...]
+    left_out: tuple[int, ...] = ()  # batch sizes with incomplete rows
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    costs: CostModel
+    target: RoleTable
+    draft: RoleTable
+    points: int
+    load_avg: tuple[float, float] = field(default=(0.0, 0.0))  # min/max while measuring
+
+    def provenance(self) -> dict[str, Any]:
+        def role(info: RoleTable) -> dict[str, Any]:
+            table = info.table
+            return {
+                "batch_sizes": list(table.batch_sizes),
+                "ctx_bucket": table.bucket,
+                "ctx_buckets": table.num_buckets,
+                "max_n": table.max_tokens,
+                "timed_n": list(info.timed_n),
+                "interpolated_n": "every other n in 1..max_n, linear between timed n (interpolate_row)",
+                "incomplete_batch_sizes_left_out": list(info.left_out),
+            }
+
+        return {"timed_points": self.points, "load_avg_1min": list(self.load_avg),
+                "target": role(self.target), "draft": role(self.draft)}
+
+
+def _role_table(rows: list[Measurement], role: str, ctx_bucket: int | None) -> RoleTable:
+    points: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        points[(row.batch_size, row.context_len)][row.n] = row.median_ms
+    if not points:
+        raise AutotuneError(f"no {role} measurements for this setup; run `cast-autotune profile` first")
+    bucket = ctx_bucket or min(c for _, c in points)
+    batch_sizes = sorted({b for b, _ in points})
+    depth = {b: 0 for b in batch_sizes}  # consecutive buckets L, 2L, ... present per batch size
+    for b in batch_sizes:
+        while (b, (depth[b] + 1) * bucket) in points:
+            depth[b] += 1
+    num_buckets = max(depth.values())
+    if num_buckets == 0:
+        raise AutotuneError(f"--ctx-bucket: no {role} measurements at context {bucket}")
+    max_n = max(max(points[(b, (m + 1) * bucket)]) for b in batch_sizes if depth[b] == num_buckets
+                for m in range(num_buckets))
+    complete, left_out = [], []
+    for b in batch_sizes:
+        rows_b = [points.get((b, (m + 1) * bucket), {}) for m in range(num_buckets)]
+        if depth[b] == num_buckets and all(1 in r and max(r) >= max_n for r in rows_b):
+            complete.append(b)
+        else:
+            left_out.append(b)
+    if not complete:
+        raise AutotuneError(f"every {role} batch size has incomplete rows ({left_out}); rerun `cast-autotune profile`")
+    ms = [[interpolate_row(points[(b, (m + 1) * bucket)], max_n) for m in range(num_buckets)] for b in complete]
+    timed = sorted({n for (b, _), row in points.items() if b in complete for n in row if n <= max_n})
+    table = CostTable(bucket, num_buckets, tuple(complete), torch.tensor(ms, dtype=torch.float64))
+    return RoleTable(table, tuple(timed), tuple(left_out))
+
+
+def measured_costs(store: Store, setup: Setup, ctx_bucket: int | None = None) -> MeasuredCosts:
+    """The newest measurement of every point of ``setup`` as a ``CostModel``."""
+    rows = store.measurements(setup)
+    if not rows:
+        raise AutotuneError(f"no measurements in {store.path} for device {setup.device!r}, models "
+                            f"{setup.target_model} + {setup.draft_model} ({setup.dtype}, torch {setup.torch_version}); "
+                            "run `cast-autotune profile` first")
+    target = _role_table([r for r in rows if r.role == "target"], "target", ctx_bucket)
+    draft = _role_table([r for r in rows if r.role == "draft"], "draft", ctx_bucket)
+    loads = [r.load_avg for r in rows]
+    return MeasuredCosts(CostModel(target=target.table, draft=draft.table), target, draft, len(rows),
+                         (min(loads), max(loads)))

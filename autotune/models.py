@@ -1,0 +1,111 @@
+"""The target/draft pair being tuned, loaded once and shared by every stage.
+
+Measurements and traces are keyed by the pair's identifiers, so a trained draft
+head never inherits traces (acceptance) recorded with another head.  Until the
+shipped head for the embedded model exists, a random-weight EAGLE head of the
+target's layer shape stands in: its forward costs are those of a real EAGLE-1/2
+head of that shape (cost does not depend on weights), but its acceptance is
+near zero, so thresholds tuned on its traces must be re-tuned once a trained
+head ships.  Its identifier says so (``random-eagle-head:seed=<seed>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sglang_cast.cast import Policy
+from sglang_cast.engine import Engine
+from sglang_cast.engine.build import DTYPES, default_draft_path
+from sglang_cast.models import ModelConfig, load_draft, load_target
+from sglang_cast.models.eagle import DraftConfig, EagleDraft
+from sglang_cast.models.llama import eagle3_feature_layers
+from sglang_cast.models.loader import EMBEDDED_NAME
+
+from .errors import AutotuneError
+
+RANDOM_HEAD_PREFIX = "random-eagle-head"
+
+
+@dataclass
+class ModelPair:
+    """Loaded target + draft, their tokenizer, and the identifiers rows are keyed by."""
+
+    target: Any
+    draft: Any
+    tokenizer: Any
+    target_id: str
+    draft_id: str
+    dtype: str
+    eos_token_ids: tuple[int, ...] = ()
+    eagle3_layers: tuple[int, ...] = ()
+    chat_template: bool = True  # wrap prompts in the tokenizer's chat template
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.target.parameters()).device
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return next(self.target.parameters()).dtype
+
+    @property
+    def random_draft(self) -> bool:
+        return self.draft_id.startswith(RANDOM_HEAD_PREFIX)
+
+    @property
+    def feature_width(self) -> int:
+        """Width of the features the draft reads (3 target layers for EAGLE-3)."""
+        return self.target.config.hidden_size * max(1, len(self.eagle3_layers))
+
+    def format_prompt(self, text: str) -> str:
+        if not self.chat_template:
+            return text
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                  tokenize=False)
+
+    def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
+        return Engine(self.target, self.tokenizer, self.draft, policy,
+                      max_batch_size=max_batch_size, context_length=context_length,
+                      eos_token_ids=self.eos_token_ids, eagle3_layers=self.eagle3_layers)
+
+
+def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:
+    """An EAGLE-1/2 head with the target's layer shape and N(0, 0.05) weights."""
+    generator = torch.Generator().manual_seed(seed)
+    layer = ModelConfig.from_hf({**config.to_hf(), "num_hidden_layers": 1})
+    head = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
+    with torch.no_grad():
+        for param in head.parameters():
+            param.copy_(0.05 * torch.randn(param.shape, generator=generator))
+    return head.to(next(target.parameters()).device, next(target.parameters()).dtype).eval()
+
+
+def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,
+                    random_seed: int = 0) -> ModelPair:
+    """Load the pair as ``EngineArgs`` would; fall back to a random head (and say so
+    in ``draft_id``) when the embedded model has no shipped head yet."""
+    if dtype not in DTYPES:
+        raise AutotuneError(f"--dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
+    try:
+        target, config, tokenizer = load_target(model_path, device, DTYPES[dtype])
+    except (FileNotFoundError, ValueError) as err:
+        raise AutotuneError(f"--model-path: {err}") from None
+    target_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
+    path = Path(draft_path).expanduser() if draft_path else default_draft_path(model_path)
+    if path is None:
+        if model_path is not None:
+            raise AutotuneError("--draft-path: required for a --model-path other than the embedded model")
+        draft = random_eagle_head(target, config, random_seed)
+        draft_id = f"{RANDOM_HEAD_PREFIX}:seed={random_seed}"
+    else:
+        try:
+            draft = load_draft(path, target, device, DTYPES[dtype])
+        except (FileNotFoundError, ValueError) as err:
+            raise AutotuneError(f"--draft-path: {err}") from None
+        draft_id = str(path.resolve())
+    layers = eagle3_feature_layers(config.num_layers) if draft.config.layout == "eagle3" else ()
+    return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids, layers)

@@ -1,0 +1,70 @@
+"""Prompt sets for ``collect`` and the live confirmation.
+
+The default set is ``autotune/prompts.txt``, written for tuning and disjoint from
+the benchmark prompts in ``../shared/datasets``: thresholds tuned on the prompts
+they are later benchmarked on would overstate the speedup.  ``--dataset`` accepts a
+JSONL file (the first of ``turns``, or ``prompt`` / ``instruction`` / ``text``) or
+a text file with one prompt per line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import AutotuneError
+
+DEFAULT_PROMPTS = Path(__file__).resolve().parent / "prompts.txt"
+JSON_FIELDS = ("prompt", "instruction", "text")
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    name: str  # stored as the traces' dataset
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def head(self, count: int) -> PromptSet:
+        return PromptSet(self.name, self.ids[:count], self.texts[:count])
+
+
+def _jsonl_prompt(record: object, where: str) -> str:
+    if isinstance(record, dict):
+        turns = record.get("turns")
+        if isinstance(turns, list) and turns and isinstance(turns[0], str):
+            return turns[0]
+        for name in JSON_FIELDS:
+            if isinstance(record.get(name), str):
+                return record[name]
+    raise AutotuneError(f"--dataset {where}: expected an object with 'turns' (list of strings) or one of "
+                        f"{list(JSON_FIELDS)}")
+
+
+def load_prompts(path: str | Path | None = None) -> PromptSet:
+    path = Path(path).expanduser() if path is not None else DEFAULT_PROMPTS
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise AutotuneError(f"--dataset: cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+    ids, texts = [], []
+    if path.suffix == ".jsonl":
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise AutotuneError(f"--dataset {path}:{number}: not JSON ({err.msg})") from None
+            texts.append(_jsonl_prompt(record, f"{path}:{number}"))
+            key = record.get("question_id", record.get("id", number - 1)) if isinstance(record, dict) else number - 1
+            ids.append(f"{path.stem}:{key}")
+    else:
+        for number, line in enumerate(lines, 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                texts.append(line.strip())
+                ids.append(f"{path.stem}:{number}")
+    if not texts:
+        raise AutotuneError(f"--dataset: no prompts in {path}")
+    name = "autotune-prompts" if path == DEFAULT_PROMPTS else str(path.resolve())
+    return PromptSet(name, tuple(ids), tuple(texts))

@@ -1,0 +1,306 @@
+"""The autotuner's SQLite database (SQLAlchemy 2 ORM).
+
+One file holds everything a tuning run depends on, so runs are resumable and a
+published profile can be traced back to its inputs:
+
+* ``measurements`` — one row per timed grid point ``(role, B, c, n)`` of a setup
+  (device, model pair, dtype, threads, software versions), committed as soon as
+  it is measured so an interrupted ``profile`` resumes where it stopped;
+* ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON);
+* ``published_profiles`` — every YAML profile written, with its study and trial;
+* Optuna's own tables (``tune`` stores its studies in the same file).
+
+Concurrency: the file runs in WAL mode with a busy timeout, and every transaction
+starts with ``BEGIN IMMEDIATE`` so two writers (``profile`` and ``daemon``) queue
+for the write lock instead of failing with SQLITE_BUSY when a read transaction
+tries to upgrade.  SQLite errors a user can cause (locked, corrupted, read-only)
+become one-line ``AutotuneError``s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import torch
+from sqlalchemy import DateTime, Float, Integer, String, Text, create_engine, event, func, select
+from sqlalchemy.exc import DatabaseError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from sglang_cast.cast import TraceIteration
+from sglang_cast.engine.profiling import Timing
+
+from .errors import RUNTIME, AutotuneError
+
+DEFAULT_TIMEOUT_S = 30.0
+CACHE_ENV = "SGLANG_CAST_CACHE"
+
+
+def default_db_path() -> Path:
+    """``$SGLANG_CAST_CACHE/autotune.db`` or ``~/.cache/sglang_cast/autotune.db``."""
+    return Path(os.environ.get(CACHE_ENV) or "~/.cache/sglang_cast").expanduser() / "autotune.db"
+
+
+def package_version() -> str:
+    try:
+        return version("sglang-cast")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Measurement(Base):
+    """One timed grid point: ``f_role(B, c, n)``."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device: Mapped[str] = mapped_column(String(200), index=True)
+    target_model: Mapped[str] = mapped_column(String(500))
+    draft_model: Mapped[str] = mapped_column(String(500))
+    dtype: Mapped[str] = mapped_column(String(20))
+    threads: Mapped[int] = mapped_column(Integer)  # torch intra-op threads: 1 and 2 threads are different machines
+    torch_version: Mapped[str] = mapped_column(String(50))
+    package_version: Mapped[str] = mapped_column(String(50))
+    role: Mapped[str] = mapped_column(String(10))  # "target" | "draft"
+    batch_size: Mapped[int] = mapped_column(Integer)
+    context_len: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(Integer)
+    median_ms: Mapped[float] = mapped_column(Float)
+    p10_ms: Mapped[float] = mapped_column(Float)
+    p90_ms: Mapped[float] = mapped_column(Float)
+    repeats: Mapped[int] = mapped_column(Integer)
+    # 1-minute load average while measuring: explains noisy rows on a shared machine.
+    load_avg: Mapped[float] = mapped_column(Float)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TraceRecord(Base):
+    """One recorded iteration of a batch (CAST.md §8)."""
+
+    __tablename__ = "traces"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device: Mapped[str] = mapped_column(String(200))
+    target_model: Mapped[str] = mapped_column(String(500), index=True)
+    draft_model: Mapped[str] = mapped_column(String(500), index=True)
+    dataset: Mapped[str] = mapped_column(String(500))
+    run_id: Mapped[str] = mapped_column(String(64), index=True)
+    prompt_ids: Mapped[str] = mapped_column(Text)  # JSON list of the prompts in the batch
+    iteration: Mapped[int] = mapped_column(Integer)
+    batch_size: Mapped[int] = mapped_column(Integer)
+    top_k: Mapped[int] = mapped_column(Integer)
+    max_depth: Mapped[int] = mapped_column(Integer)
+    data: Mapped[str] = mapped_column(Text)  # TraceIteration.to_dict() as JSON
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class PublishedProfile(Base):
+    __tablename__ = "published_profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(1000))
+    label: Mapped[str] = mapped_column(String(100))
+    version: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(20))
+    study: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    trial: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a measurement is valid for: the same device, model pair, dtype, thread
+    count and software versions.  A rerun with an equal setup skips points already
+    stored."""
+
+    device: str
+    target_model: str
+    draft_model: str
+    dtype: str
+    threads: int
+    torch_version: str
+    package_version: str
+
+    @classmethod
+    def current(cls, device: str, target_model: str, draft_model: str, dtype: str) -> Setup:
+        return cls(device, target_model, draft_model, dtype, torch.get_num_threads(), str(torch.__version__),
+                   package_version())
+
+    def columns(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class StoredTrace:
+    batch_size: int
+    run_id: str
+    prompt_ids: tuple[str, ...]
+    iteration: int
+    trace: TraceIteration
+
+
+def _explain(err: DatabaseError, path: Path, timeout_s: float) -> AutotuneError:
+    text = str(err.orig) if getattr(err, "orig", None) is not None else str(err)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        reason = (f"database {path} is locked by another process (waited {timeout_s:g} s); "
+                  "retry later or raise --db-timeout")
+    elif "not a database" in lowered or "malformed" in lowered:
+        reason = (f"{path} is not a valid SQLite database (corrupted or another kind of file); move it away or "
+                  "pass another --db")
+    elif "readonly" in lowered or "read-only" in lowered:
+        reason = f"database {path} is read-only; pass a writable --db"
+    elif "unable to open" in lowered:
+        reason = f"cannot open database {path}: the path is not writable; pass a writable --db"
+    else:
+        reason = f"database {path}: {text}"
+    return AutotuneError(reason, RUNTIME)
+
+
+def _check_writable(path: Path) -> None:
+    """Fail early, with the path in the message, where SQLite would only say
+    'unable to open database file'."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise AutotuneError(f"cannot create the directory of --db {path}: {err.strerror}", RUNTIME) from None
+    if path.exists() and not path.is_file():
+        raise AutotuneError(f"--db {path} is not a regular file", RUNTIME)
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise AutotuneError(f"database {path} is read-only; pass a writable --db", RUNTIME)
+    try:  # WAL needs to create -wal/-shm files next to the database
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as err:
+        raise AutotuneError(f"cannot write in the directory of --db {path}: {err.strerror}", RUNTIME) from None
+
+
+class Store:
+    """Open (creating if needed) the database at ``path``."""
+
+    def __init__(self, path: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.timeout_s = timeout_s
+        _check_writable(self.path)
+        self.engine = create_engine(f"sqlite:///{self.path}", connect_args={"timeout": timeout_s})
+        event.listen(self.engine, "connect", self._on_connect)
+        event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        with self._errors():
+            Base.metadata.create_all(self.engine)
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy URL of this file (what Optuna's RDBStorage is given)."""
+        return f"sqlite:///{self.path}"
+
+    def _on_connect(self, dbapi_connection, _record) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE instead of pysqlite's deferred BEGIN.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except DatabaseError as err:
+            raise _explain(err, self.path, self.timeout_s) from None
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction that commits on success; SQLite errors become ``AutotuneError``."""
+        with self._errors(), Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------ measurements
+    def add_measurement(self, setup: Setup, role: str, batch_size: int, context_len: int, n: int,
+                        timing: Timing, load_avg: float) -> None:
+        """Store one grid point in its own transaction (what makes ``profile`` resumable)."""
+        with self.session() as session:
+            session.add(Measurement(**setup.columns(), role=role, batch_size=batch_size, context_len=context_len,
+                                    n=n, median_ms=timing.median_ms, p10_ms=timing.p10_ms, p90_ms=timing.p90_ms,
+                                    repeats=timing.repeats, load_avg=load_avg, created=utcnow()))
+
+    def setup_conditions(self, setup: Setup):
+        return [getattr(Measurement, name) == value for name, value in setup.columns().items()]
+
+    def measurements(self, setup: Setup, newer_than: datetime | None = None) -> list[Measurement]:
+        """The newest row per grid point of ``setup`` (optionally only rows newer than a date)."""
+        conditions = self.setup_conditions(setup)
+        if newer_than is not None:
+            conditions.append(Measurement.created >= newer_than)
+        with self.session() as session:
+            rows = session.scalars(select(Measurement).where(*conditions).order_by(Measurement.created)).all()
+        newest: dict[tuple[str, int, int, int], Measurement] = {}
+        for row in rows:
+            newest[(row.role, row.batch_size, row.context_len, row.n)] = row
+        return list(newest.values())
+
+    def setups(self) -> list[Setup]:
+        """Every setup with measurements, most recently measured first."""
+        columns = [getattr(Measurement, name) for name in Setup.__dataclass_fields__]
+        with self.session() as session:
+            rows = session.execute(select(*columns, func.max(Measurement.created).label("last"))
+                                   .group_by(*columns).order_by(func.max(Measurement.created).desc())).all()
+        return [Setup(*row[:-1]) for row in rows]
+
+    # ------------------------------------------------------------------ traces
+    def add_traces(self, device: str, target_model: str, draft_model: str, dataset: str, run_id: str,
+                   items: list[tuple[int, tuple[str, ...], TraceIteration]]) -> None:
+        """Store ``(iteration index, prompt ids, trace)`` items in one transaction."""
+        now = utcnow()
+        with self.session() as session:
+            for index, prompt_ids, trace in items:
+                session.add(TraceRecord(
+                    device=device, target_model=target_model, draft_model=draft_model, dataset=dataset,
+                    run_id=run_id, prompt_ids=json.dumps(list(prompt_ids)), iteration=index,
+                    batch_size=trace.batch_size, top_k=trace.top_k, max_depth=int(trace.tree.depths.max()),
+                    data=json.dumps(trace.to_dict()), created=now))
+
+    def _trace_filter(self, target_model: str, draft_model: str, dataset: str | None):
+        conditions = [TraceRecord.target_model == target_model, TraceRecord.draft_model == draft_model]
+        if dataset is not None:
+            conditions.append(TraceRecord.dataset == dataset)
+        return conditions
+
+    def trace_count(self, target_model: str, draft_model: str, dataset: str | None = None) -> int:
+        with self.session() as session:
+            return session.scalar(select(func.count(TraceRecord.id))
+                                  .where(*self._trace_filter(target_model, draft_model, dataset)))
+
+    def traces(self, target_model: str, draft_model: str, dataset: str | None = None) -> list[StoredTrace]:
+        conditions = self._trace_filter(target_model, draft_model, dataset)
+        with self.session() as session:
+            rows = session.scalars(select(TraceRecord).where(*conditions).order_by(TraceRecord.id)).all()
+        return [StoredTrace(r.batch_size, r.run_id, tuple(json.loads(r.prompt_ids)), r.iteration,
+                            TraceIteration.from_dict(json.loads(r.data))) for r in rows]
+
+    # --------------------------------------------------------------- profiles
+    def record_publication(self, path: Path, label: str, version_hash: str, source: str,
+                           study: str | None, trial: int | None) -> None:
+        with self.session() as session:
+            session.add(PublishedProfile(path=str(path), label=label, version=version_hash, source=source,
+                                         study=study, trial=trial, created=utcnow()))
+
+    def publications(self) -> list[PublishedProfile]:
+        with self.session() as session:
+            return list(session.scalars(select(PublishedProfile).order_by(PublishedProfile.id)).all())

@@ -1,0 +1,152 @@
+"""``tune``: per batch-size bucket, search CAST's settings by trace replay.
+
+The objective of a trial is the throughput ``replay(traces, cast policy)``
+predicts on the bucket's traces with the measured cost tables — no model forward
+per trial (CAST.md §8).  Traces go to the first bucket whose ``max_batch_size``
+covers their batch size, as ``PolicySettings.for_batch`` assigns live batches.
+Studies live in the same SQLite file as the measurements (Optuna RDBStorage), so
+a study can be resumed by name and inspected with ``show`` / ``plot``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import optuna
+import torch
+from sqlalchemy.exc import DatabaseError
+
+from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, ReplayResult, Thresholds, TraceIteration,
+                              TreeShape, make_policy, replay)
+
+from .errors import RUNTIME, AutotuneError
+from .space import SearchSpace
+from .store import Store
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+T = TypeVar("T")
+
+
+def assign_buckets(traces: list[T], bucket_sizes: tuple[int, ...]) -> dict[int, list[T]]:
+    """Traces (anything with a ``batch_size``) per bucket; batches larger than
+    every bucket go to the last one."""
+    by_bucket: dict[int, list[T]] = {size: [] for size in bucket_sizes}
+    for trace in traces:
+        size = next((s for s in bucket_sizes if trace.batch_size <= s), bucket_sizes[-1])
+        by_bucket[size].append(trace)
+    return by_bucket
+
+
+def even_sample(traces: list[T], limit: int) -> list[T]:
+    """At most ``limit`` traces spread evenly over the list (trial cost is linear in
+    traces; consecutive iterations are highly correlated, so spacing loses little)."""
+    if len(traces) <= limit:
+        return traces
+    step = len(traces) / limit
+    return [traces[int(i * step)] for i in range(limit)]
+
+
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Replay is thousands of tiny tensor ops.  With an OpenMP team on every core
+    each op pays a fork/join, which on a busy machine costs milliseconds: measured
+    here, ``triu`` of a 3×3 mask took 10-19 ms with 2 threads under load and 11 µs
+    with one.  Replay therefore runs on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def replay_settings(traces: list[TraceIteration], settings: PolicySettings, policy: str = "cast") -> ReplayResult:
+    """Replay with a fresh policy (its depth FIFOs start empty, as on a new server)."""
+    with single_threaded():
+        return replay(traces, make_policy(policy, settings))
+
+
+def replay_bucket(traces: list[TraceIteration], bucket: BucketSettings, costs: CostModel,
+                  policy: str = "cast") -> ReplayResult:
+    return replay_settings(traces, PolicySettings(buckets=(bucket,), costs=costs), policy)
+
+
+def bucket_from_params(params: dict, max_batch_size: int) -> BucketSettings:
+    """Settings of a stored trial (the parameter names ``SearchSpace.suggest`` uses)."""
+    return BucketSettings(max_batch_size, TreeShape(params["top_k"], params["max_depth"], params["num_verify_tokens"]),
+                          Thresholds(params["c1"], params["c2"], params["c3"]), params["fifo_len"])
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    settings: BucketSettings
+    study: str
+    trial: int
+    trials: int
+    traces: int
+    tokens_per_s: float  # replayed throughput of the best trial
+    tau: float
+    unrecorded: int
+    baselines: dict[str, float] = field(default_factory=dict)  # replayed tokens/s of vanilla and eagle2
+
+    def summary(self) -> dict:
+        return {
+            "max_batch_size": self.settings.max_batch_size, "study": self.study, "best_trial": self.trial,
+            "trials": self.trials, "traces": self.traces, "replay_tokens_per_s": round(self.tokens_per_s, 3),
+            "replay_tau": round(self.tau, 4), "unrecorded_nodes": self.unrecorded,
+            "baselines_tokens_per_s": {k: round(v, 3) for k, v in self.baselines.items()},
+        }
+
+
+def storage(store: Store) -> optuna.storages.RDBStorage:
+    try:
+        return optuna.storages.RDBStorage(store.url, engine_kwargs={"connect_args": {"timeout": store.timeout_s}})
+    except DatabaseError as err:
+        raise AutotuneError(f"database {store.path}: Optuna cannot use it ({err.orig})", RUNTIME) from None
+
+
+def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], costs: CostModel, max_batch_size: int,
+                space: SearchSpace, trials: int, seed: int = 0, stop: threading.Event | None = None,
+                progress: bool = True) -> BucketResult:
+    """Run (or resume) one bucket's study until it holds ``trials`` finished trials."""
+    if not traces:
+        raise AutotuneError(f"--buckets: no traces for the bucket with max_batch_size {max_batch_size}; "
+                            "collect with a --batch-size in that bucket")
+    study = optuna.create_study(study_name=study_name, storage=storage(store), direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True),
+                                load_if_exists=True)
+    study.set_user_attr("max_batch_size", max_batch_size)
+    study.set_user_attr("traces", len(traces))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not study.trials:
+        for params in space.corners():
+            study.enqueue_trial(params)
+
+    def objective(trial: optuna.Trial) -> float:
+        result = replay_bucket(traces, space.suggest(trial, max_batch_size), costs)
+        trial.set_user_attr("tau", result.tau)
+        trial.set_user_attr("unrecorded", result.unrecorded)
+        return result.tokens_per_s
+
+    def stop_when_asked(study: optuna.Study, _trial) -> None:
+        if stop is not None and stop.is_set():
+            study.stop()
+
+    remaining = trials - len(done)
+    if remaining > 0:
+        study.optimize(objective, n_trials=remaining, callbacks=[stop_when_asked], show_progress_bar=progress)
+    best = study.best_trial
+    settings = bucket_from_params(best.params, max_batch_size)
+    baselines = {
+        "vanilla": replay_bucket(traces, settings, costs, "vanilla").tokens_per_s,
+        "eagle2": replay_bucket(traces, BucketSettings(max_batch_size, TreeShape(space.top_k, space.max_depth,
+                                                                                  space.max_tokens)),
+                                costs, "eagle2").tokens_per_s,
+    }
+    finished = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    return BucketResult(settings, study_name, best.number, finished, len(traces), best.value,
+                        best.user_attrs.get("tau", 0.0), best.user_attrs.get("unrecorded", 0), baselines)

@@ -1,0 +1,94 @@
+"""The daemon publishes, stops cleanly on SIGTERM, and never publishes a profile
+that fails validation.
+
+Run as a script (``python tests/test_autotune_daemon.py DB OUT``) this file is the
+daemon process the SIGTERM test signals: the real ``Daemon`` on tiny models.
+"""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.analytic import AnalyticGrid, analytic_profile
+from autotune.daemon import Daemon, DaemonConfig
+from autotune.errors import AutotuneError
+from autotune.publish import publish
+from autotune.prompts import load_prompts
+from autotune.store import Store
+from autotune.workflow import TuneConfig
+from sglang_cast.profile import Profile, load_profile
+from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
+
+
+def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
+    # No live confirmation here: test_autotune_pipeline covers it, this file covers publishing and stopping.
+    tune = TuneConfig(label=label, output=output, buckets=(1,), trials=3, space=SPACE, confirm_prompts=0)
+    return DaemonConfig(tune=tune, grid=GRID, interval_s=1e6, poll_s=0.2)
+
+
+def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
+    db, output = tmp_path / "a.db", tmp_path / "profiles" / "tiny.yaml"
+    fill(Store(db), prompts=1, batch_sizes=(1,))
+    process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not output.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert output.exists(), "the daemon published nothing"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    log = process.stderr.read()
+    assert "SIGTERM received" in log and log.rstrip().endswith("stopped") and "Traceback" not in log
+    assert load_profile(output).profile.label == "tiny"
+    assert not list(output.parent.glob(".*"))
+    assert [p.label for p in Store(db).publications()] == ["tiny"]
+
+
+def test_a_stop_request_during_a_step_publishes_nothing(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), load_prompts())
+    daemon.stop.set()  # as the SIGTERM handler does
+    assert daemon.step() is None
+    assert not (tmp_path / "tiny.yaml").exists() and store.publications() == []
+
+
+def test_an_invalid_profile_is_never_published(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    output = tmp_path / "tiny.yaml"
+    good = Daemon(pair, store, SETUP, daemon_config(output), load_prompts())
+    first = good.step()
+    before = output.read_bytes()
+    # An empty label fails Profile validation: the step must fail and keep the old file.
+    bad = Daemon(pair, store, SETUP, daemon_config(output, label=""), load_prompts())
+    with pytest.raises(AutotuneError, match="refusing to publish .* profile.label"):
+        bad.step()
+    assert output.read_bytes() == before and load_profile(output).version == first.published.version
+    assert not list(tmp_path.glob(".tiny.yaml*"))
+    assert [p.version for p in store.publications()] == [first.published.version]
+
+
+def test_publish_validates_the_written_bytes_before_renaming(tmp_path):
+    output = tmp_path / "p.yaml"
+    profile = analytic_profile("h100", grid=AnalyticGrid(batch_sizes=(1,), ctx_buckets=1, max_n=4, draft_max_n=4))
+    publish(profile, output)
+    broken = Profile(label=profile.label, device="", source=profile.source, settings=profile.settings)
+    with pytest.raises(AutotuneError, match="profile.device"):
+        publish(broken, output)
+    assert load_profile(output).profile.device == profile.device
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
+if __name__ == "__main__":
+    db, output = sys.argv[1], Path(sys.argv[2])
+    daemon = Daemon(tiny_pair(), Store(db), SETUP, daemon_config(output), load_prompts())
+    daemon.install_signal_handlers()
+    daemon.run()

@@ -1,0 +1,139 @@
+"""profile → collect → tune → publish on tiny random models (fast): resumable
+profiling, traces keyed by prompt, and a published profile that validates and
+carries its provenance and live-confirmation numbers."""
+
+from dataclasses import replace
+
+import functools
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autotune.bench import BenchConfig, run_bench
+from autotune.collect import CollectConfig, collect, full_shape
+from autotune.costs import measured_costs
+from autotune.errors import AutotuneError
+from autotune.grid import ProfileGrid
+from autotune.models import ModelPair
+from autotune.profiler import run_profile
+from autotune.prompts import load_prompts
+from autotune.space import Grid, SearchSpace
+from autotune.store import Setup, Store
+from autotune.workflow import TuneConfig, tune_and_publish
+from sglang_cast.profile import load_profile
+from test_engine import CharTokenizer, MirrorDraft, tiny_target
+
+GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=1, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
+                   warmup=0, repeats=1)
+SPACE = SearchSpace(max_depth=3, top_k=3, max_tokens=10, fifo_max=4)
+SETUP = Setup.current("test-device", "tiny-target", "mirror-draft", "float32")
+
+
+def tiny_pair() -> ModelPair:
+    target = tiny_target()
+    return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny-target", "mirror-draft", "float32",
+                     chat_template=False)
+
+
+@functools.cache
+def _template(prompts: int, batch_sizes: tuple[int, ...]) -> Path:
+    """A database with the tiny grid measured and traces recorded, built once per
+    test session; tests get copies (measuring is the slow part)."""
+    path = Path(tempfile.mkdtemp(prefix="autotune-template-")) / "template.db"
+    store, pair = Store(path), tiny_pair()
+    run_profile(pair, store, SETUP, GRID, progress=False)
+    config = CollectConfig(full_shape(SPACE.top_k, SPACE.max_depth), batch_sizes, max_new_tokens=12,
+                           context_length=128)
+    collect(pair, store, "test-device", load_prompts().head(prompts), config, progress=False)
+    store.close()
+    return path
+
+
+def fill(store: Store, prompts: int = 3, batch_sizes: tuple[int, ...] = (1, 2)) -> Store:
+    """Give ``store`` what `tune` needs: the tiny grid measured and traces recorded."""
+    store.close()
+    with sqlite3.connect(_template(prompts, batch_sizes)) as source, sqlite3.connect(store.path) as target:
+        source.backup(target)
+    return store
+
+
+def test_profile_resumes_after_an_interruption(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    points = len(GRID.points())
+    rows = iter(range(10**6))
+    first = run_profile(pair, store, SETUP, GRID, progress=False, should_stop=lambda: next(rows) >= 1)
+    row = len(GRID.n_values("target"))  # the first row: target, B=1, every n
+    assert (first.measured, first.skipped) == (row, 0)
+    with pytest.raises(AutotuneError, match="no draft measurements"):
+        measured_costs(store, SETUP)  # the interrupted run stopped inside the target grid
+    second = run_profile(pair, store, SETUP, GRID, progress=False)
+    assert (second.measured, second.skipped) == (points - row, row)
+    assert run_profile(pair, store, SETUP, GRID, progress=False).measured == 0
+    costs = measured_costs(store, SETUP)
+    assert costs.costs.target.batch_sizes == (1, 2) and costs.costs.target.max_tokens == GRID.max_n
+    assert costs.target.timed_n == (1, 2, 4, 8) and costs.draft.timed_n == (1, 2, 4)
+
+
+def test_an_incomplete_batch_size_is_left_out_and_named(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    run_profile(pair, store, SETUP, GRID, progress=False)
+    partial = ProfileGrid(batch_sizes=(4,), ctx_bucket=32, ctx_buckets=1, max_n=2, draft_max_n=2, n_mode=(1, 2),
+                          warmup=0, repeats=1)
+    run_profile(pair, store, SETUP, partial, progress=False)  # B=4 timed only up to n=2 of 8
+    costs = measured_costs(store, SETUP)
+    assert costs.costs.target.batch_sizes == (1, 2) and costs.target.left_out == (4,)
+    assert costs.provenance()["target"]["incomplete_batch_sizes_left_out"] == [4]
+
+
+def test_collect_tune_and_publish(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store)
+    stored = store.traces("tiny-target", "mirror-draft")
+    assert stored and {s.trace.top_k for s in stored} == {SPACE.top_k}
+    prompts = load_prompts().head(3)
+    assert all(set(s.prompt_ids) <= set(prompts.ids) and len(s.prompt_ids) == s.batch_size for s in stored)
+    config = TuneConfig(label="tiny", output=tmp_path / "profiles" / "tiny.yaml", buckets=(1, 2), trials=4,
+                        space=SPACE, confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
+    outcome = tune_and_publish(pair, store, SETUP, config, prompts, progress=False)
+    loaded = load_profile(config.output)
+    assert loaded.version == outcome.published.version and loaded.profile.source == "measured"
+    assert [b.max_batch_size for b in loaded.profile.settings.buckets] == [1, 2]
+    provenance = loaded.profile.provenance
+    assert provenance["db"] == str(store.path)
+    assert [t["study"] for t in provenance["tuning"]] == [r.study for r in outcome.results]
+    live = provenance["live_confirmation"]
+    assert [c["batch_size"] for c in live] == [1, 2]
+    assert all(c["live_tokens_per_s"] > 0 and c["predicted_tokens_per_s"] > 0 and c["speed_factor"] > 0 for c in live)
+    assert provenance["cost_tables"]["target"]["timed_n"] == [1, 2, 4, 8]
+    published = store.publications()
+    assert {(p.study, p.trial) for p in published} == {(r.study, r.trial) for r in outcome.results}
+    assert {p.version for p in published} == {loaded.version}
+    assert not list(config.output.parent.glob(".*"))  # no candidate or temp file left behind
+
+
+def test_tune_refuses_a_space_larger_than_the_recording(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=2,
+                        space=SearchSpace(max_depth=5, top_k=3, max_tokens=10), confirm_prompts=0)
+    recorded = r"no stored trace covers the space .* recorded \(top_k, depth\): \[\(3, 3\)\]"
+    with pytest.raises(AutotuneError, match=recorded):
+        tune_and_publish(pair, store, SETUP, config, load_prompts(), progress=False)
+    assert not config.output.exists()
+
+
+def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    grid = Grid(c_values=(0.1, 10.0), depths=(1, 3), top_ks=(1, 3), budgets=(4,), fifo_lens=(2,))
+    config = BenchConfig(1, 1, grid, trials=3, seeds=(0,), max_traces=4, confirm_prompts=1,
+                         confirm_max_new_tokens=6, context_length=128, study_prefix="bench-test")
+    with pytest.raises(AutotuneError, match="--trials: at most 3"):
+        run_bench(pair, store, SETUP, replace(config, trials=4), load_prompts(), progress=False)
+    result = run_bench(pair, store, SETUP, config, load_prompts(), progress=False)
+    assert result["grid"]["size"] == 32 and result["goals"]["evaluations_fraction"] == 3 / 32
+    assert 0 < result["goals"]["tuned_over_grid_best_min"] <= 1.0 + 1e-9  # the grid holds the corners
+    assert result["live_confirmation"]["iterations"] > 0
+    assert set(result["replay_baselines_tokens_per_s"]) == {"vanilla", "eagle2"}

@@ -1,0 +1,87 @@
+"""The replay tuner on synthetic traces with a planted optimum.
+
+The draft always proposes token 0 first (probability 0.9) and the target agrees
+with it down to depth ``ACCEPTED`` and never below, so the best tree is a chain
+of exactly ``ACCEPTED`` nodes: wider trees pay verify cost for nothing, deeper
+ones pay draft cost for nothing, and thresholds high enough to cut the chain
+lose tokens.  An exhaustive grid over a tiny space confirms where the optimum
+is; Optuna must reach it with a fraction of the evaluations.
+"""
+
+import pytest
+import torch
+
+from autotune.space import Grid
+from autotune.store import Store
+from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket
+from sglang_cast.cast import (CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander, TreeShape, grow_tree,
+                              make_policy)
+
+ACCEPTED = 3  # the target accepts the top-1 chain to this depth
+VOCAB = 8
+RECORDED = TreeShape(top_k=3, max_depth=5, num_verify_tokens=16)
+
+
+class ChainDraft:
+    """Children of every node: token 0 with p = 0.9, then tokens 1, 2, ... with the rest."""
+
+    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int):
+        batch, n = frontier.shape
+        rest = torch.tensor([0.06, 0.03, 0.01][: top_k - 1], dtype=torch.float64)
+        probs = torch.cat([torch.tensor([0.9], dtype=torch.float64), rest]).expand(batch, n, top_k)
+        tokens = torch.arange(top_k).expand(batch, n, top_k)
+        return probs.clone(), tokens.clone()
+
+
+def chain_costs() -> CostModel:
+    n = torch.arange(1, 33, dtype=torch.float64)
+    target = CostTable(1024, 1, (1, 4), torch.stack([10 + 1.0 * n, 20 + 4.0 * n]).view(2, 1, -1))
+    draft = CostTable(1024, 1, (1, 4), torch.stack([2 + 0.5 * n, 4 + 2.0 * n]).view(2, 1, -1))
+    return CostModel(target=target, draft=draft)
+
+
+def chain_trace(batch: int = 1):
+    plan = make_policy("eagle2", PolicySettings.single(chain_costs(), shape=RECORDED)).begin(batch, 50)
+    recorder = RecordingExpander(ChainDraft(), plan.top_k)
+    tree = grow_tree(plan, recorder, torch.full((batch,), 5))
+    # Target: token 0 after every node above depth ACCEPTED, a token nobody drafted below.
+    argmax = torch.where(tree.depths < ACCEPTED, 0, VOCAB - 1)
+    return recorder.finish(tree, torch.full((batch,), 50), argmax)
+
+
+GRID = Grid(c_values=(0.1, 1.0, 10.0), depths=(1, 3, 5), top_ks=(1, 3), budgets=(4, 16), fifo_lens=(2,))
+
+
+def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_path):
+    traces = [chain_trace()]  # every iteration of this workload is the same
+    costs = chain_costs()
+    scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in GRID.settings(1)]
+    grid_best, best = max(scored, key=lambda item: item[0])
+    # The exhaustive grid confirms the plant: a top-1 chain of exactly ACCEPTED nodes,
+    # clearly ahead of every configuration with another depth.
+    assert (best.shape.top_k, best.shape.max_depth) == (1, ACCEPTED)
+    assert replay_bucket(traces, best, costs).tau == pytest.approx(ACCEPTED + 1)
+    assert grid_best > 1.05 * max(v for v, s in scored if s.shape.max_depth != ACCEPTED)
+
+    trials = len(GRID) // 10
+    result = tune_bucket(Store(tmp_path / "t.db"), "planted-b1", traces, costs, 1, GRID.space(), trials,
+                         seed=0, progress=False)
+    assert result.trials == trials
+    assert result.tokens_per_s >= 0.97 * grid_best
+    assert result.settings.shape.max_depth == ACCEPTED and result.tau == pytest.approx(ACCEPTED + 1)
+    assert result.baselines["vanilla"] < result.tokens_per_s
+
+
+def test_a_named_study_resumes_instead_of_starting_over(tmp_path):
+    store = Store(tmp_path / "t.db")
+    traces = [chain_trace()]
+    first = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, GRID.space(), 4, progress=False)
+    again = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, GRID.space(), 6, progress=False)
+    assert (first.trials, again.trials) == (4, 6)
+
+
+def test_traces_go_to_the_first_bucket_covering_their_batch_size():
+    traces = [chain_trace(b) for b in (1, 2, 4, 5, 9)]
+    buckets = assign_buckets(traces, (1, 4, 8))
+    assert {k: [t.batch_size for t in v] for k, v in buckets.items()} == {1: [1], 4: [2, 4], 8: [5, 9]}
+    assert even_sample(list(range(10)), 4) == [0, 2, 5, 7]

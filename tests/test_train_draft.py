@@ -1,0 +1,362 @@
+"""tools/train_draft.py: benchmark filter, draft vocab, training-time test vs. the engine,
+resumable stages and an end-to-end run on a tiny random target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
+from sglang_cast.engine.draft_expander import DraftExpander
+from sglang_cast.models import KVCache, LlamaModel, ModelConfig, causal_tree_mask, load_draft
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import draft_data  # noqa: E402
+import train_draft  # noqa: E402
+
+VOCAB = 96
+
+
+class ByteTokenizer:
+    """Stand-in for the HF tokenizer: characters mod ``VOCAB``, a tiny chat template."""
+
+    eos = 2
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
+        assert not tokenize and add_generation_prompt
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+    def encode(self, text, add_special_tokens=False):
+        return [3 + ord(c) % (VOCAB - 3) for c in text]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(32 + i % 90) for i in ids)
+
+
+def tiny_target(seed: int = 0, layers: int = 4) -> LlamaModel:
+    config = ModelConfig.from_hf({
+        "architectures": ["LlamaForCausalLM"], "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "max_position_embeddings": 1024, "tie_word_embeddings": True, "eos_token_id": 2,
+    })
+    model = LlamaModel(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(torch.ones_like(param) if "norm" in name else 0.3 * torch.randn(param.shape, generator=gen))
+    return model.eval().requires_grad_(False)
+
+
+def tiny(seed: int = 0) -> train_draft.Target:
+    return train_draft.Target(tiny_target(seed), ByteTokenizer(), (ByteTokenizer.eos,))
+
+
+def random_head(target: train_draft.Target, vocab: int = 40, seed: int = 1):
+    counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(seed))
+    d2t, t2d = draft_data.select_draft_vocab(counts, vocab)
+    draft = train_draft.new_draft(target, d2t, t2d)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in draft.named_parameters():
+            param.copy_(1 + 0.1 * torch.randn(param.shape, generator=gen) if "norm" in name
+                        else 0.3 * torch.randn(param.shape, generator=gen))
+    return draft.eval()
+
+
+# ------------------------------------------------------------------ filter
+
+BENCH = [
+    "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences "
+    "and must-see attractions.",
+    "Give three tips for staying healthy.",
+    "Write a function that returns the sum of the squares of all odd numbers in a list of integers.",
+]
+
+
+def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
+    bench = draft_data.BenchmarkFilter.from_prompts(BENCH)
+    assert bench.reason("give three TIPS for staying healthy!!") == "exact"
+    near = ("Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural "
+            "experiences and must see sights.")
+    assert bench.reason(near) == "jaccard"
+    embedded = ("Before anything else: write a function that returns the sum of the squares of all odd "
+                "numbers, then explain how you tested it against a few edge cases and corner inputs in detail.")
+    assert bench.reason(embedded) == "ngram"
+    for unrelated in ("Explain what `textwrap.dedent` does in Python and give a short example.",
+                      "Give three tips for learning to play chess.", "Write a poem about the sea."):
+        assert bench.reason(unrelated) is None
+    kept, report = draft_data.filter_prompts(
+        ["Write a poem about the sea.", "write a poem about the sea", BENCH[1], near, "Hello there, how are you today?"],
+        bench, fits=lambda p: "Hello" not in p)
+    assert kept == ["Write a poem about the sea."]
+    assert report.to_dict() == {"kept": 1, "duplicates": 1, "too_long": 1,
+                                "contaminated": {"exact": 1, "jaccard": 1, "ngram": 0}, "contaminated_total": 2}
+
+
+def test_benchmark_prompts_include_every_turn(tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"turns": ["one", "two"]}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"turns": ["three"]}) + "\n")
+    assert draft_data.load_benchmark_prompts(tmp_path) == ["one", "two", "three"]
+
+
+def test_clean_request_and_doc_prompts():
+    assert draft_data.clean_request('Request: "Write a haiku about autumn leaves, please."\n\nSure!', False) \
+        == "Write a haiku about autumn leaves, please."
+    assert draft_data.clean_request("Sure, here is a request for you to answer now.", False) is None
+    assert draft_data.clean_request("Explain how ocean tides work. Then describe the moon and", True) \
+        == "Explain how ocean tides work."
+    items = draft_data.stdlib_doc_items(("textwrap",))
+    assert any(item.name == "textwrap.dedent" for item in items)
+    prompts = draft_data.doc_prompts(items, 5, seed=0)
+    assert len(set(prompts)) == 5 and sum("`textwrap." in p for p in prompts) >= 3
+
+
+# ------------------------------------------------------------------- vocab
+
+def test_draft_vocab_roundtrip():
+    counts = torch.tensor([5, 0, 9, 9, 1, 7, 0, 3])
+    d2t, t2d = draft_data.select_draft_vocab(counts, 4)
+    hot = torch.arange(4) + d2t
+    assert hot.tolist() == [0, 2, 3, 5]  # the four most frequent, in target-id order
+    assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
+    to_draft = draft_data.target_to_draft(t2d)
+    assert torch.equal(to_draft[hot], torch.arange(4))  # draft -> target -> draft
+    assert (to_draft[~t2d] == -1).all()
+    draft = train_draft.new_draft(tiny(), *draft_data.select_draft_vocab(torch.arange(VOCAB), 10))
+    ids = torch.arange(10)
+    assert torch.equal(draft_data.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
+
+
+# ------------------------------------------------------------ TTT vs engine
+
+def test_ttt_mask_small_example():
+    mask = train_draft.ttt_attention_mask(4, 2).int()
+    # Query t at step 2 sees step-0 keys <= t-2, the step-1 key at t-1 and itself.
+    assert mask.tolist() == [
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+        [0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0],
+        [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0],
+        [1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1],
+    ]
+
+
+class RecordingDraft:
+    """Passes calls through to the head and keeps the logits the expander saw."""
+
+    def __init__(self, draft):
+        self.draft = draft
+        self.logits = []
+
+    def __call__(self, *args):
+        out = self.draft(*args)
+        self.logits.append(out.logits)
+        return out
+
+    def draft_to_target(self, ids):
+        return self.draft.draft_to_target(ids)
+
+
+def test_training_time_test_matches_engine_tree_drafting():
+    """Unrolled TTT logits equal what the engine's prefill catch-up and DraftExpander
+    produce for the same tokens: step 0 at the last prompt position is the root's
+    children, step 1 and 2 are deeper tree levels, and siblings do not interfere."""
+    torch.manual_seed(0)
+    target = tiny()
+    draft = random_head(target)
+    engine = target.engine(draft, TreeShape(top_k=2, max_depth=3, num_verify_tokens=4), 1, 64)
+    prompt = [5, 17, 40, 9, 33, 71, 12, 60, 8, 25]
+    n = len(prompt)
+    request = engine.add_request(prompt, SamplingParams(max_new_tokens=8))
+    engine._admit()  # prefill: target forward + draft catch-up, as every request starts
+    root = request.output_ids[0]
+    assert not request.finished
+    slot = torch.tensor([request.slot])
+    context = engine.target_cache.lens[slot].clone()
+    recorder = RecordingDraft(draft)
+    expander = DraftExpander(recorder, engine.draft_cache, slot, context, engine.root_hidden[slot],
+                             engine.root_logits[slot])
+    tree = DraftTree.from_roots(torch.tensor([root]))
+    a, b, c = 50, 51, 77  # depth 1: a and its sibling b; depth 2: c under a
+    expander.expand(tree, torch.zeros(1, 1, dtype=torch.long), 2)
+    level1 = tree.add_layer(torch.tensor([[a, b]]), torch.tensor([[0, 0]]), torch.tensor([[0.5, 0.4]]))
+    expander.expand(tree, level1, 2)
+    level2 = tree.add_layer(torch.tensor([[c]]), level1[:, :1], torch.tensor([[0.3]]))
+    expander.expand(tree, level2, 2)
+
+    features = data_features(target, prompt)
+    for chain, checks in (([a, c], [(1, n, 0), (2, n + 1, 0)]), ([b], [(1, n, 1)])):
+        tokens = prompt + [root] + chain
+        width = features.shape[-1]
+        padded = torch.cat([features, torch.zeros(len(tokens) - 1 - n, width)])  # unused by these steps
+        with torch.no_grad():
+            outputs = train_draft.ttt_forward(draft, torch.tensor([tokens[1:]]), padded[None], 3)
+        ttt = [draft.lm_head(draft.norm(h))[0] for h in outputs]
+        torch.testing.assert_close(ttt[0][n - 1], engine.root_logits[request.slot], rtol=1e-5, atol=1e-5)
+        for step, position, column in checks:
+            engine_logits = recorder.logits[step - 1][0, column]  # the root's children need no call
+            torch.testing.assert_close(ttt[step][position], engine_logits, rtol=1e-5, atol=1e-5)
+
+
+def data_features(target, tokens):
+    """Reference extraction: one causal forward over the whole sequence."""
+    n = len(tokens)
+    cache = KVCache.for_model(target.config, 1, n, "cpu", torch.float32)
+    with torch.no_grad():
+        out = target.model(torch.tensor([tokens]), torch.arange(n).view(1, n), cache, torch.zeros(1, dtype=torch.long),
+                           causal_tree_mask(1, n, "cpu"), target.feature_layers)
+    return torch.cat(out.captured, dim=-1)[0]
+
+
+def test_generation_captures_the_features_of_a_full_extraction_pass():
+    """Answers equal the engine's greedy decoding, and the features kept while decoding
+    (prefill, then one token per step, batched with other sequences) equal one causal
+    forward over prompt + answer."""
+    target = tiny(seed=4)
+    prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
+    answers = sorted(draft_data.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,)),
+                     key=lambda a: a.index)
+    engine = target.engine(None, TreeShape(), 3, 32)
+    expected = engine.generate(prompts, SamplingParams(max_new_tokens=9))
+    for prompt, answer, result in zip(prompts, answers, expected):
+        assert answer.output_ids == result.token_ids
+        assert answer.truncated == (result.finish_reason == "length")
+        full = data_features(target, prompt + answer.output_ids)[:-1]
+        assert answer.features.shape == full.shape and answer.features.dtype == np.float16
+        torch.testing.assert_close(torch.from_numpy(answer.features).float(), full, rtol=2e-3, atol=2e-3)
+
+
+def test_ttt_loss_trains_the_head():
+    target = tiny()
+    draft = random_head(target, vocab=VOCAB)
+    tokens = torch.randint(3, VOCAB, (2, 24), generator=torch.Generator().manual_seed(3))
+    feats = torch.stack([data_features(target, row.tolist()) for row in tokens])
+    batch = train_draft.Batch(tokens[:, 1:], feats[:, :-1], torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1),
+                              torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
+    optimizer = torch.optim.Adam(draft.parameters(), lr=3e-3)
+    first = None
+    for _ in range(30):
+        loss, stats = train_draft.ttt_loss(draft, batch, 3, 0.8)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.5 * first
+    assert stats.scored == [44, 42, 40]  # step s needs s earlier positions
+
+
+# ---------------------------------------------------------------- pipeline
+
+def tiny_config(tmp_path: Path) -> train_draft.PipelineConfig:
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name in train_draft.EVAL_DATASETS:
+        rows = [{"turns": [f"{name} question number {i}: what is {i} plus {i}?"]} for i in range(3)]
+        (bench / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    quick = train_draft.PipelineConfig.quick()
+    return train_draft.PipelineConfig(
+        work_dir=tmp_path / "work", output_dir=tmp_path / "head", benchmark_dir=bench, seed=0, threads=1,
+        data=quick.data, train=train_draft.TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
+        eval=train_draft.EvalConfig(prompts=2, max_new_tokens=6))
+
+
+def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    report = train_draft.run_pipeline(target, cfg)
+    head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    assert head.config.layout == "eagle3" and head.output_vocab_size == 32
+    assert {p.name for p in cfg.output_dir.iterdir()} == {"config.json", "model.safetensors"}
+    assert report["train"]["summary"]["steps"] == cfg.train.max_steps
+    assert report["eval"]["summary"]["mt_bench"]["prompts"] == 2
+    assert not list(cfg.work_dir.glob("*.partial"))
+    capsys.readouterr()
+    train_draft.run_pipeline(target, cfg)  # everything is complete: every stage is skipped
+    out = capsys.readouterr().out
+    for stage in ("self_instruct", "prompts", "responses", "vocab", "train", "eval"):
+        assert f"[{stage}] already complete, skipped" in out
+
+
+def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
+    calls = []
+
+    def build(out: Path):
+        calls.append(sorted(p.name for p in out.iterdir()))
+        if not (out / "shard_0").exists():
+            (out / "shard_0").write_text("x")
+            raise KeyboardInterrupt  # interrupted after its first shard
+        return {"ok": True}
+
+    with pytest.raises(KeyboardInterrupt):
+        train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
+    train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
+    assert calls == [["settings.json"], ["settings.json", "shard_0"]]  # second run saw the first's shard
+    assert (tmp_path / "stage" / "meta.json").is_file() and not (tmp_path / "stage.partial").exists()
+    train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
+    assert len(calls) == 2
+    with pytest.raises(SystemExit, match="other settings"):
+        train_draft.run_stage(tmp_path, "stage", {"a": 2}, build)
+
+
+def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
+    """A run stopped after its checkpoint continues to the same weights as one that never stopped."""
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    work = cfg.work_dir
+    work.mkdir()
+    stages = {}
+    for name, build in (("self_instruct", lambda o: train_draft.build_self_instruct(target, cfg, o)),
+                        ("prompts", lambda o: train_draft.build_prompts(target, cfg, stages["self_instruct"], o)),
+                        ("responses", lambda o: train_draft.build_responses(target, cfg, stages["prompts"], o)),
+                        ("vocab", lambda o: train_draft.build_vocab(target, cfg, stages["responses"], o))):
+        stages[name] = train_draft.run_stage(work, name, {}, build)
+    full, part = tmp_path / "full", tmp_path / "part"
+    full.mkdir(), part.mkdir()
+    train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], full)
+    lr_at = train_draft.lr_at
+
+    def interrupt_after_checkpoint(step, total, tc):
+        if step == cfg.train.checkpoint_every:
+            raise KeyboardInterrupt
+        return lr_at(step, total, tc)
+
+    monkeypatch.setattr(train_draft, "lr_at", interrupt_after_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], part)
+    monkeypatch.setattr(train_draft, "lr_at", lr_at)
+    summary = train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], part)
+    assert summary["steps"] == cfg.train.max_steps
+    want, got = torch.load(full / "draft.pt"), torch.load(part / "draft.pt")
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+
+
+def test_help_explains_every_flag():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "train_draft.py"), "--help"],
+                            capture_output=True, text=True, check=True)
+    for flag in [*train_draft.FLAGS, "--quick"]:
+        assert flag in result.stdout
+    cfg, _ = train_draft.parse_args(["--quick", "--eval-prompts", "3", "--lr", "1e-3"])
+    assert cfg.eval.prompts == 3 and cfg.train.lr == 1e-3 and cfg.train.max_steps == 6
+
+
+@pytest.mark.slow
+def test_quick_mode_on_the_real_model(tmp_path):
+    work = tmp_path / "work"
+    # One thread: on a CPU shared with other jobs two OpenMP threads spin-wait and crawl.
+    subprocess.run([sys.executable, str(ROOT / "tools" / "train_draft.py"), "--quick", "--threads", "1",
+                    "--work-dir", str(work), "--output", str(tmp_path / "head")], check=True, timeout=600)
+    from sglang_cast.models import load_target
+
+    target, _, _ = load_target(None, "cpu", torch.float32)
+    head = load_draft(tmp_path / "head", target, "cpu", torch.float32)
+    assert head.output_vocab_size == 1024
+    report = json.loads((work / "report.json").read_text())
+    assert report["prompts"]["summary"]["kept"] > 0
