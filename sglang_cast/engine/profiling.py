@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cast import CostModel, CostTable
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache
 
@@ -101,36 +100,3 @@ def interpolate_row(points: dict[int, float], n_max: int) -> list[float]:
             row.append(points[lower] + frac * (points[upper] - points[lower]))
     return row
 
-
-def measure_cost_model(target, draft, *, batch_sizes: tuple[int, ...], context_bucket: int, num_buckets: int,
-                       n_points: tuple[int, ...], warmup: int = 1, repeats: int = 5, progress=None):
-    """Measure ``f_T`` and ``f_D`` on a grid and return a ``CostModel``.
-
-    Contexts are charged at bucket boundaries, so each bucket ``m`` is timed at
-    context ``(m + 1) · L``; ``n`` is timed at ``n_points`` and interpolated between
-    them.  ``progress`` (e.g. a tqdm bar) is advanced once per grid point.
-    """
-    device, dtype = next(target.parameters()).device, next(target.parameters()).dtype
-    capacity = context_bucket * num_buckets + max(n_points)
-    config = target.config
-    tables = {}
-    roles = {
-        "target": (lambda *a: target.logits(target(*a).hidden), config.num_layers, 0),
-        "draft": (lambda *a: draft(*a), 1, config.hidden_size),
-    }
-    for role, (forward, layers, width) in roles.items():
-        cache = KVCache.for_model(config, max(batch_sizes), capacity, device, dtype, num_layers=layers)
-        timer = ForwardTimer(forward, cache, config.vocab_size, width)
-        ms = []
-        for batch in batch_sizes:
-            per_bucket = []
-            for m in range(num_buckets):
-                points = {}
-                for n in n_points:
-                    points[n] = timer.time(batch, (m + 1) * context_bucket, n, warmup, repeats).median_ms
-                    if progress is not None:
-                        progress.update(1)
-                per_bucket.append(interpolate_row(points, max(n_points)))
-            ms.append(per_bucket)
-        tables[role] = CostTable(context_bucket, num_buckets, tuple(batch_sizes), torch.tensor(ms, dtype=torch.float64))
-    return CostModel(target=tables["target"], draft=tables["draft"])
