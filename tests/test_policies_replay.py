@@ -36,7 +36,7 @@ def record_iteration(model, roots, context):
     return recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes))
 
 
-@pytest.mark.parametrize("name", ["eagle2", "cast", "goodput"])
+@pytest.mark.parametrize("name", ["eagle2", "cast", "goodput", "cast-rerank", "cast-rerank-depth"])
 def test_replay_reproduces_live_accepted_lengths(name):
     model = PathModel(vocab=10, seed=3, agreement=0.7)
     live, replayed = make_policy(name, settings()), make_policy(name, settings())
@@ -69,6 +69,32 @@ def test_cast_prunes_where_costs_are_steep_and_records_depth_ratios():
     assert plan.verify_count(tree) <= tree.size - 1
     if len(plan.kept) >= 2:
         assert len(policy._fifo(1)) == 2  # initial 1.0 plus one observed ratio
+
+
+def grown(name, c, roots=(4, 7)):
+    plan = make_policy(name, settings(c=c)).begin(len(roots), 10)
+    tree = grow_tree(plan, PathModel(seed=5), torch.tensor(roots))
+    return plan, tree, plan.verify_count(tree)
+
+
+def test_ablation_switches_off_one_component_at_a_time():
+    steep = (3.0, 3.0, 3.0)  # prunes everything CAST can prune on these costs
+    full_tree = 1 + SHAPE.top_k * SHAPE.max_depth
+    # rerank only: EAGLE-2's full tree, but fewer nodes verified than EAGLE-2's budget
+    plan, tree, verified = grown("cast-rerank", steep)
+    assert tree.size == full_tree and plan.kept == [SHAPE.top_k] * SHAPE.max_depth
+    assert verified < SHAPE.num_verify_tokens - 1
+    # + depth pruning: full width per layer, fewer layers
+    plan, tree, _ = grown("cast-rerank-depth", steep)
+    assert set(plan.kept) == {SHAPE.top_k} and len(plan.kept) < SHAPE.max_depth
+    # + breadth pruning (= CAST): narrower layers than top-k
+    plan, _, _ = grown("cast", steep)
+    assert min(plan.kept) < SHAPE.top_k
+    # with negligible thresholds every variant is EAGLE-2
+    eagle2 = grown("eagle2", (1.0, 1.0, 1.0))
+    for name in ("cast-rerank", "cast-rerank-depth", "cast"):
+        plan, tree, verified = grown(name, (1e-9, 1e-9, 1e-9))
+        assert (tree.size, verified) == (eagle2[1].size, eagle2[2])
 
 
 def test_reconfigure_takes_effect_at_next_iteration_only():

@@ -92,6 +92,18 @@ class IterationPlan:
         """``f_T(B, c0, 1..tokens)`` in ms."""
         return self.settings.costs.target.row(self.batch_size, self.context_len, tokens)
 
+    def _full_budget(self, tree: DraftTree) -> int:
+        """EAGLE-2's verify rule: the best ``m - 1`` nodes, or all when fewer."""
+        self.verified = min(tree.size - 1, self.max_nodes)
+        return self.verified
+
+    def _grow_to_max_depth(self, layer: int) -> bool:
+        """EAGLE-2's depth rule: draft every layer up to ``max_depth``."""
+        if layer >= self.max_depth:
+            return False
+        self._charge_expansion(layer)
+        return True
+
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
         raise NotImplementedError
 
@@ -183,36 +195,59 @@ class Eagle2Plan(IterationPlan):
         return n
 
     def grow(self, layer: int) -> bool:
-        if layer >= self.max_depth:
-            return False
-        self._charge_expansion(layer)
-        return True
+        return self._grow_to_max_depth(layer)
 
     def verify_count(self, tree: DraftTree) -> int:
-        self.verified = min(tree.size - 1, self.max_nodes)
-        return self.verified
+        return self._full_budget(tree)
 
 
 class CastPlan(IterationPlan):
-    """CAST: breadth pruning (C1), depth pruning (C2), cost-aware rerank (C3)."""
+    """CAST: breadth pruning (C1), depth pruning (C2), cost-aware rerank (C3).
+
+    The three flags exist for the ablation (the paper's Table 3): a component that is
+    switched off behaves as EAGLE-2's (keep top-k, draft to ``max_depth``, verify the
+    best ``m - 1``).  Utilities are still recorded, so depth pruning sees the same
+    numbers with or without breadth pruning.
+    """
+
+    prune_breadth = True
+    prune_depth = True
+    rerank = True
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
         utility = batch_utility(candidate_values)
         cost = self._draft_row(layer, utility.numel())
-        n = largest_valid_index(utility, cost, self.bucket.thresholds.c1)
+        if self.prune_breadth:
+            n = largest_valid_index(utility, cost, self.bucket.thresholds.c1)
+        else:
+            n = min(self.top_k, utility.numel())
         return self._record_layer(layer, utility, cost, n)
 
     def grow(self, layer: int) -> bool:
-        if layer >= self.max_depth:
-            return False
-        score = self.policy.expected_ratio(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
-        if score < self.bucket.thresholds.c2:
-            return False
-        self._charge_expansion(layer)
-        return True
+        if self.prune_depth and layer < self.max_depth:
+            score = self.policy.expected_ratio(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
+            if score < self.bucket.thresholds.c2:
+                return False
+        return self._grow_to_max_depth(layer)
+
+    def verify_count(self, tree: DraftTree) -> int:
+        return super().verify_count(tree) if self.rerank else self._full_budget(tree)
 
     def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
         return largest_valid_index(utility, verify_ms[1:] / verify_ms[0], self.bucket.thresholds.c3)
+
+
+class RerankOnlyPlan(CastPlan):
+    """Ablation: EAGLE-2's tree, CAST's cost-aware rerank (C3) only."""
+
+    prune_breadth = False
+    prune_depth = False
+
+
+class RerankDepthPlan(CastPlan):
+    """Ablation: rerank (C3) and depth pruning (C2), no breadth pruning."""
+
+    prune_breadth = False
 
 
 class GoodputPlan(IterationPlan):
@@ -278,13 +313,25 @@ class GoodputPolicy(Policy):
     plan_class = GoodputPlan
 
 
+class RerankOnlyPolicy(Policy):
+    name = "cast-rerank"
+    plan_class = RerankOnlyPlan
+
+
+class RerankDepthPolicy(Policy):
+    name = "cast-rerank-depth"
+    plan_class = RerankDepthPlan
+
+
 POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (VanillaPolicy, Eagle2Policy, CastPolicy, GoodputPolicy)
+    cls.name: cls for cls in (VanillaPolicy, Eagle2Policy, CastPolicy, GoodputPolicy, RerankOnlyPolicy,
+                              RerankDepthPolicy)
 }
+ABLATION = ("eagle2", "cast-rerank", "cast-rerank-depth", "cast")  # paper Table 3, one component at a time
 
 
 def make_policy(name: str, settings: PolicySettings) -> Policy:
-    """Build a policy by name (``vanilla``, ``eagle2``, ``cast``, ``goodput``)."""
+    """Build a policy by name (``vanilla``, ``eagle2``, ``cast``, ``goodput``, or an ablation variant)."""
     try:
         return POLICIES[name.lower()](settings)
     except KeyError:
