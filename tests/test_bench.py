@@ -1,0 +1,118 @@
+"""tools/bench.py on tiny models: every method is measured, greedy runs are checked
+against vanilla, a divergence is reported, eagle2-best is the replayed argmax."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from autotune.models import ModelPair
+from autotune.store import Store
+from autotune.tuner import replay_settings
+from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape
+from test_engine import CharTokenizer, MirrorDraft, tiny_target
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import bench  # noqa: E402
+
+SHAPE = TreeShape(top_k=3, max_depth=3, num_verify_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def pair() -> ModelPair:
+    target = tiny_target()
+    return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny-target", "mirror-draft", "float32",
+                     chat_template=False)
+
+
+def settings() -> PolicySettings:
+    return PolicySettings.single(CostModel.linear(per_token_ms=1.0, fixed_ms=5.0), shape=SHAPE,
+                                 thresholds=Thresholds(0.2, 0.2, 0.2))
+
+
+PROMPTS = ["hello there", "abc", "speculate", "tree of drafts", "x"]
+
+
+def test_method_names_and_shape_sources():
+    assert bench.Method.parse("eagle2").shape == "eagle2"
+    assert bench.Method.parse("eagle2-best") == bench.Method("eagle2-best", "eagle2", "best")
+    assert bench.Method.parse("cast").shape == "profile"
+    assert bench.Method.parse("cast-rerank@eagle2") == bench.Method("cast-rerank@eagle2", "cast-rerank", "eagle2")
+    with pytest.raises(bench.BenchError, match="unknown method 'fast'"):
+        bench.Method.parse("fast")
+    with pytest.raises(bench.BenchError, match="only shape suffix"):
+        bench.Method.parse("cast@big")
+    with pytest.raises(bench.BenchError, match=r"--batch-size: every value must be in \[1, 256\]"):
+        bench.parse_list("1,0", int, "--batch-size", 1, 256)
+
+
+def test_divergences_name_the_prompt_and_token():
+    assert bench.divergences([[1, 2, 3], [4]], [[1, 2, 3], [4]]) == []
+    assert bench.divergences([[1, 2, 3], [4, 5]], [[1, 9, 3], [4]]) == [
+        {"prompt": 0, "first_diff_token": 1, "lengths": [3, 3]},
+        {"prompt": 1, "first_diff_token": 1, "lengths": [2, 1]},
+    ]
+
+
+def test_bench_measures_every_method_and_checks_greedy_outputs(pair):
+    methods = [bench.Method.parse(m) for m in ("vanilla", "eagle2", "cast", "goodput", "cast-rerank@eagle2")]
+    records = bench.bench(pair, methods, settings(), {}, PROMPTS, [1, 2], [0.0, 1.0], 12, 64)
+    assert len(records) == len(methods) * 2 * 2
+    for record in records:
+        assert record.tokens > 0 and record.tokens_per_s > 0 and record.iterations > 0
+        if record.method == "vanilla":
+            assert record.speedup_vs_vanilla == pytest.approx(1.0)
+            assert record.tau == pytest.approx(1.0) and record.mean_verified_tokens == 0
+        else:
+            assert record.tau > 1.0  # the mirror draft is accepted
+        assert record.lossless is (True if record.temperature == 0 else None)
+    eagle2 = next(r for r in records if r.method == "eagle2")
+    assert eagle2.shape == {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60}
+    assert eagle2.mean_verified_tokens == pytest.approx(59, abs=1)  # EAGLE-2's budget on a deep tree
+
+
+def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
+    real = bench.run_one
+
+    def corrupt_cast(pair, method, *args):
+        outputs, stats = real(pair, method, *args)
+        if method.policy == "cast":
+            outputs[1] = outputs[1][:2] + [(outputs[1][2] + 1) % 48] + outputs[1][3:]
+        return outputs, stats
+
+    monkeypatch.setattr(bench, "run_one", corrupt_cast)
+    methods = [bench.Method.parse(m) for m in ("vanilla", "cast")]
+    records = bench.bench(pair, methods, settings(), {}, PROMPTS, [2], [0.0], 12, 64)
+    cast = records[1]
+    assert cast.lossless is False and cast.mismatches == [{"prompt": 1, "first_diff_token": 2, "lengths": [12, 12]}]
+    assert "LOSSLESS CHECK FAILED: cast at batch 2" in capsys.readouterr().err
+    assert "not lossless" in bench.markdown(records, "tiny")
+
+
+def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
+    engine = pair.engine(bench.make_policy("eagle2", settings()), 2, 64)
+    engine.record_traces(SHAPE)
+    engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=16, ignore_eos=True))
+    store = Store(tmp_path / "t.db")
+    store.add_traces("cpu", pair.target_id, pair.draft_id, "tiny", "run", [(i, ("p",), t) for i, t in
+                                                                            enumerate(engine.traces)])
+    store.close()
+    best = bench.best_static_shapes(pair, settings(), [2], tmp_path / "t.db", max_traces=40)
+    rate = replay_settings(engine.traces, settings().with_shape(best[2]), "eagle2").tokens_per_s
+    for shape in (TreeShape(1, 1, 2), TreeShape(3, 3, 8), TreeShape(2, 2, 4)):
+        assert rate >= replay_settings(engine.traces, settings().with_shape(shape), "eagle2").tokens_per_s
+    with pytest.raises(bench.BenchError, match="no traces for draft other"):
+        bench.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, "tiny-target", "other",
+                                           "float32"), settings(), [2], tmp_path / "t.db", 40)
+
+
+def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
+    assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
+                       "--methods", "vanilla,nope"]) == 2
+    assert "unknown method 'nope'" in capsys.readouterr().err
+    assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
+                       "--temperature", "3"]) == 2
+    assert "--temperature: every value must be in [0, 2]" in capsys.readouterr().err

@@ -1,0 +1,383 @@
+"""End-to-end speed of every tree policy on the native engine, in one process.
+
+    python tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \\
+        --dataset ../shared/datasets/mt_bench.jsonl --batch-size 1,8 --temperature 0,1 \\
+        --num-prompts 16 --max-new-tokens 128 --json docs/results/bench_mt_bench.json
+
+Every method decodes the same prompts (first turn of each record's ``turns``, in the
+model's chat template) on the same loaded target and draft, one engine per (method,
+batch size), warm-up excluded.  ``--batch-size B`` means continuous batching with at
+most B running sequences; all prompts are submitted at once, so the batch stays full
+until the queue drains.
+
+Methods (CAST.md §7):
+
+* ``vanilla`` – plain decoding, the baseline every speedup is relative to;
+* ``eagle2`` – EAGLE-2's default static tree (depth 6, top-k 10, 60 tokens);
+* ``eagle2-best`` – the best static (depth, top-k, tokens) for the batch size's
+  profile bucket, chosen by trace replay over a grid on the autotuner's traces
+  (tuning prompts, never the benchmark prompts): what a per-batch tree dispatcher
+  would pick;
+* ``cast``, ``goodput`` – the profile's tuned settings;
+* ablation (the paper's Table 3): ``cast-rerank`` (EAGLE-2's tree + cost-aware
+  rerank), ``cast-rerank-depth`` (+ depth pruning), ``cast`` (+ breadth pruning).
+  A suffix ``@eagle2`` runs a method on EAGLE-2's default tree shape instead of the
+  profile's tuned shape (thresholds still from the profile), so
+  ``eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2`` adds one
+  component at a time to the same tree.
+
+Greedy runs (temperature 0) check losslessness: every method's tokens must equal
+vanilla's for every prompt.  A mismatch is printed to stderr, recorded in the JSON
+(``lossless: false`` and where it diverged) and makes the exit status 1 after the
+results are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autotune.errors import AutotuneError  # noqa: E402
+from autotune.models import ModelPair, load_model_pair  # noqa: E402
+from autotune.prompts import load_prompts  # noqa: E402
+from autotune.store import Store, default_db_path  # noqa: E402
+from autotune.tuner import assign_buckets, even_sample, replay_settings  # noqa: E402
+from sglang_cast.cast import POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy  # noqa: E402
+from sglang_cast.engine import Engine  # noqa: E402
+from sglang_cast.hardware import cpu_name, device_name  # noqa: E402
+from sglang_cast.profile import ProfileError, find_profile, load_profile  # noqa: E402
+
+EAGLE2_SHAPE = TreeShape(top_k=10, max_depth=6, num_verify_tokens=60)
+BEST_GRID = {"max_depth": (1, 2, 3, 4, 5, 6), "top_k": (1, 2, 4, 6, 8, 10),
+             "num_verify_tokens": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 60)}
+WARMUP_TOKENS = 8
+
+
+class BenchError(Exception):
+    """Bad input or missing prerequisite: one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """A benchmarked method: a policy name and where its tree shape comes from."""
+
+    label: str  # as given on the command line
+    policy: str
+    shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default) or "best" (eagle2-best's grid choice)
+
+    @classmethod
+    def parse(cls, label: str) -> Method:
+        name, _, suffix = label.partition("@")
+        if suffix not in ("", "eagle2"):
+            raise BenchError(f"--methods: {label!r}: the only shape suffix is '@eagle2'")
+        known = sorted(set(POLICIES) | {"eagle2-best"})
+        if name not in known:
+            raise BenchError(f"--methods: unknown method {name!r}; accepted: {known} (optionally with '@eagle2')")
+        if name == "eagle2-best":
+            if suffix:
+                raise BenchError(f"--methods: {label!r}: eagle2-best chooses its own shape")
+            return cls(label, "eagle2", "best")
+        return cls(label, name, "eagle2" if name == "eagle2" or suffix == "eagle2" else "profile")
+
+
+@dataclass
+class Record:
+    method: str
+    batch_size: int
+    temperature: float
+    prompts: int
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+    speedup_vs_vanilla: float | None
+    tau: float  # committed tokens per sequence per iteration (accepted + bonus)
+    mean_verified_tokens: float  # draft tokens sent to the target per sequence per iteration
+    mean_depth: float
+    draft_ms: float  # per iteration: draft forwards incl. catch-up
+    verify_ms: float  # per iteration: target forward + commit
+    iterations: int
+    lossless: bool | None  # greedy only: tokens identical to vanilla's
+    shape: dict | None  # the static tree of eagle2 / eagle2-best / @eagle2 runs
+    mismatches: list[dict] | None = None
+
+
+# ---------------------------------------------------------------- inputs
+
+def parse_list(text: str, kind, name: str, low: float, high: float) -> list:
+    try:
+        values = [kind(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise BenchError(f"{name}: expected a comma-separated list of {kind.__name__}, got {text!r}") from None
+    if not values or any(not low <= v <= high for v in values):
+        raise BenchError(f"{name}: every value must be in [{low:g}, {high:g}], got {text!r}")
+    return values
+
+
+def load_settings(path: str | None) -> tuple[PolicySettings, str]:
+    chosen = Path(path) if path else find_profile("cpu")
+    if chosen is None:
+        raise BenchError("--profile: no profiles/cpu.yaml; run cast-autotune tune --gpu cpu or pass a profile")
+    try:
+        loaded = load_profile(chosen)
+    except ProfileError as err:
+        raise BenchError(f"--profile: {err}") from None
+    return loaded.profile.settings, f"{loaded.path} (version {loaded.version})"
+
+
+# ---------------------------------------------------------- eagle2-best
+
+def best_static_shapes(pair: ModelPair, settings: PolicySettings, batch_sizes: list[int],
+                       db: Path, max_traces: int) -> dict[int, TreeShape]:
+    """Per batch size, the static EAGLE-2 shape with the highest replayed tokens/s
+    on the stored traces of that batch size's profile bucket."""
+    store = Store(db)
+    try:
+        stored = store.traces(pair.target_id, pair.draft_id)
+    finally:
+        store.close()
+    if not stored:
+        raise BenchError(f"eagle2-best: no traces for draft {pair.draft_id} in {db}; "
+                         "run cast-autotune collect first (it records on the tuning prompts)")
+    sizes = tuple(b.max_batch_size for b in settings.buckets)
+    by_bucket = assign_buckets([s.trace for s in stored], sizes)
+    chosen: dict[int, TreeShape] = {}
+    for batch_size in batch_sizes:
+        bucket = settings.for_batch(batch_size)
+        traces = even_sample(by_bucket[bucket.max_batch_size], max_traces)
+        if not traces:
+            raise BenchError(f"eagle2-best: no traces in the bucket of batch size {batch_size} "
+                             f"(max_batch_size {bucket.max_batch_size}); collect with a batch size in it")
+        top_k, depth = min(t.top_k for t in traces), min(int(t.tree.depths.max()) for t in traces)
+        grid = [TreeShape(k, h, m) for k, h, m in itertools.product(
+            BEST_GRID["top_k"], BEST_GRID["max_depth"], BEST_GRID["num_verify_tokens"])
+            if k <= top_k and h <= depth and m <= 1 + k * h]
+        single = PolicySettings(buckets=(bucket,), costs=settings.costs)
+        rates = {shape: replay_settings(traces, single.with_shape(shape), "eagle2").tokens_per_s
+                 for shape in tqdm(grid, desc=f"eagle2-best grid, batch {batch_size}", leave=False)}
+        chosen[batch_size] = max(rates, key=rates.get)
+    return chosen
+
+
+# ----------------------------------------------------------------- runs
+
+def method_settings(method: Method, settings: PolicySettings, best: dict[int, TreeShape],
+                    batch_size: int) -> tuple[PolicySettings, TreeShape | None]:
+    if method.shape == "best":
+        return settings.with_shape(best[batch_size]), best[batch_size]
+    if method.shape == "eagle2":
+        return settings.with_shape(EAGLE2_SHAPE), EAGLE2_SHAPE
+    return settings, None
+
+
+def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: list[str], batch_size: int,
+            temperature: float, max_new_tokens: int, context_length: int) -> tuple[list[list[int]], dict]:
+    """Decode every prompt once (after a warm-up) and summarise the engine's history."""
+    engine: Engine = pair.engine(make_policy(method.policy, settings), batch_size, context_length)
+    engine.generate(prompts[:batch_size], SamplingParams(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
+    engine.history.clear()
+    params = [SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=i)
+              for i in range(len(prompts))]
+    start = time.perf_counter()
+    results = engine.generate(prompts, params)
+    seconds = time.perf_counter() - start
+    history = engine.history
+    sequences = sum(len(r.accepted) for r in history) or 1
+    tokens = sum(len(r.token_ids) for r in results)
+    stats = {
+        "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "iterations": len(history),
+        "tau": sum(sum(r.accepted) + len(r.accepted) for r in history) / sequences,
+        "mean_verified_tokens": sum(r.verified * len(r.accepted) for r in history) / sequences,
+        "mean_depth": statistics.fmean(r.depth for r in history) if history else 0.0,
+        "draft_ms": statistics.fmean(r.draft_ms for r in history) if history else 0.0,
+        "verify_ms": statistics.fmean(r.verify_ms for r in history) if history else 0.0,
+    }
+    return [r.token_ids for r in results], stats
+
+
+def divergences(outputs: list[list[int]], reference: list[list[int]]) -> list[dict]:
+    """Where each prompt's tokens first differ from the reference's."""
+    found = []
+    for index, (ours, theirs) in enumerate(zip(outputs, reference)):
+        if ours != theirs:
+            at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            found.append({"prompt": index, "first_diff_token": at, "lengths": [len(ours), len(theirs)]})
+    return found
+
+
+def bench(pair: ModelPair, methods: list[Method], settings: PolicySettings, best: dict[int, TreeShape],
+          prompts: list[str], batch_sizes: list[int], temperatures: list[float], max_new_tokens: int,
+          context_length: int) -> list[Record]:
+    records: list[Record] = []
+    runs = list(itertools.product(temperatures, batch_sizes))
+    bar = tqdm(total=len(runs) * len(methods), desc="bench", unit="run")
+    for temperature, batch_size in runs:
+        outputs, rates = {}, {}
+        for method in methods:
+            bar.set_postfix_str(f"{method.label} B={batch_size} T={temperature:g}")
+            chosen, shape = method_settings(method, settings, best, batch_size)
+            outputs[method.label], stats = run_one(pair, method, chosen, prompts, batch_size, temperature,
+                                                   max_new_tokens, context_length)
+            rates[method.label] = stats["tokens_per_s"]
+            records.append(Record(method=method.label, batch_size=batch_size, temperature=temperature,
+                                  prompts=len(prompts), speedup_vs_vanilla=None, lossless=None,
+                                  shape=asdict(shape) if shape else None, **stats))
+            bar.update()
+        for record in records[-len(methods):]:
+            if "vanilla" in rates:
+                record.speedup_vs_vanilla = record.tokens_per_s / rates["vanilla"]
+            if temperature == 0 and "vanilla" in outputs:
+                record.mismatches = divergences(outputs[record.method], outputs["vanilla"])
+                record.lossless = not record.mismatches
+                if record.mismatches:
+                    print(f"LOSSLESS CHECK FAILED: {record.method} at batch {batch_size} differs from vanilla "
+                          f"on {len(record.mismatches)} prompt(s): {record.mismatches[:3]}", file=sys.stderr)
+    bar.close()
+    return records
+
+
+# -------------------------------------------------------------- outputs
+
+def markdown(records: list[Record], dataset: str) -> str:
+    """One table per temperature: rows are batch sizes, columns methods (tokens/s,
+    speedup, tau)."""
+    lines = []
+    methods = list(dict.fromkeys(r.method for r in records))
+    for temperature in sorted({r.temperature for r in records}):
+        lines += [f"### {dataset}, temperature {temperature:g}", "",
+                  "| batch | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+        for batch_size in sorted({r.batch_size for r in records}):
+            cells = []
+            for method in methods:
+                r = next(x for x in records if (x.method, x.batch_size, x.temperature) == (method, batch_size,
+                                                                                           temperature))
+                speed = f"{r.speedup_vs_vanilla:.2f}×" if r.speedup_vs_vanilla is not None else "–"
+                flag = " ⚠ not lossless" if r.lossless is False else ""
+                cells.append(f"{r.tokens_per_s:.1f} tok/s, {speed}, τ {r.tau:.2f}{flag}")
+            lines.append(f"| {batch_size} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(records: list[Record], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (method, temperature), group in itertools.groupby(
+            sorted(records, key=lambda r: (r.method, r.temperature, r.batch_size)),
+            key=lambda r: (r.method, r.temperature)):
+        group = [r for r in group if r.speedup_vs_vanilla is not None]
+        ax.plot([r.batch_size for r in group], [r.speedup_vs_vanilla for r in group], marker="o",
+                label=f"{method} (T={temperature:g})")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("speedup vs vanilla (tokens/s)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", default="vanilla,eagle2,eagle2-best,cast,goodput",
+                        help="comma-separated methods (see above); vanilla is needed for speedups and the "
+                             "lossless check (default: %(default)s)")
+    parser.add_argument("--dataset", required=True, help="JSONL with 'turns' (first turn used), or one prompt per line")
+    parser.add_argument("--batch-size", default="1", help="comma-separated batch sizes, 1..256 (default 1)")
+    parser.add_argument("--temperature", default="0", help="comma-separated temperatures, 0..2; 0 = greedy (default 0)")
+    parser.add_argument("--num-prompts", type=int, default=16, help="prompts from the start of the dataset (16)")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="new tokens per prompt, 1..4096 (128)")
+    parser.add_argument("--profile", help="CAST profile YAML (default profiles/cpu.yaml)")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="autotune database with the traces eagle2-best is chosen on (default: cast-autotune's)")
+    parser.add_argument("--best-traces", type=int, default=40, help="traces replayed per grid point (40)")
+    parser.add_argument("--model-path", default=None, help="target model (default: embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft-path", default=None, help="draft head (default: the shipped head)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--json", type=Path, required=True, help="where to write the records")
+    parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
+    parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        methods = [Method.parse(label.strip()) for label in args.methods.split(",") if label.strip()]
+        if not methods:
+            raise BenchError("--methods: give at least one method")
+        batch_sizes = parse_list(args.batch_size, int, "--batch-size", 1, 256)
+        temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
+        if not 1 <= args.num_prompts <= 10_000:
+            raise BenchError(f"--num-prompts: must be in [1, 10000], got {args.num_prompts}")
+        if not 1 <= args.max_new_tokens <= 4096:
+            raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
+        if args.threads is not None:
+            if not 1 <= args.threads <= (os.cpu_count() or 1):
+                raise BenchError(f"--threads: must be in [1, {os.cpu_count()}], got {args.threads}")
+            torch.set_num_threads(args.threads)
+        prompt_set = load_prompts(args.dataset)
+        if len(prompt_set.texts) < args.num_prompts:
+            raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
+        settings, profile_name = load_settings(args.profile)
+        pair = load_model_pair(args.model_path, args.draft_path, "cpu", "float32")
+        if pair.random_draft and any(m.policy != "vanilla" for m in methods):
+            print(f"WARNING: no trained draft head; speculative methods use {pair.draft_id}", file=sys.stderr)
+        best = {}
+        if any(m.shape == "best" for m in methods):
+            best = best_static_shapes(pair, settings, batch_sizes, args.db or default_db_path(), args.best_traces)
+    except (BenchError, AutotuneError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    prompts = [pair.format_prompt(text) for text in prompt_set.texts[: args.num_prompts]]
+    longest = max(len(pair.tokenizer.encode(p)) for p in prompts)
+    context_length = longest + args.max_new_tokens + 8
+    records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
+                    context_length)
+    result = {
+        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "machine": {"cpu": cpu_name(), "device": device_name("cpu"), "cores": os.cpu_count(),
+                    "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+                    "load_average_1min_at_end": os.getloadavg()[0]},
+        "model": {"target": pair.target_id, "draft": pair.draft_id},
+        "profile": profile_name,
+        "dataset": args.dataset,
+        "eagle2_best_shapes": {str(b): asdict(s) for b, s in best.items()},
+        "records": [asdict(r) for r in records],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2))
+    table = markdown(records, Path(args.dataset).stem)
+    print(table)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table)
+    if args.plot:
+        plot(records, args.plot, f"{Path(args.dataset).stem}: speedup vs batch size")
+    return 1 if any(r.lossless is False for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
