@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import optuna
@@ -95,7 +95,8 @@ class BucketResult:
 
     def summary(self) -> dict:
         return {
-            "max_batch_size": self.settings.max_batch_size, "study": self.study, "best_trial": self.trial,
+            "max_batch_size": self.settings.max_batch_size, "speculate": self.settings.speculate,
+            "study": self.study, "best_trial": self.trial,
             "trials": self.trials, "traces": self.traces, "replay_tokens_per_s": round(self.tokens_per_s, 3),
             "replay_tau": round(self.tau, 4), "unrecorded_nodes": self.unrecorded,
             "baselines_tokens_per_s": {k: round(v, 3) for k, v in self.baselines.items()},
@@ -148,5 +149,10 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
                                 costs, "eagle2").tokens_per_s,
     }
     finished = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-    return BucketResult(settings, study_name, best.number, finished, len(traces), best.value,
-                        best.user_attrs.get("tau", 0.0), best.user_attrs.get("unrecorded", 0), baselines)
+    rate, tau = best.value, best.user_attrs.get("tau", 0.0)
+    if baselines["vanilla"] > rate:
+        # Even the best tree loses to plain decoding here: publish the bucket with
+        # speculation off (BucketSettings.speculate), keeping the tuned tree for reference.
+        settings, rate, tau = replace(settings, speculate=False), baselines["vanilla"], 1.0
+    return BucketResult(settings, study_name, best.number, finished, len(traces), rate, tau,
+                        best.user_attrs.get("unrecorded", 0), baselines)

@@ -40,12 +40,12 @@ def chain_costs() -> CostModel:
     return CostModel(target=target, draft=draft)
 
 
-def chain_trace(batch: int = 1):
+def chain_trace(batch: int = 1, accepted: int = ACCEPTED):
     plan = make_policy("eagle2", PolicySettings.single(chain_costs(), shape=RECORDED)).begin(batch, 50)
     recorder = RecordingExpander(ChainDraft(), plan.top_k)
     tree = grow_tree(plan, recorder, torch.full((batch,), 5))
     # Target: token 0 after every node above depth ACCEPTED, a token nobody drafted below.
-    argmax = torch.where(tree.depths < ACCEPTED, 0, VOCAB - 1)
+    argmax = torch.where(tree.depths < accepted, 0, VOCAB - 1)
     return recorder.finish(tree, torch.full((batch,), 50), argmax)
 
 
@@ -70,6 +70,15 @@ def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_
     assert result.tokens_per_s >= 0.97 * grid_best
     assert result.settings.shape.max_depth == ACCEPTED and result.tau == pytest.approx(ACCEPTED + 1)
     assert result.baselines["vanilla"] < result.tokens_per_s
+
+
+def test_a_bucket_where_no_tree_pays_is_published_with_speculation_off(tmp_path):
+    traces = [chain_trace(accepted=0)]  # the target rejects every draft token
+    result = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, GRID.space(), 6,
+                         progress=False)
+    assert result.settings.speculate is False and result.summary()["speculate"] is False
+    assert result.tokens_per_s == result.baselines["vanilla"] and result.tau == 1.0
+    assert replay_bucket(traces, result.settings, chain_costs()).tokens_per_s == pytest.approx(result.tokens_per_s)
 
 
 def test_a_named_study_resumes_instead_of_starting_over(tmp_path):

@@ -6,7 +6,7 @@ import torch
 from scipy.stats import chi2_contingency
 from torch import nn
 
-from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.models.attention import AttentionBatch
@@ -80,6 +80,26 @@ def test_greedy_outputs_equal_vanilla(policy, max_batch):
     results = engine(policy, target, max_batch).generate(PROMPTS, params)
     assert [r.token_ids for r in results] == expected
     assert sum(r.stats.tau for r in results) / len(results) > 1.5  # trees were really accepted
+
+
+@pytest.mark.parametrize("policy", ["cast", "goodput"])
+def test_bucket_without_speculation_decodes_plainly_and_catches_the_draft_up_later(policy):
+    """Batches of 3-4 decode plainly, smaller ones speculate: as requests finish the
+    engine switches on, and the draft must first eat the tokens it missed."""
+    target = tiny_target()
+    buckets = (BucketSettings(2, TreeShape(4, 4, 12)), BucketSettings(4, TreeShape(4, 4, 12), speculate=False))
+    switching = make_policy(policy, PolicySettings(buckets=buckets, costs=SETTINGS.costs))
+    eng = Engine(target, CharTokenizer(), MirrorDraft(target), switching, max_batch_size=4, context_length=160)
+    lengths = [6, 14, 40, 40]
+    params = [SamplingParams(max_new_tokens=n) for n in lengths]
+    expected = [r.token_ids for r in engine("vanilla", target).generate(PROMPTS[:4], params)]
+    results = eng.generate(PROMPTS[:4], params)
+    assert [r.token_ids for r in results] == expected
+    plain = [h for h in eng.history if h.batch_size > 2]
+    drafted = [h for h in eng.history if h.batch_size <= 2]
+    assert plain and all(h.verified == 0 and h.accepted == [0] * h.batch_size for h in plain)
+    assert drafted and sum(map(sum, (h.accepted for h in drafted))) / sum(h.batch_size for h in drafted) > 0.5
+    assert not eng.draft_backlog  # every backlog was fed or released
 
 
 def test_requests_join_and_leave_between_iterations():

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from sglang_cast.cast import (CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds, TraceIteration,
+from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds, TraceIteration,
                               TreeShape, grow_tree, make_policy, replay, replay_iteration, select_verified,
                               verify_greedy)
 from synthetic import PathModel
@@ -125,3 +125,15 @@ def test_trace_round_trips_through_a_plain_dict():
 def test_unknown_policy_name_is_a_clear_error():
     with pytest.raises(ValueError, match="policy must be one of"):
         make_policy("medusa", settings())
+
+
+def test_a_bucket_with_speculation_off_plans_plain_decoding_and_round_trips():
+    bucket = BucketSettings(4, SHAPE, speculate=False)
+    assert BucketSettings.from_dict(bucket.to_dict()) == bucket
+    assert BucketSettings.from_dict({"max_batch_size": 2}).speculate is True
+    with pytest.raises(ValueError, match=r"profile.buckets\[1\].speculate must be true or false, got 'no'"):
+        BucketSettings.from_dict({"max_batch_size": 2, "speculate": "no"}, "profile.buckets[1]")
+    policy = make_policy("cast", PolicySettings(buckets=(BucketSettings(1, SHAPE), bucket), costs=steep_costs()))
+    assert policy.begin(1, 10).max_depth == SHAPE.max_depth
+    plan = policy.begin(3, 10)
+    assert plan.max_depth == 0 and plan.verify_count(grow_tree(plan, PathModel(), torch.tensor([1, 2, 3]))) == 0

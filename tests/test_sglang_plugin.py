@@ -199,6 +199,10 @@ def test_static_shape_covers_and_names_what_does_not_fit():
                         "--speculative-num-draft-tokens 16"]
     with pytest.raises(ValueError, match=r"topk\*steps\+1 = 9"):
         StaticShape(2, 4, 10).check()
+    off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
+    assert StaticShape.covering(off).misfits(off) == [
+        f"bucket max_batch_size={1 << 30} has speculate=false, which only the native engine honours "
+        "(SGLang's EAGLE worker drafts every iteration)"]
 
 
 # ------------------------------------------------------------ launch flags

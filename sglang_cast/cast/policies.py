@@ -155,6 +155,8 @@ class Policy:
         with self._lock:
             settings = self._settings
         bucket = settings.for_batch(batch_size)
+        if not bucket.speculate:
+            return VanillaPlan(self, bucket, settings, batch_size, context_len)
         if bucket.fifo_len != self._fifo_len:
             self._fifo_len = bucket.fifo_len
             self._fifos = {i: deque(q, maxlen=bucket.fifo_len) for i, q in self._fifos.items()}

@@ -68,16 +68,25 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class BucketSettings:
-    """Settings used for every batch size up to ``max_batch_size``."""
+    """Settings used for every batch size up to ``max_batch_size``.
+
+    ``speculate=False`` turns drafting off for the bucket: at batch sizes where even
+    the smallest tree costs more than it returns (large batches on a compute-bound
+    device), the policy decodes plainly instead.  The autotuner sets it when replay
+    says vanilla beats the best tree it found (docs/cast_decisions.md).
+    """
 
     max_batch_size: int
     shape: TreeShape = field(default_factory=TreeShape)
     thresholds: Thresholds = field(default_factory=Thresholds)
     fifo_len: int = 8
+    speculate: bool = True
 
     def __post_init__(self) -> None:
         _positive_int("max_batch_size", self.max_batch_size)
         _positive_int("fifo_len", self.fifo_len)
+        if not isinstance(self.speculate, bool):
+            raise ValueError(f"speculate must be true or false, got {self.speculate!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,12 +98,13 @@ class BucketSettings:
             "c2": self.thresholds.c2,
             "c3": self.thresholds.c3,
             "fifo_len": self.fifo_len,
+            "speculate": self.speculate,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "bucket") -> BucketSettings:
         check_mapping(data, {"max_batch_size", "top_k", "max_depth", "num_verify_tokens", "c1", "c2", "c3",
-                             "fifo_len"}, name)
+                             "fifo_len", "speculate"}, name)
         if "max_batch_size" not in data:
             raise ValueError(f"{name}: missing field 'max_batch_size'")
         shape_defaults, thr_defaults = TreeShape(), Thresholds()
@@ -112,6 +122,7 @@ class BucketSettings:
                     c3=data.get("c3", thr_defaults.c3),
                 ),
                 fifo_len=data.get("fifo_len", 8),
+                speculate=data.get("speculate", True),
             )
         except ValueError as err:
             raise ValueError(f"{name}.{err}") from None

@@ -81,6 +81,10 @@ class Engine:
         self.running: list[Request] = []
         self.waiting: list[Request] = []
         self.history: list[IterationRecord] = []
+        # Draft input (next token ids, target features) committed while the policy did
+        # not speculate, per slot: fed to the draft only when a tree is next needed, so
+        # a bucket with speculation off costs exactly a plain decode step.
+        self.draft_backlog: dict[int, tuple[list[int], list[torch.Tensor]]] = {}
         self.traces: list[TraceIteration] = []
         self.trace_policy: Policy | None = None
         self._ids = itertools.count()
@@ -157,6 +161,7 @@ class Engine:
 
     def _release(self, request: Request) -> None:
         self.target_cache.reset(request.slot)
+        self.draft_backlog.pop(request.slot, None)
         if self.draft is not None:
             self.draft_cache.reset(request.slot)
         self.free_slots.append(request.slot)
@@ -223,16 +228,32 @@ class Engine:
         if self.trace_policy is not None:
             return self._iterate_recording(batch, slots, context, roots, started)
         plan = self.policy.begin(len(batch), int(context.max()))
-        if self.draft is None or plan.max_depth == 0:
-            tree = DraftTree.from_roots(roots)
-        else:
+        speculate = self.draft is not None and plan.max_depth > 0
+        if speculate:
+            self._feed_backlog(batch)
             tree = grow_tree(plan, self._expander(slots, context), roots)
+        else:
+            tree = DraftTree.from_roots(roots)
         vtree = select_verified(tree, plan.verify_count(tree))
         drafted = time.perf_counter()
         logits, features = self._target_forward(vtree.tokens, vtree.positions(context), slots,
                                                 vtree.ancestor_mask())
         paths, bonus = self._verify(batch, vtree, logits)
-        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted)
+        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted, speculate)
+
+    def _feed_backlog(self, batch: list[Request]) -> None:
+        """Catch the draft up on tokens committed while speculation was off, so its
+        cache and root outputs are current before it drafts again."""
+        behind = [r for r in batch if r.slot in self.draft_backlog]
+        if not behind:
+            return
+        pending = [self.draft_backlog.pop(r.slot) for r in behind]
+        slots = torch.tensor([r.slot for r in behind], device=self.device)
+        counts = torch.tensor([len(tokens) for tokens, _ in pending], device=self.device)
+        width = int(counts.max())
+        tokens = torch.tensor([t + [t[-1]] * (width - len(t)) for t, _ in pending], device=self.device)
+        features = torch.stack([torch.stack(f + [f[-1]] * (width - len(f))) for _, f in pending])
+        self._draft_catch_up(slots, tokens, features, self.draft_cache.lens[slots].clone(), counts)
 
     def _expander(self, slots: torch.Tensor, context: torch.Tensor) -> DraftExpander:
         return DraftExpander(self.draft, self.draft_cache, slots, context, self.root_hidden[slots],
@@ -243,6 +264,7 @@ class Engine:
         node, store the iteration, and commit what the engine's own policy would
         have accepted on it (its decisions replayed on the fresh record)."""
         plan = self.trace_policy.begin(len(batch), int(context.max()))
+        self._feed_backlog(batch)
         recorder = RecordingExpander(self._expander(slots, context), plan.top_k)
         tree = grow_tree(plan, recorder, roots)
         vtree = select_verified(tree, tree.size - 1)
@@ -262,9 +284,10 @@ class Engine:
             path = full.accepted[b, : min(accepted, int(full.num_accepted[b]))].tolist()
             paths.append(path)
             bonus.append(int(argmax[b, path[-1] if path else 0]))
-        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted)
+        return self._commit(batch, slots, context, vtree, features, paths, bonus, started, drafted, True)
 
-    def _commit(self, batch, slots, context, vtree, features, paths, bonus, started, drafted) -> list[Request]:
+    def _commit(self, batch, slots, context, vtree, features, paths, bonus, started, drafted,
+                speculated: bool) -> list[Request]:
         """Compact accepted paths into the target cache, let the draft catch up,
         record the iteration and hand the new tokens to their requests."""
         counts = torch.tensor([len(p) + 1 for p in paths], device=self.device)
@@ -276,10 +299,15 @@ class Engine:
         verified = time.perf_counter()
 
         committed = [vtree.tokens[b, keep[b, 1 : len(p) + 1]].tolist() + [bonus[b]] for b, p in enumerate(paths)]
-        if self.draft is not None:
+        if self.draft is not None and speculated:
             next_tokens = torch.tensor([c + [c[-1]] * (width - len(c)) for c in committed], device=self.device)
             kept_features = features.gather(1, keep.unsqueeze(-1).expand(-1, -1, features.shape[-1]))
             self._draft_catch_up(slots, next_tokens, kept_features, context, counts)
+        elif self.draft is not None:  # one token each, fed at the next speculative iteration
+            for b, request in enumerate(batch):
+                tokens, feats = self.draft_backlog.setdefault(request.slot, ([], []))
+                tokens.append(committed[b][0])
+                feats.append(features[b, 0])
         caught_up = time.perf_counter()
 
         self.history.append(IterationRecord(

@@ -73,6 +73,8 @@ class AttentionBatch:
     mask: Tensor  # [B, 1, n, length] bool
     length: int  # padded slice length max(lens) + m
     first_slot: int | None  # set when slots are a consecutive range (cache reads are views)
+    write_start: int | None  # set with first_slot when every row writes at this index
+    all_visible: bool  # every new token sees the whole slice: attention needs no mask
     _biases: dict[int, Tensor] = field(default_factory=dict)  # grouped additive masks by group count
 
     @classmethod
@@ -89,8 +91,13 @@ class AttentionBatch:
         first = int(slots[0])
         consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
         positions = (starts + (m - n))[:, None] + torch.arange(n, device=slots.device)
+        # Host-side facts that let batch-1 decoding skip kernels in every layer: a slice
+        # write instead of an index_put, and SDPA without a mask (decode: all visible).
+        uniform = consecutive and int(starts.min()) + m == length
         return cls(cache, slots, write_positions=positions, mask=mask, length=length,
-                   first_slot=first if consecutive else None)
+                   first_slot=first if consecutive else None,
+                   write_start=length - n if uniform else None,
+                   all_visible=bool(mask.all()))
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
@@ -99,8 +106,13 @@ class AttentionBatch:
         (already rotated); returns ``[B, H, n, D]``.  The grouped mask is built once
         per forward and shared by every layer.
         """
-        self.cache.write(layer, self.slots, self.write_positions, k_new, v_new)
+        if self.write_start is not None:
+            self.cache.write_range(layer, self.first_slot, self.write_start, k_new, v_new)
+        else:
+            self.cache.write(layer, self.slots, self.write_positions, k_new, v_new)
         k, v = self.cache.read(layer, self.slots, self.length, self.first_slot)
+        if self.all_visible:
+            return grouped_attention(q, k, v, None)
         groups = q.shape[1] // k.shape[1]
         if groups not in self._biases:
             self._biases[groups] = grouped_bias(self.mask, groups, q.dtype)
@@ -118,18 +130,21 @@ def grouped_bias(mask: Tensor, groups: int, dtype: torch.dtype) -> Tensor:
     return bias if groups == 1 else bias.repeat(1, 1, groups, 1)
 
 
-def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
     """Attention with grouped-query heads and an additive mask from `grouped_bias`.
 
     Instead of copying each K/V head ``groups`` times, the ``groups`` query heads
     that share a K/V head are stacked along the query axis: ``[B, H, n, D]`` becomes
     ``[B, kv_heads, groups·n, D]`` (query head ``j·groups + g`` reads K/V head ``j``,
-    the ``repeat_interleave`` convention).  No K/V is copied.
+    the ``repeat_interleave`` convention).  No K/V is copied.  ``bias=None`` means every
+    query sees every key (decoding): one unmasked SDPA call, the fewest kernels.
     """
     batch, heads, n, dim = q.shape
     kv_heads = k.shape[1]
     grouped = q.reshape(batch, kv_heads, (heads // kv_heads) * n, dim)
-    if grouped.shape[2] <= SMALL_QUERY_ROWS:
+    if bias is None:
+        out = F.scaled_dot_product_attention(grouped, k, v)
+    elif grouped.shape[2] <= SMALL_QUERY_ROWS:
         scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(dim**-0.5).add_(bias)
         out = torch.matmul(torch.softmax(scores, dim=-1), v)
     else:

@@ -62,20 +62,30 @@ def rope_cos_sin(
 
     Positions are per token (not per cache index) so tree tokens at equal depth share
     a rotation, exactly as if each root-to-leaf path were a separate sequence.
+
+    ``sin`` comes sign-folded, ``[-sin, sin]`` over the two halves, so `apply_rope` needs
+    no negation per layer (a batch-1 decode step is dominated by per-op overhead).
     """
     head_dim = config.head_dim
     exponent = torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
     inv_freq = 1.0 / (config.rope_theta**exponent)
     angles = positions.float()[..., None] * inv_freq  # [B, n, D/2]
     angles = torch.cat((angles, angles), dim=-1)[:, None]
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+    sin = angles.sin()
+    sin[..., : head_dim // 2].neg_()
+    return angles.cos().to(dtype), sin.to(dtype)
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate ``x`` ``[B, heads, n, D]`` in the half-split (Hugging Face) layout."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+    """Rotate ``x`` ``[..., D]`` in the half-split (Hugging Face) layout.
+
+    ``sin`` is sign-folded (see `rope_cos_sin`), so Hugging Face's
+    ``x * cos + cat(-x2, x1) * sin`` is ``x * cos + cat(x2, x1) * sin_folded``; the
+    half swap is one ``flip`` of a ``[..., 2, D/2]`` view.
+    """
+    *lead, dim = x.shape
+    swapped = x.reshape(*lead, 2, dim // 2).flip(-2).view(x.shape)
+    return torch.addcmul(x * cos, swapped, sin)
 
 
 class Attention(nn.Module):
@@ -100,13 +110,18 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch) -> Tensor:
-        b, n, _ = x.shape
-        q = self.q_proj(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = batch.attend(self.layer_idx, q, k, v)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+        """``x`` is ``[B, n, width]`` or flattened ``[B·n, width]``; the output has its shape.
+
+        RoPE rotates q and k in one call on their concatenation (fewer kernels).
+        """
+        b, n = batch.write_positions.shape
+        heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
+        q = self.q_proj(x).view(b, n, heads, dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, kv_heads, dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, kv_heads, dim).transpose(1, 2)
+        qk = apply_rope(torch.cat((q, k), dim=1), cos, sin)
+        out = batch.attend(self.layer_idx, qk[:, :heads], qk[:, heads:], v)
+        return self.o_proj(out.transpose(1, 2).reshape(*x.shape[:-1], heads * dim))
 
 
 class MLP(nn.Module):
@@ -119,7 +134,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(F.silu(self.gate_proj(x), inplace=True).mul_(self.up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -139,8 +154,9 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch) -> Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, batch)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        """``x`` is ``[B, n, hidden]`` or ``[B·n, hidden]``; it is not modified."""
+        h = x + self.self_attn(self.input_layernorm(x), cos, sin, batch)
+        return h.add_(self.mlp(self.post_attention_layernorm(h)))  # h is ours: in place
 
 
 def check_step_shapes(
@@ -196,15 +212,19 @@ class LlamaModel(nn.Module):
                     f"layer_ids_to_capture: {layer_id} not in [0, {self.config.num_layers})"
                 )
         batch = AttentionBatch.build(cache, slots, tree_mask)
-        h = self.embed_tokens(input_ids)
+        b, n = input_ids.shape
+        # Layers run on [B·n, hidden]: a 2-D Linear input is a single GEMM call, while a
+        # 3-D one goes through extra reshapes (measurable per op at batch-1 decode).
+        h = self.embed_tokens(input_ids.reshape(-1))
         cos, sin = rope_cos_sin(positions, self.config, h.dtype)
         features: dict[int, Tensor] = {}
         for i, layer in enumerate(self.layers):
             if i in layer_ids_to_capture:
-                features[i] = h
+                features[i] = h.view(b, n, -1)
             h = layer(h, cos, sin, batch)
         return ModelOutput(
-            hidden=self.norm(h), captured=[features[i] for i in layer_ids_to_capture]
+            hidden=self.norm(h).view(b, n, -1),
+            captured=[features[i] for i in layer_ids_to_capture],
         )
 
     @property
