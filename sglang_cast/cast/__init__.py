@@ -4,7 +4,7 @@ and trace replay.  Pure torch; imports nothing from the engines or the server.""
 from .algorithm1 import largest_valid_index
 from .costs import CostModel, CostTable, select_bucket
 from .expand import Expander, grow_tree, top_candidates
-from .policies import ABLATION, POLICIES, IterationPlan, Policy, make_policy
+from .policies import POLICIES, IterationPlan, Policy, make_policy
 from .sampling import RequestSampler, SamplingParams, target_probs
 from .settings import BucketSettings, PolicySettings, Thresholds, TreeShape
 from .trace import (IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge, replay,
@@ -14,7 +14,7 @@ from .verify import VerifyResult, verify_greedy, verify_sampling
 
 __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "Expander", "grow_tree",
-    "top_candidates", "ABLATION", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
+    "top_candidates", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
     "SamplingParams", "target_probs", "BucketSettings", "PolicySettings", "Thresholds", "TreeShape",
     "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay", "replay_iteration",
     "DraftTree", "VerifyTree", "ancestor_mask", "root_to_leaf_paths", "select_verified",

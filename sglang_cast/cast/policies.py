@@ -295,41 +295,23 @@ class GoodputPlan(IterationPlan):
         return int(torch.argmax(rate)) + 1
 
 
-class VanillaPolicy(Policy):
-    name = "vanilla"
-    plan_class = VanillaPlan
+POLICIES: dict[str, type[Policy]] = {}
 
 
-class Eagle2Policy(Policy):
-    name = "eagle2"
-    plan_class = Eagle2Plan
+def _register(name: str, plan_class: type[IterationPlan]) -> type[Policy]:
+    """A policy is its plan class plus cross-iteration state; one class per name."""
+    cls = type(plan_class.__name__.removesuffix("Plan") + "Policy", (Policy,),
+               {"name": name, "plan_class": plan_class, "__doc__": plan_class.__doc__})
+    POLICIES[name] = cls
+    return cls
 
 
-class CastPolicy(Policy):
-    name = "cast"
-    plan_class = CastPlan
-
-
-class GoodputPolicy(Policy):
-    name = "goodput"
-    plan_class = GoodputPlan
-
-
-class RerankOnlyPolicy(Policy):
-    name = "cast-rerank"
-    plan_class = RerankOnlyPlan
-
-
-class RerankDepthPolicy(Policy):
-    name = "cast-rerank-depth"
-    plan_class = RerankDepthPlan
-
-
-POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (VanillaPolicy, Eagle2Policy, CastPolicy, GoodputPolicy, RerankOnlyPolicy,
-                              RerankDepthPolicy)
-}
-ABLATION = ("eagle2", "cast-rerank", "cast-rerank-depth", "cast")  # paper Table 3, one component at a time
+VanillaPolicy = _register("vanilla", VanillaPlan)
+Eagle2Policy = _register("eagle2", Eagle2Plan)
+CastPolicy = _register("cast", CastPlan)
+GoodputPolicy = _register("goodput", GoodputPlan)
+RerankOnlyPolicy = _register("cast-rerank", RerankOnlyPlan)
+RerankDepthPolicy = _register("cast-rerank-depth", RerankDepthPlan)
 
 
 def make_policy(name: str, settings: PolicySettings) -> Policy:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cast import PolicySettings
+from ..file_watch import FileWatcher
 from ..profile import LoadedProfile, ProfileError, load_profile
 from .config import ShapeOverride
 from .metrics import ServerMetrics
@@ -46,15 +47,12 @@ class ProfileReloader:
         self.reserved_room = reserved_room
         self._apply = apply
         self.metrics = metrics
-        self.poll_seconds = poll_seconds
         self._loaded = loaded
         self._loaded_at = _now() if loaded is not None else None
         self._error: str | None = None
         self._status = self._snapshot()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._seen = self._fingerprint()
+        self._watcher = FileWatcher(lambda: self.path, self._reload_quietly, poll_seconds)
         self._publish_info()
 
     @property
@@ -85,7 +83,7 @@ class ProfileReloader:
             if self.path is None:
                 raise ProfileError("no profile file to reload: the server was started without one "
                                    "(pass --cast-profile PATH)")
-            self._seen = self._fingerprint()
+            self._watcher.mark_seen()
             try:
                 loaded = load_profile(self.path)
                 if loaded.version == self._loaded.version:
@@ -109,13 +107,10 @@ class ProfileReloader:
 
     def start(self) -> None:
         if self.path is not None:
-            self._thread = threading.Thread(target=self._watch, name="cast-profile-watcher", daemon=True)
-            self._thread.start()
+            self._watcher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._watcher.stop()
 
     def _settings_for(self, loaded: LoadedProfile) -> PolicySettings:
         try:
@@ -134,20 +129,11 @@ class ProfileReloader:
         self.metrics.profile_reload_failures.inc()
         log.warning("profile reload rejected, the previous profile stays active: %s", reason)
 
-    def _fingerprint(self) -> tuple[int, int] | None:
+    def _reload_quietly(self) -> None:
         try:
-            stat = self.path.stat() if self.path is not None else None
-        except OSError:
-            return None
-        return (stat.st_mtime_ns, stat.st_size) if stat is not None else None
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
-            if self._fingerprint() != self._seen:
-                try:
-                    self.reload()
-                except ProfileError:
-                    pass  # already recorded, logged and counted
+            self.reload()
+        except ProfileError:
+            pass  # already recorded, logged and counted
 
     def _publish_info(self) -> None:
         status = self.status()

@@ -10,10 +10,10 @@ active and is logged with its reason.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 from ..cast import Policy
+from ..file_watch import FileWatcher
 from ..profile import LoadedProfile, ProfileError
 from .plugin_config import StaticShape, load_fitting_profile
 
@@ -25,11 +25,8 @@ class ProfileWatcher:
         self.loaded = loaded
         self.policy = policy
         self.shape = shape
-        self.poll_seconds = poll_seconds
         self.last_error: str | None = None
-        self._seen = self._fingerprint()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._watcher = FileWatcher(lambda: self.path, self.check_now, poll_seconds)
 
     @property
     def path(self) -> Path:
@@ -37,7 +34,7 @@ class ProfileWatcher:
 
     def check_now(self) -> bool:
         """Load the file if it changed; True when a new version became active."""
-        self._seen = self._fingerprint()
+        self._watcher.mark_seen()
         try:
             loaded = load_fitting_profile(self.path, self.shape)
         except ProfileError as err:
@@ -53,22 +50,7 @@ class ProfileWatcher:
         return True
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._watch, name="cast-profile-watcher", daemon=True)
-        self._thread.start()
+        self._watcher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _fingerprint(self) -> tuple[int, int] | None:
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return None
-        return stat.st_mtime_ns, stat.st_size
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
-            if self._fingerprint() != self._seen:
-                self.check_now()
+        self._watcher.stop()

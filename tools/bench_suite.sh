@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The benchmark suite behind docs/benchmarks.md: per-dataset tables, the ablation and
+# the batch sweep, all with tools/bench.py on the shipped head and profiles/cpu.yaml.
+# Results go to docs/results/bench/. Sizes are environment variables so a quicker or
+# longer run is one override away, e.g. PROMPTS=16 NEW_TOKENS=128 bash tools/bench_suite.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PY:-.venv/bin/python}
+DATA=${DATA:-../shared/datasets}
+OUT=${OUT:-docs/results/bench}
+PROMPTS=${PROMPTS:-8}              # prompts per dataset table
+NEW_TOKENS=${NEW_TOKENS:-96}       # new tokens per prompt
+SWEEP_PROMPTS=${SWEEP_PROMPTS:-32} # the sweep needs at least its largest batch size
+SWEEP_TOKENS=${SWEEP_TOKENS:-48}
+STEPS=${STEPS:-tables,ablation,sweep}
+mkdir -p "$OUT"
+
+if [[ $STEPS == *tables* ]]; then
+  for dataset in mt_bench humaneval alpaca; do
+    "$PY" tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \
+      --dataset "$DATA/$dataset.jsonl" --batch-size 1,8 --temperature 0,1 \
+      --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" \
+      --json "$OUT/$dataset.json" --markdown "$OUT/$dataset.md"
+  done
+fi
+
+if [[ $STEPS == *ablation* ]]; then
+  "$PY" tools/bench.py \
+    --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2,cast \
+    --dataset "$DATA/mt_bench.jsonl" --batch-size 1,4,16 --temperature 0 \
+    --num-prompts 16 --max-new-tokens "$NEW_TOKENS" \
+    --json "$OUT/ablation.json" --markdown "$OUT/ablation.md"
+fi
+
+if [[ $STEPS == *sweep* ]]; then
+  "$PY" tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \
+    --dataset "$DATA/mt_bench.jsonl" --batch-size 1,2,4,8,16,32 --temperature 0 \
+    --num-prompts "$SWEEP_PROMPTS" --max-new-tokens "$SWEEP_TOKENS" \
+    --json "$OUT/sweep.json" --markdown "$OUT/sweep.md" --plot docs/results/bench/sweep.png
+fi
