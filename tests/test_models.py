@@ -93,15 +93,19 @@ def plain_logits(model: LlamaModel, tokens: list[int]) -> torch.Tensor:
     return logits[0, -1]
 
 
+# Slots [2, 0] take the general cache path (index_put writes, gathered reads); the
+# consecutive [1, 2] with equal lengths take the fast one (`AttentionBatch.windows`,
+# slice writes, unmasked SDPA when decoding).
+@pytest.mark.parametrize("slot_ids", [[2, 0], [1, 2]])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_matches_transformers_prefill_and_decode(arch: str) -> None:
+def test_matches_transformers_prefill_and_decode(arch: str, slot_ids: list[int]) -> None:
     hf, ours = make_pair(arch)
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, TINY["vocab_size"], (2, 10), generator=gen)
     with torch.no_grad():
         ref = hf(ids.to(DEVICE), output_hidden_states=True)
     cache = KVCache.for_model(ours.config, 3, 32, DEVICE, torch.float32)
-    slots = torch.tensor([2, 0], device=DEVICE)  # rows map to non-trivial slots
+    slots = torch.tensor(slot_ids, device=DEVICE)
 
     layers = (0, 2, 3)
     logits, captured = step(ours, cache, slots, ids[:, :6], capture=layers)
@@ -114,7 +118,52 @@ def test_matches_transformers_prefill_and_decode(arch: str) -> None:
         logits, _ = step(ours, cache, slots, ids[:, t : t + 1])
         commit_all(cache, slots, 1)
         torch.testing.assert_close(logits[:, 0], ref.logits[:, t], atol=ATOL, rtol=0)
-    assert cache.lens.tolist() == [10, 0, 10]
+    assert cache.lens.tolist() == [10 if slot in slot_ids else 0 for slot in range(3)]
+
+
+def test_rope_and_rmsnorm_match_transformers_formulas() -> None:
+    """`apply_rope` (sign-folded sin, roll) and the fp32 `RMSNorm` fast path reproduce
+    the Hugging Face formulas, including an all-zero row (eps only)."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm, rotate_half
+
+    from sglang_cast.models.llama import RMSNorm, apply_rope, rope_cos_sin
+
+    config = ModelConfig.from_hf(LlamaConfig(**TINY, rope_theta=500.0).to_dict())
+    gen = torch.Generator().manual_seed(6)
+    positions = torch.tensor([[0, 3, 7], [5, 5, 200]])
+    cos, sin = rope_cos_sin(positions, config, torch.float32)
+    dim = config.head_dim
+    inv_freq = 1.0 / (500.0 ** (torch.arange(0, dim, 2).float() / dim))
+    angles = positions.float()[..., None] * inv_freq
+    emb = torch.cat((angles, angles), dim=-1)[:, None]
+    x = torch.randn(2, 4, 3, dim, generator=gen)
+    expected = x * emb.cos() + rotate_half(x) * emb.sin()
+    torch.testing.assert_close(apply_rope(x, cos, sin), expected, atol=1e-5, rtol=0)
+
+    hidden = torch.randn(3, config.hidden_size, generator=gen) * 3
+    hidden[1] = 0
+    ours, ref = RMSNorm(config.hidden_size, 1e-6), LlamaRMSNorm(config.hidden_size, eps=1e-6)
+    with torch.no_grad():
+        ours.weight.copy_(torch.randn(config.hidden_size, generator=gen))
+        ref.weight.copy_(ours.weight)
+        torch.testing.assert_close(ours(hidden), ref(hidden), atol=1e-5, rtol=1e-5)
+
+
+def test_commit_in_place_advances_lengths_only() -> None:
+    """Plain decoding commits entries that are already in place: only ``lens`` moves."""
+    cache = KVCache(2, 2, 1, 8, 4, DEVICE, torch.float32)
+    cache.k.normal_()
+    cache.v.normal_()
+    k, v = cache.k.clone(), cache.v.clone()
+    slots = torch.tensor([1, 0], device=DEVICE)
+    keep, counts = torch.tensor([[0, 1], [0, 0]]), torch.tensor([2, 1])
+    cache.commit(slots, keep.to(DEVICE), counts.to(DEVICE))
+    assert cache.lens.tolist() == [1, 2]
+    assert torch.equal(cache.k, k) and torch.equal(cache.v, v)
+    keep, counts = torch.tensor([[1], [0]]), torch.tensor([1, 0])
+    cache.commit(slots, keep.to(DEVICE), counts.to(DEVICE))
+    assert cache.lens.tolist() == [1, 3]
+    assert torch.equal(cache.k[:, 1, :, 2], k[:, 1, :, 3])  # moved one index down
 
 
 def random_tree(n: int, gen: torch.Generator) -> tuple[list[int], torch.Tensor]:

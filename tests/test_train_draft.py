@@ -3,6 +3,7 @@ resumable stages and an end-to-end run on a tiny random target."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -263,7 +264,8 @@ def tiny_config(tmp_path: Path) -> train_draft.PipelineConfig:
     quick = train_draft.PipelineConfig.quick()
     return train_draft.PipelineConfig(
         work_dir=tmp_path / "work", output_dir=tmp_path / "head", benchmark_dir=bench, seed=0, threads=1,
-        data=quick.data, train=train_draft.TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
+        data=dataclasses.replace(quick.data, max_answers=5),
+        train=train_draft.TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
         eval=train_draft.EvalConfig(prompts=2, max_new_tokens=6))
 
 
@@ -275,6 +277,7 @@ def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
     assert head.config.layout == "eagle3" and head.output_vocab_size == 32
     assert {p.name for p in cfg.output_dir.iterdir()} == {"config.json", "model.safetensors"}
     assert report["train"]["summary"]["steps"] == cfg.train.max_steps
+    assert report["responses"]["summary"]["sequences"] == 5  # --max-answers
     assert report["eval"]["summary"]["mt_bench"]["prompts"] == 2
     assert not list(cfg.work_dir.glob("*.partial"))
     capsys.readouterr()
@@ -345,6 +348,8 @@ def test_help_explains_every_flag():
         assert flag in result.stdout
     cfg, _ = train_draft.parse_args(["--quick", "--eval-prompts", "3", "--lr", "1e-3"])
     assert cfg.eval.prompts == 3 and cfg.train.lr == 1e-3 and cfg.train.max_steps == 6
+    with pytest.raises(SystemExit):
+        train_draft.parse_args(["--max-answers", "-1"])
 
 
 @pytest.mark.slow

@@ -91,6 +91,7 @@ class DataConfig:
     max_prompt_tokens: int = 256  # longer prompts are dropped (counted as too_long)
     gen_batch: int = 32  # sequences decoded together by the vanilla engine
     shard_prompts: int = 256  # prompts per resumable generation shard
+    max_answers: int = 0  # answer only the first N kept prompts (they are shuffled); 0 = all
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,8 @@ def build_responses(target: Target, cfg: PipelineConfig, prompts_dir: Path, out:
     every token; resumable per shard (``shard_N.npy`` features, then ``shard_N.jsonl``
     ids, whose presence marks the shard complete)."""
     prompts = [data.chat_ids(target.tokenizer, row["prompt"]) for row in data.read_jsonl(prompts_dir / "prompts.jsonl")]
+    if cfg.data.max_answers:
+        prompts = prompts[: cfg.data.max_answers]
     size = cfg.data.shard_prompts
     done = sum(1 for start in range(0, len(prompts), size) if (out / f"shard_{start // size:05d}.jsonl").is_file())
     with tqdm(total=len(prompts), initial=min(done * size, len(prompts)), desc="responses", unit="answer") as bar:
@@ -761,7 +764,7 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
                   "request_temperature": d.request_temperature, "shard_prompts": d.shard_prompts}
     s_prompts = {**s_requests, "doc_prompts": d.doc_prompts, "max_prompt_tokens": d.max_prompt_tokens,
                  "benchmarks": str(cfg.benchmark_dir)}
-    s_responses = {**s_prompts, "response_tokens": d.response_tokens}
+    s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
     s_train = {**s_vocab, "train": settings_of(cfg.train)}
     s_eval = {**s_train, "eval": settings_of(cfg.eval)}
@@ -807,6 +810,8 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--max-prompt-tokens": ("data", "max_prompt_tokens", int, "drop prompts longer than this (256)"),
     "--gen-batch": ("data", "gen_batch", int, "sequences decoded together while generating data (32)"),
     "--shard-prompts": ("data", "shard_prompts", int, "prompts per resumable generation shard (256)"),
+    "--max-answers": ("data", "max_answers", int, "answer only the first N kept (shuffled) prompts; 0 = all "
+                                                  "(0)"),
     "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens (8192)"),
     "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
     "--step-decay": ("train", "step_decay", float, "loss weight decay per unrolled step (0.8)"),
@@ -838,6 +843,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is None:
             continue
+        if isinstance(value, (int, float)) and value < 0:
+            parser.error(f"{flag}: must be >= 0, got {value}")
         if section is None:
             cfg = dataclasses.replace(cfg, **{name: value})
         else:

@@ -72,8 +72,10 @@ class AttentionBatch:
     write_positions: Tensor  # [B, n] cache index of each new token: lens + m - n + j
     mask: Tensor  # [B, 1, n, length] bool
     length: int  # padded slice length max(lens) + m
-    first_slot: int | None  # set when slots are a consecutive range (cache reads are views)
-    write_start: int | None  # set with first_slot when every row writes at this index
+    # Consecutive slots: `KVCache.window` views [layers, B, kv_heads, length, D] of K and V.
+    windows: tuple[Tensor, Tensor] | None
+    # Consecutive slots that all write at length - n: the windows' last n positions.
+    new_entries: tuple[Tensor, Tensor] | None
     all_visible: bool  # every new token sees the whole slice: attention needs no mask
     _biases: dict[int, Tensor] = field(default_factory=dict)  # grouped additive masks by group count
 
@@ -91,13 +93,18 @@ class AttentionBatch:
         first = int(slots[0])
         consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
         positions = (starts + (m - n))[:, None] + torch.arange(n, device=slots.device)
-        # Host-side facts that let batch-1 decoding skip kernels in every layer: a slice
-        # write instead of an index_put, and SDPA without a mask (decode: all visible).
-        uniform = consecutive and int(starts.min()) + m == length
+        # Per-forward views and host-side facts that spare every layer some kernels at
+        # batch-1 decoding (where per-op overhead rivals the GEMVs): K/V reads and writes
+        # become a `select` and a `copy_` instead of multi-axis indexing / index_put, and
+        # a fully visible slice (decoding) needs no mask at all.  (The two extra host
+        # reads are free on CPU and cheap after `scratch_start`'s synchronisation.)
+        windows = new_entries = None
+        if consecutive:
+            windows = cache.window(first, slots.shape[0], length)
+            if int(starts.min()) + m == length:  # every row's scratch ends at `length`
+                new_entries = (windows[0][..., length - n :, :], windows[1][..., length - n :, :])
         return cls(cache, slots, write_positions=positions, mask=mask, length=length,
-                   first_slot=first if consecutive else None,
-                   write_start=length - n if uniform else None,
-                   all_visible=bool(mask.all()))
+                   windows=windows, new_entries=new_entries, all_visible=bool(mask.all()))
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
@@ -106,11 +113,15 @@ class AttentionBatch:
         (already rotated); returns ``[B, H, n, D]``.  The grouped mask is built once
         per forward and shared by every layer.
         """
-        if self.write_start is not None:
-            self.cache.write_range(layer, self.first_slot, self.write_start, k_new, v_new)
+        if self.new_entries is not None:
+            self.new_entries[0][layer].copy_(k_new)
+            self.new_entries[1][layer].copy_(v_new)
         else:
             self.cache.write(layer, self.slots, self.write_positions, k_new, v_new)
-        k, v = self.cache.read(layer, self.slots, self.length, self.first_slot)
+        if self.windows is not None:
+            k, v = self.windows[0][layer], self.windows[1][layer]
+        else:
+            k, v = self.cache.read(layer, self.slots, self.length)
         if self.all_visible:
             return grouped_attention(q, k, v, None)
         groups = q.shape[1] // k.shape[1]

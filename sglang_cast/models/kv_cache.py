@@ -103,12 +103,15 @@ class KVCache:
         self.k[layer][rows, :, positions] = k.transpose(1, 2)
         self.v[layer][rows, :, positions] = v.transpose(1, 2)
 
-    def write_range(self, layer: int, first_slot: int, start: int, k: Tensor, v: Tensor) -> None:
-        """`write` for consecutive slots from ``first_slot`` that all write at indices
-        ``start .. start+n-1``: a plain slice copy, cheaper than `write`'s index_put."""
-        rows = slice(first_slot, first_slot + k.shape[0])
-        self.k[layer, rows, :, start : start + k.shape[2]] = k
-        self.v[layer, rows, :, start : start + v.shape[2]] = v
+    def window(self, first_slot: int, count: int, length: int) -> tuple[Tensor, Tensor]:
+        """Views ``[layers, count, kv_heads, length, D]`` of the first ``length`` positions
+        of slots ``first_slot .. first_slot+count-1``, all layers at once.
+
+        Taken once per forward, so each layer reaches its K/V with one ``select`` instead
+        of a multi-axis index (per-op overhead dominates batch-1 decoding on CPU).
+        """
+        rows = slice(first_slot, first_slot + count)
+        return self.k[:, rows, :, :length], self.v[:, rows, :, :length]
 
     def read(self, layer: int, slots: Tensor, length: int, first_slot: int | None = None) -> tuple[Tensor, Tensor]:
         """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors.
@@ -151,9 +154,12 @@ class KVCache:
                 f"commit: invalid keep/counts (counts must be in [0, {width}], kept offsets "
                 f"in [0, capacity - lens) with capacity {self.capacity})"
             )
-        # Gathering copies first, so overlapping source/destination ranges are safe.
-        self.k[:, rows, :, dst] = self.k[:, rows, :, src]
-        self.v[:, rows, :, dst] = self.v[:, rows, :, src]
+        # Entries already in place (plain decoding; a draft chain accepted in order) need
+        # no copy: skipping it spares four index kernels over all layers per step.
+        if not torch.equal(src, dst):
+            # Gathering copies first, so overlapping source/destination ranges are safe.
+            self.k[:, rows, :, dst] = self.k[:, rows, :, src]
+            self.v[:, rows, :, dst] = self.v[:, rows, :, src]
         self.lens[slots] = starts + counts
 
     def reset(self, slot: int) -> None:
