@@ -149,10 +149,15 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
                                 costs, "eagle2").tokens_per_s,
     }
     finished = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-    rate, tau = best.value, best.user_attrs.get("tau", 0.0)
-    if baselines["vanilla"] > rate:
-        # Even the best tree loses to plain decoding here: publish the bucket with
-        # speculation off (BucketSettings.speculate), keeping the tuned tree for reference.
-        settings, rate, tau = replace(settings, speculate=False), baselines["vanilla"], 1.0
-    return BucketResult(settings, study_name, best.number, finished, len(traces), rate, tau,
-                        best.user_attrs.get("unrecorded", 0), baselines)
+    return BucketResult(settings, study_name, best.number, finished, len(traces), best.value,
+                        best.user_attrs.get("tau", 0.0), best.user_attrs.get("unrecorded", 0), baselines)
+
+
+def vanilla_if_faster(result: BucketResult) -> BucketResult:
+    """What to publish for a bucket: the best tree, or, when even it loses to plain
+    decoding on the same traces, the bucket with speculation off
+    (``BucketSettings.speculate``; the tuned tree stays in the file for reference)."""
+    if result.baselines["vanilla"] <= result.tokens_per_s:
+        return result
+    return replace(result, settings=replace(result.settings, speculate=False),
+                   tokens_per_s=result.baselines["vanilla"], tau=1.0)

@@ -24,7 +24,7 @@ from .prompts import PromptSet
 from .publish import publish
 from .space import SearchSpace
 from .store import Setup, Store, package_version
-from .tuner import BucketResult, assign_buckets, even_sample, tune_bucket
+from .tuner import BucketResult, assign_buckets, even_sample, tune_bucket, vanilla_if_faster
 
 RANDOM_HEAD_NOTE = ("draft head: random-weight EAGLE-1/2 head (no trained head existed when this ran). The target "
                     "table is valid; the draft table is valid for an EAGLE-1/2 head of this shape only (an EAGLE-3 "
@@ -81,8 +81,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     results = []
     for size, bucket_traces in by_bucket.items():
         sample = even_sample([s.trace for s in bucket_traces], config.max_traces)
-        results.append(tune_bucket(store, f"{prefix}-b{size}", sample, costs.costs, size, config.space,
-                                   config.trials, config.seed, stop, progress))
+        results.append(vanilla_if_faster(tune_bucket(store, f"{prefix}-b{size}", sample, costs.costs, size,
+                                                     config.space, config.trials, config.seed, stop, progress)))
         if stop is not None and stop.is_set():
             return None
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)

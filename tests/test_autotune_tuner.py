@@ -13,7 +13,7 @@ import torch
 
 from autotune.space import Grid
 from autotune.store import Store
-from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket
+from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, vanilla_if_faster
 from sglang_cast.cast import (CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander, TreeShape, grow_tree,
                               make_policy)
 
@@ -70,12 +70,15 @@ def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_
     assert result.tokens_per_s >= 0.97 * grid_best
     assert result.settings.shape.max_depth == ACCEPTED and result.tau == pytest.approx(ACCEPTED + 1)
     assert result.baselines["vanilla"] < result.tokens_per_s
+    assert vanilla_if_faster(result) is result  # a tree that pays is published as tuned
 
 
 def test_a_bucket_where_no_tree_pays_is_published_with_speculation_off(tmp_path):
     traces = [chain_trace(accepted=0)]  # the target rejects every draft token
-    result = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, GRID.space(), 6,
-                         progress=False)
+    searched = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, GRID.space(), 6,
+                           progress=False)
+    assert searched.settings.speculate is True and searched.tokens_per_s < searched.baselines["vanilla"]
+    result = vanilla_if_faster(searched)
     assert result.settings.speculate is False and result.summary()["speculate"] is False
     assert result.tokens_per_s == result.baselines["vanilla"] and result.tau == 1.0
     assert replay_bucket(traces, result.settings, chain_costs()).tokens_per_s == pytest.approx(result.tokens_per_s)
