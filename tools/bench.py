@@ -62,8 +62,7 @@ from sglang_cast.hardware import cpu_name, device_name  # noqa: E402
 from sglang_cast.profile import ProfileError, find_profile, load_profile  # noqa: E402
 
 EAGLE2_SHAPE = TreeShape(top_k=10, max_depth=6, num_verify_tokens=60)
-BEST_GRID = {"max_depth": (1, 2, 3, 4, 5, 6), "top_k": (1, 2, 4, 6, 8, 10),
-             "num_verify_tokens": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 60)}
+BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
 WARMUP_TOKENS = 8
 
 
@@ -312,7 +311,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", help="CAST profile YAML (default profiles/cpu.yaml)")
     parser.add_argument("--db", type=Path, default=None,
                         help="autotune database with the traces eagle2-best is chosen on (default: cast-autotune's)")
-    parser.add_argument("--best-traces", type=int, default=40, help="traces replayed per grid point (40)")
+    parser.add_argument("--best-traces", type=int, default=20, help="traces replayed per grid point (20)")
     parser.add_argument("--model-path", default=None, help="target model (default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-path", default=None, help="draft head (default: the shipped head)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DATA=${DATA:-../shared/datasets}
 OUT=${OUT:-docs/results/bench}
-PROMPTS=${PROMPTS:-8}              # prompts per dataset table
-NEW_TOKENS=${NEW_TOKENS:-96}       # new tokens per prompt
+PROMPTS=${PROMPTS:-5}              # prompts per dataset table
+NEW_TOKENS=${NEW_TOKENS:-64}       # new tokens per prompt
 SWEEP_PROMPTS=${SWEEP_PROMPTS:-32} # the sweep needs at least its largest batch size
-SWEEP_TOKENS=${SWEEP_TOKENS:-48}
+SWEEP_TOKENS=${SWEEP_TOKENS:-24}
 STEPS=${STEPS:-tables,ablation,sweep}
 mkdir -p "$OUT"
 
@@ -28,8 +28,8 @@ fi
 if [[ $STEPS == *ablation* ]]; then
   "$PY" tools/bench.py \
     --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2,cast \
-    --dataset "$DATA/mt_bench.jsonl" --batch-size 1,4,16 --temperature 0 \
-    --num-prompts 16 --max-new-tokens "$NEW_TOKENS" \
+    --dataset "$DATA/mt_bench.jsonl" --batch-size 1,8 --temperature 0 \
+    --num-prompts 8 --max-new-tokens "$NEW_TOKENS" \
     --json "$OUT/ablation.json" --markdown "$OUT/ablation.md"
 fi
 
