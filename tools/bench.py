@@ -331,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
         if not 1 <= args.num_prompts <= 10_000:
             raise BenchError(f"--num-prompts: must be in [1, 10000], got {args.num_prompts}")
+        if args.num_prompts < max(batch_sizes):
+            raise BenchError(f"--num-prompts: {args.num_prompts} prompts cannot fill batch size {max(batch_sizes)}; "
+                             "give at least as many prompts as the largest --batch-size")
         if not 1 <= args.max_new_tokens <= 4096:
             raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
         if args.threads is not None:

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 DATA=${DATA:-../shared/datasets}
 OUT=${OUT:-docs/results/bench}
-PROMPTS=${PROMPTS:-5}              # prompts per dataset table
+PROMPTS=${PROMPTS:-4}              # prompts per dataset table (>= its largest batch size)
 NEW_TOKENS=${NEW_TOKENS:-64}       # new tokens per prompt
 SWEEP_PROMPTS=${SWEEP_PROMPTS:-32} # the sweep needs at least its largest batch size
 SWEEP_TOKENS=${SWEEP_TOKENS:-24}
@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 if [[ $STEPS == *tables* ]]; then
   for dataset in mt_bench humaneval alpaca; do
     "$PY" tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \
-      --dataset "$DATA/$dataset.jsonl" --batch-size 1,8 --temperature 0,1 \
+      --dataset "$DATA/$dataset.jsonl" --batch-size 1,4 --temperature 0,1 \
       --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" \
       --json "$OUT/$dataset.json" --markdown "$OUT/$dataset.md"
   done
