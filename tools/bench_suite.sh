@@ -11,6 +11,8 @@ DATA=${DATA:-../shared/datasets}
 OUT=${OUT:-docs/results/bench}
 PROMPTS=${PROMPTS:-4}              # prompts per dataset table (>= its largest batch size)
 NEW_TOKENS=${NEW_TOKENS:-64}       # new tokens per prompt
+TABLE_BATCHES=${TABLE_BATCHES:-1,4}
+ABLATION_BATCHES=${ABLATION_BATCHES:-1,8}
 SWEEP_PROMPTS=${SWEEP_PROMPTS:-32} # the sweep needs at least its largest batch size
 SWEEP_TOKENS=${SWEEP_TOKENS:-24}
 STEPS=${STEPS:-tables,ablation,sweep}
@@ -19,7 +21,7 @@ mkdir -p "$OUT"
 if [[ $STEPS == *tables* ]]; then
   for dataset in mt_bench humaneval alpaca; do
     "$PY" tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \
-      --dataset "$DATA/$dataset.jsonl" --batch-size 1,4 --temperature 0,1 \
+      --dataset "$DATA/$dataset.jsonl" --batch-size "$TABLE_BATCHES" --temperature 0,1 \
       --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" \
       --json "$OUT/$dataset.json" --markdown "$OUT/$dataset.md"
   done
@@ -28,7 +30,7 @@ fi
 if [[ $STEPS == *ablation* ]]; then
   "$PY" tools/bench.py \
     --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2,cast \
-    --dataset "$DATA/mt_bench.jsonl" --batch-size 1,8 --temperature 0 \
+    --dataset "$DATA/mt_bench.jsonl" --batch-size "$ABLATION_BATCHES" --temperature 0 \
     --num-prompts 8 --max-new-tokens "$NEW_TOKENS" \
     --json "$OUT/ablation.json" --markdown "$OUT/ablation.md"
 fi
