@@ -137,3 +137,5 @@ def test_a_bucket_with_speculation_off_plans_plain_decoding_and_round_trips():
     assert policy.begin(1, 10).max_depth == SHAPE.max_depth
     plan = policy.begin(3, 10)
     assert plan.max_depth == 0 and plan.verify_count(grow_tree(plan, PathModel(), torch.tensor([1, 2, 3]))) == 0
+    static = make_policy("eagle2", PolicySettings(buckets=(BucketSettings(1, SHAPE), bucket), costs=steep_costs()))
+    assert static.begin(3, 10).max_depth == SHAPE.max_depth  # the EAGLE-2 baseline always drafts

@@ -43,6 +43,10 @@ def ranked_values(tree: DraftTree, limit: int) -> torch.Tensor:
 class IterationPlan:
     """Decisions for one iteration; subclasses implement one policy each."""
 
+    # Cost-aware policies honour a bucket's ``speculate: false``; EAGLE-2's static tree
+    # (the baseline) always drafts, whatever the profile says.
+    cost_aware = False
+
     policy: Policy
     bucket: BucketSettings
     settings: PolicySettings
@@ -155,7 +159,7 @@ class Policy:
         with self._lock:
             settings = self._settings
         bucket = settings.for_batch(batch_size)
-        if not bucket.speculate:
+        if not bucket.speculate and self.plan_class.cost_aware:
             return VanillaPlan(self, bucket, settings, batch_size, context_len)
         if bucket.fifo_len != self._fifo_len:
             self._fifo_len = bucket.fifo_len
@@ -212,6 +216,7 @@ class CastPlan(IterationPlan):
     numbers with or without breadth pruning.
     """
 
+    cost_aware = True
     prune_breadth = True
     prune_depth = True
     rerank = True
@@ -260,6 +265,8 @@ class GoodputPlan(IterationPlan):
     predicted draft ms plus ``f_T`` of the verified tokens.  A candidate or a layer
     is worth adding only while it pays at least the rate the tree already has.
     """
+
+    cost_aware = True
 
     def _tree_size(self) -> tuple[int, float]:
         return sum(self.kept), sum(self.utility)
