@@ -32,54 +32,52 @@ PROG = "cast-autotune"
 
 
 # ------------------------------------------------------------------ flag types
-def int_in(lo: int, hi: int):
-    def parse(text: str) -> int:
+def _bounds(kind: type, lo: float, hi: float) -> str:
+    """``[lo, hi]`` as the error messages show it: integers in full, floats with ``:g``."""
+    return f"[{lo}, {hi}]" if kind is int else f"[{lo:g}, {hi:g}]"
+
+
+def number_in(kind: type, what: str, lo: float, hi: float):
+    """argparse type: one ``kind`` value in [lo, hi]."""
+    def parse(text: str):
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
             value = None
         if value is None or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {what} in {_bounds(kind, lo, hi)}, got {text!r}")
         return value
     return parse
+
+
+def increasing_list(kind: type, what: str, lo: float, hi: float):
+    """argparse type: strictly increasing comma-separated ``kind`` values in [lo, hi]."""
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(v) for v in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
+            raise argparse.ArgumentTypeError(
+                f"expected increasing comma-separated {what} in {_bounds(kind, lo, hi)}, got {text!r}")
+        return values
+    return parse
+
+
+def int_in(lo: int, hi: int):
+    return number_in(int, "an integer", lo, hi)
 
 
 def float_in(lo: float, hi: float):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected a number in [{lo:g}, {hi:g}], got {text!r}")
-        return value
-    return parse
+    return number_in(float, "a number", lo, hi)
 
 
 def int_list(lo: int, hi: int):
-    def parse(text: str) -> tuple[int, ...]:
-        try:
-            values = tuple(int(v) for v in text.split(","))
-        except ValueError:
-            values = ()
-        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
-            raise argparse.ArgumentTypeError(
-                f"expected increasing comma-separated integers in [{lo}, {hi}], got {text!r}")
-        return values
-    return parse
+    return increasing_list(int, "integers", lo, hi)
 
 
 def float_list(lo: float, hi: float):
-    def parse(text: str) -> tuple[float, ...]:
-        try:
-            values = tuple(float(v) for v in text.split(","))
-        except ValueError:
-            values = ()
-        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
-            raise argparse.ArgumentTypeError(
-                f"expected increasing comma-separated numbers in [{lo:g}, {hi:g}], got {text!r}")
-        return values
-    return parse
+    return increasing_list(float, "numbers", lo, hi)
 
 
 def c_range(text: str) -> tuple[float, float]:

@@ -29,6 +29,12 @@ from .draft_expander import DraftExpander
 from .requests import GenerationResult, Request
 
 
+def pad_right(row: list, width: int) -> list:
+    """``row`` padded to ``width`` by repeating its last item (the draft's catch-up feeds
+    ragged rows; padded positions are never committed)."""
+    return row + [row[-1]] * (width - len(row))
+
+
 @dataclass
 class IterationRecord:
     """What one step did, for metrics and benchmarks."""
@@ -251,8 +257,8 @@ class Engine:
         slots = torch.tensor([r.slot for r in behind], device=self.device)
         counts = torch.tensor([len(tokens) for tokens, _ in pending], device=self.device)
         width = int(counts.max())
-        tokens = torch.tensor([t + [t[-1]] * (width - len(t)) for t, _ in pending], device=self.device)
-        features = torch.stack([torch.stack(f + [f[-1]] * (width - len(f))) for _, f in pending])
+        tokens = torch.tensor([pad_right(t, width) for t, _ in pending], device=self.device)
+        features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
         self._draft_catch_up(slots, tokens, features, self.draft_cache.lens[slots].clone(), counts)
 
     def _expander(self, slots: torch.Tensor, context: torch.Tensor) -> DraftExpander:
@@ -300,7 +306,7 @@ class Engine:
 
         committed = [vtree.tokens[b, keep[b, 1 : len(p) + 1]].tolist() + [bonus[b]] for b, p in enumerate(paths)]
         if self.draft is not None and speculated:
-            next_tokens = torch.tensor([c + [c[-1]] * (width - len(c)) for c in committed], device=self.device)
+            next_tokens = torch.tensor([pad_right(c, width) for c in committed], device=self.device)
             kept_features = features.gather(1, keep.unsqueeze(-1).expand(-1, -1, features.shape[-1]))
             self._draft_catch_up(slots, next_tokens, kept_features, context, counts)
         elif self.draft is not None:  # one token each, fed at the next speculative iteration

@@ -113,15 +113,9 @@ class KVCache:
         rows = slice(first_slot, first_slot + count)
         return self.k[:, rows, :, :length], self.v[:, rows, :, :length]
 
-    def read(self, layer: int, slots: Tensor, length: int, first_slot: int | None = None) -> tuple[Tensor, Tensor]:
-        """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors.
-
-        When the slots are the consecutive range starting at ``first_slot`` the result is
-        a view (no copy), which is the common case of a batch filling the cache in order.
-        """
-        if first_slot is not None:
-            rows = slice(first_slot, first_slot + slots.shape[0])
-            return self.k[layer, rows, :, :length], self.v[layer, rows, :, :length]
+    def read(self, layer: int, slots: Tensor, length: int) -> tuple[Tensor, Tensor]:
+        """The first ``length`` positions of each slot: two ``[B, kv_heads, length, D]`` tensors
+        (a copy; consecutive slots are read through `window` views instead)."""
         k = self.k[layer, :, :, :length].index_select(0, slots)
         v = self.v[layer, :, :, :length].index_select(0, slots)
         return k, v
