@@ -25,7 +25,9 @@ from sglang_cast.sglang_plugin.drafting import draft_masked_tree
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
-from sglang_cast.sglang_plugin.verify_layout import choose_width, verify_layout, verify_widths
+from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, verify_widths,
+                                                      widths_at_depth)
+from sglang_cast.sglang_plugin.verify_layout import verify_layout
 from synthetic import PathModel
 
 
@@ -163,7 +165,7 @@ def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
                           StaticShape(5, topk, 16))
     roots = torch.tensor([rng.randrange(12) for _ in range(3)])
     _, drafted, k, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
-    width = decider.width(k, drafted.tree.size - 1)
+    width = decider.width(5, k, drafted.tree.size - 1)
     layout = verify_layout(drafted, width)
     assert layout.width == width and layout.top_scores_index.shape == (3, width - 1)
     expected = select_verified(drafted.tree, width - 1)
@@ -187,6 +189,69 @@ def test_verify_widths_and_choice():
         verify_widths(1, [])
     with pytest.raises(ValueError, match="no pre-built verify width"):
         choose_width(1, 0, widths)
+
+
+def test_draft_depths_and_the_state_catalogue():
+    assert draft_depths(6, [6, 3, 9, 0]) == (1, 2, 3, 4, 6)
+    assert draft_depths(1, []) == (1,)
+    with pytest.raises(ValueError, match="--speculative-num-steps"):
+        draft_depths(0, [])
+    assert choose_depth(3, (1, 2, 4, 6)) == 4 and choose_depth(1, (1, 2, 4, 6)) == 1
+    assert choose_depth(0, (1, 2, 4)) == 1 and choose_depth(9, (1, 2, 4)) == 4
+    # topk 4: one layer offers 4 nodes, two layers 4 + 16
+    assert widths_at_depth((2, 4, 8, 16, 20), 1, 4) == (2, 4)
+    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8, 16, 20)
+    assert widths_at_depth((2, 4, 8), 3, 1) == (4,)  # SGLang's chain verifies depth + 1 tokens
+    decider = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
+    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
+    assert decider.states[:3] == ((1, 2), (1, 4), (2, 2)) and decider.states[-1] == (6, 20)
+    assert len(decider.states) == 2 + 3 * 6
+
+
+# ------------------------------------------------------ depth prediction
+@pytest.mark.parametrize("policy", ["cast", "goodput", "eagle2", "cast-rerank-depth"])
+@pytest.mark.parametrize("c2", [0.5, 3.0, 12.0])
+def test_predicted_depth_is_the_depth_drafted_when_layers_follow_the_fifos(policy, c2):
+    settings = two_bucket_settings(Thresholds(0.4, c2, 0.8))
+    pol = make_policy(policy, settings)
+    ratios = [0.7, 0.6, 0.9, 0.5, 0.8]
+    for layer, ratio in enumerate(ratios, start=1):  # teach the FIFOs these ratios
+        for _ in range(4):
+            pol.observe_ratio(layer, ratio)
+    roots = torch.tensor([[0.6, 0.2, 0.1, 0.05], [0.9, 0.05, 0.02, 0.01]], dtype=torch.float64)
+    plan = pol.begin(2, 300)
+    predicted = plan.predict_depth(roots)
+    assert plan.kept == [] and plan.draft_ms == 0.0  # the probe left the plan alone
+    assert [pol.expected_ratio(i) for i in range(1, 6)] == pytest.approx(ratios)  # and the FIFOs
+    # A draft whose layer-i values are layer 1's scaled by the FIFO means so far:
+    # its layers follow the FIFOs exactly, so the prediction must be exact.
+    values = [roots]
+    for i in range(1, 6):
+        values.append(values[-1] * pol.expected_ratio(i))
+    layer = 1
+    while True:  # the exact rule, layer by layer
+        plan.keep(layer, values[layer - 1])
+        if not plan.grow(layer):
+            break
+        layer += 1
+    assert predicted == layer
+    if policy == "eagle2":
+        assert predicted == plan.max_depth
+
+
+def test_predicted_depth_of_a_plan_that_does_not_speculate_is_zero():
+    settings = PolicySettings(buckets=(replace(two_bucket_settings(Thresholds()).buckets[0], speculate=False),),
+                              costs=steep_costs())
+    assert make_policy("cast", settings).begin(1, 10).predict_depth(torch.ones(1, 4)) == 0
+
+
+def test_the_thresholds_above_give_different_predicted_depths():
+    """Guard for the parametrised test: its C2 values do move the prediction."""
+    depths = set()
+    for c2 in (0.5, 3.0, 12.0):
+        pol = make_policy("cast", two_bucket_settings(Thresholds(0.4, c2, 0.8)))
+        depths.add(pol.begin(2, 300).predict_depth(torch.tensor([[0.6, 0.2, 0.1, 0.05]] * 2)))
+    assert len(depths) >= 2
 
 
 # ------------------------------------------------------------ static shape

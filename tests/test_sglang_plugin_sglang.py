@@ -14,6 +14,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
 import random  # noqa: E402
+from dataclasses import replace  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -265,22 +266,35 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
                         lambda batch, draft_input, *tree, **kwargs: captured.update(tree=tree, **kwargs))
 
     decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
-    widths = []
+    chosen = {}
+
+    def use_depth(plan, root_probs):
+        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(plan, root_probs)
+        return chosen["depth"]
+
+    def use_width(wanted, available):
+        chosen["width"] = decider.width(chosen["depth"], wanted, available)
+        return chosen["width"]
+
     draft_worker = worker_module.CastDraftWorker.__new__(worker_module.CastDraftWorker)
     vars(draft_worker).update(
         topk=topk, speculative_num_steps=steps, speculative_num_draft_tokens=12, req_to_token_pool=None,
         draft_runner=runner, hot_token_id=None, tree_mask_mode=spec_tree.TreeMaskMode.FULL_MASK, device="cpu",
         target_worker=None,
         draft_attn_backend=argparse.Namespace(attn_backends=[None] * steps, init_forward_metadata=lambda batch: None),
-        cast=argparse.Namespace(decider=decider, use_width=lambda k, n: widths.append(decider.width(k, n)) or widths[-1]))
+        cast=argparse.Namespace(decider=decider, use_depth=use_depth, use_width=use_width))
     seq_lens = torch.tensor([40, 700, 90])
     draft_worker.draft(argparse.Namespace(spec_info=draft_input, seq_lens_cpu=seq_lens, seq_lens=seq_lens))
 
-    native = make_policy("cast", settings)
+    # The native engine with the same policy, capped at the depth the worker's state
+    # allows (below its cap the depth rule does not depend on max_depth).
+    native_shape = replace(settings.buckets[0].shape, max_depth=chosen["depth"])
+    native = make_policy("cast", PolicySettings.single(steep_costs(), native_shape, Thresholds(0.3, 0.4, 0.6)))
     plan = native.begin(batch_size, 700)
     tree = grow_tree(plan, model, roots)
-    width = decider.width(plan.verify_count(tree), tree.size - 1)
-    assert widths == [width] and captured["num_draft_tokens"] == width
+    width = decider.width(chosen["depth"], plan.verify_count(tree), tree.size - 1)
+    assert chosen["width"] == width and captured["num_draft_tokens"] == width
+    assert captured["num_steps"] == chosen["depth"]
     assert runner.calls == len(plan.kept) - 1  # one eager draft forward per layer after the first
     expected = select_verified(tree, width - 1)
     parent_list, top_scores_index, draft_tokens, draft_probs = captured["tree"]
@@ -288,7 +302,7 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
 
     monkeypatch.setattr(spec_tree, "_is_xpu", True)
     mask, positions, *_ = build_tree_kernel_efficient(
-        roots, parent_list, top_scores_index, draft_tokens, seq_lens, int(seq_lens.sum()), topk, steps, width,
+        roots, parent_list, top_scores_index, draft_tokens, seq_lens, int(seq_lens.sum()), topk, chosen["depth"], width,
         spec_tree.TreeMaskMode.FULL_MASK)
     assert torch.equal(positions.view(batch_size, width), expected.positions(seq_lens))
     offset = 0
@@ -298,30 +312,46 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
         assert torch.equal(rows[:, length:], expected.ancestor_mask()[b])
 
 
-def test_use_width_swaps_in_the_runtime_state_of_that_width():
+def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
     from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
 
     from sglang_cast.sglang_plugin.worker import CastWorker
 
-    def state(width: int) -> SpecRuntimeState:
-        return SpecRuntimeState(6, width, f"draft-{width}", f"draft-graph-{width}", f"target-{width}",
-                                f"verify-graph-{width}", f"extend-{width}", f"extend-graph-{width}")
+    def state(depth: int, width: int) -> SpecRuntimeState:
+        name = f"{depth}x{width}"
+        return SpecRuntimeState(depth, width, f"draft-{name}", f"draft-graph-{name}", f"target-{name}",
+                                f"verify-graph-{name}", f"extend-{name}", f"extend-graph-{name}")
 
-    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20))
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20),
+                                     Thresholds(0.3, 2.0, 0.6))
     worker = CastWorker.__new__(CastWorker)
-    draft_runner = argparse.Namespace(draft_attn_backend="draft-20", attn_backend="extend-20")
-    target_runner = argparse.Namespace(attn_backend="target-20", decode_cuda_graph_runner="verify-graph-20")
+    draft_runner = argparse.Namespace(draft_attn_backend="draft-6x20", attn_backend="extend-6x20")
+    target_runner = argparse.Namespace(attn_backend="target-6x20", decode_cuda_graph_runner="verify-graph-6x20")
+    rebuilt = []
     vars(worker).update(
-        speculative_num_draft_tokens=20, decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)),
-        _draft_worker=argparse.Namespace(speculative_num_draft_tokens=20, draft_runner=draft_runner),
+        speculative_num_steps=6, speculative_num_draft_tokens=20,
+        decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)),
+        _draft_worker=argparse.Namespace(speculative_num_steps=6, speculative_num_draft_tokens=20,
+                                         draft_runner=draft_runner,
+                                         _rebuild_topk1_chain_buffers=lambda: rebuilt.append(True)),
         _target_worker=argparse.Namespace(model_runner=target_runner))
-    worker.states = {w: state(w) for w in worker.decider.widths}
-    assert worker.decider.widths == (2, 4, 8, 16, 20)
+    worker.states = {shape: state(*shape) for shape in worker.decider.states}
+    assert worker.decider.depths == (1, 2, 4, 6) and worker.decider.widths == (2, 4, 8, 16, 20)
 
-    assert worker.use_width(5, 30) == 8
-    assert (worker.speculative_num_draft_tokens, worker._draft_worker.speculative_num_draft_tokens) == (8, 8)
-    assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-8", "verify-graph-8")
-    assert (draft_runner.draft_attn_backend, draft_runner.attn_backend) == ("draft-8", "extend-8")
-    assert worker._draft_worker.cuda_graph_runner_for_draft_extend == "extend-graph-8"
+    plan = worker.decider.begin(1, 100)
+    sure, unsure = torch.tensor([[0.5, 0.2, 0.1, 0.05]]), torch.tensor([[0.05, 0.02, 0.01, 0.01]])
+    assert worker.use_depth(plan, sure) == 6 and not rebuilt  # the startup state: nothing to swap
+    assert worker.use_depth(plan, unsure) == 1 == worker.speculative_num_steps  # C2 predicts one layer
+    assert worker._draft_worker.speculative_num_steps == 1 and rebuilt
+    assert (worker.speculative_num_draft_tokens, target_runner.attn_backend) == (4, "target-1x4")  # widest at 1
+    # depth 1 with topk 4 holds at most 4 nodes: widths 2 and 4 only
+    assert worker.use_width(1, 4) == 2
+    assert (worker.speculative_num_draft_tokens, worker._draft_worker.speculative_num_draft_tokens) == (2, 2)
+    assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-1x2", "verify-graph-1x2")
+    assert (draft_runner.draft_attn_backend, draft_runner.attn_backend) == ("draft-1x2", "extend-1x2")
+    assert worker._draft_worker.cuda_graph_runner_for_draft_extend == "extend-graph-1x2"
+    assert worker.use_width(19, 4) == 4
+    assert worker.use_depth(plan, sure) == 6
+    assert worker.use_width(5, 30) == 8 and target_runner.attn_backend == "target-6x8"
     assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
-    assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-20"
+    assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-6x20"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -57,6 +57,7 @@ class IterationPlan:
     draft_cost: list[float] = field(default_factory=list)  # normalised c_{n_i}
     draft_ms: float = 0.0  # predicted ms of the draft forwards this plan asked for
     verified: int = 0
+    learns: bool = True  # False for `predict_depth`'s probe: it must not feed the FIFOs
 
     @property
     def top_k(self) -> int:
@@ -82,7 +83,7 @@ class IterationPlan:
         return costs.draft.row(self.batch_size, ctx, n) / costs.target(self.batch_size, ctx, 1)
 
     def _record_layer(self, layer: int, utility: torch.Tensor, cost: torch.Tensor, n: int) -> int:
-        if layer >= 2 and self.utility[-1] > 0:
+        if self.learns and layer >= 2 and self.utility[-1] > 0:
             self.policy.observe_ratio(layer - 1, float(utility[n - 1]) / self.utility[-1])
         self.kept.append(n)
         self.utility.append(float(utility[n - 1]))
@@ -107,6 +108,29 @@ class IterationPlan:
             return False
         self._charge_expansion(layer)
         return True
+
+    def predict_depth(self, root_values: torch.Tensor) -> int:
+        """How many layers this plan is expected to draft, known before any draft forward.
+
+        An engine that must fix the draft's shape up front (the SGLang worker picks a
+        pre-built runtime state per depth) asks this.  Layer 1's candidates are known
+        before drafting: the root's best children, ``root_values`` ``[B, N]`` sorted
+        best first.  Deeper layers are predicted with the numbers depth pruning itself
+        trusts: layer ``i + 1``'s candidate values are layer ``i``'s scaled by
+        ``mean(A_i)``.  A probe copy of this plan runs ``keep``/``grow`` on them, so the
+        prediction is this policy's own rule, and neither this plan nor the policy's
+        FIFOs change.
+        """
+        if self.max_depth == 0:
+            return 0
+        probe = replace(self, kept=[], utility=[], draft_cost=[], draft_ms=0.0, verified=0, learns=False)
+        values, layer = root_values[:, : self.top_k].double(), 1
+        while True:
+            probe.keep(layer, values)
+            if layer >= self.max_depth or not probe.grow(layer):
+                return layer
+            values = values * self.policy.expected_ratio(layer)
+            layer += 1
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
         raise NotImplementedError

@@ -1,29 +1,49 @@
 """The policy side of the SGLang worker, free of SGLang objects.
 
-``CastWorker`` asks it two things per iteration: a plan (the shared policy's
-``begin``) and the verify width for the nodes the plan's rerank chose.  Keeping
-it apart from the worker lets tests check the worker's decisions against the
-native engine's with plain tensors.
+``CastWorker`` asks it three things per iteration: a plan (the shared policy's
+``begin``), the draft depth to run (before drafting, from the plan's
+prediction) and the verify width for the nodes the plan's rerank chose.  Both
+answers are picked from the runtime states pre-built at startup
+(``runtime_shapes``).  Keeping this apart from the worker lets tests check the
+worker's decisions against the native engine's with plain tensors.
 """
 
 from __future__ import annotations
 
+import torch
+
 from ..cast import IterationPlan, Policy
 from .plugin_config import StaticShape
-from .verify_layout import choose_width, verify_widths
+from .runtime_shapes import choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
 
 
 class CastDecider:
     def __init__(self, policy: Policy, shape: StaticShape) -> None:
         self.policy = policy
         self.shape = shape
-        # Widths of the runtime states built at startup; a reloaded profile reuses them.
-        self.widths = verify_widths(shape.num_draft_tokens,
-                                    [b.shape.num_verify_tokens for b in policy.settings.buckets])
+        # The catalogue of pre-built states; a reloaded profile reuses it (it must fit
+        # the static shape, and the nearest larger state serves any bucket).
+        buckets = policy.settings.buckets
+        self.depths = draft_depths(shape.num_steps, [b.shape.max_depth for b in buckets])
+        self.widths = verify_widths(shape.num_draft_tokens, [b.shape.num_verify_tokens for b in buckets])
+
+    @property
+    def states(self) -> tuple[tuple[int, int], ...]:
+        """Every (depth, width) pair the worker builds a runtime state for."""
+        return tuple((d, w) for d in self.depths for w in self.widths_at(d))
+
+    def widths_at(self, depth: int) -> tuple[int, ...]:
+        return widths_at_depth(self.widths, depth, self.shape.topk)
 
     def begin(self, batch_size: int, context_len: int) -> IterationPlan:
         """CAST.md §2: a ragged batch is charged at its longest committed context."""
         return self.policy.begin(batch_size, context_len)
 
-    def width(self, wanted_nodes: int, available_nodes: int) -> int:
-        return choose_width(wanted_nodes, available_nodes, self.widths)
+    def depth(self, plan: IterationPlan, root_values: torch.Tensor) -> int:
+        """The pre-built depth for this iteration: the smallest that holds the depth
+        ``plan`` predicts from the root's candidate values ``[B, topk]``.  The draft
+        may still stop earlier (the exact depth rule runs layer by layer), never later."""
+        return choose_depth(plan.predict_depth(root_values), self.depths)
+
+    def width(self, depth: int, wanted_nodes: int, available_nodes: int) -> int:
+        return choose_width(wanted_nodes, available_nodes, self.widths_at(depth))

@@ -1,49 +1,21 @@
-"""From a masked draft to SGLang's verify inputs, and the choice of verify width.
+"""From a masked draft to SGLang's verify inputs.
 
 The policy's rerank (``plan.verify_count``) says how many nodes are worth
 verifying; SGLang verifies a fixed number of tokens per request, the width of
-the runtime state in use (its target CUDA graphs were captured for it).  The
-worker therefore verifies the smallest pre-built width that holds the policy's
-nodes, and fills it with the next nodes of the same ranking: the target forward
-costs the width anyway, and any prefix of the ranking is a valid subtree, so the
+the runtime state in use (``runtime_shapes.choose_width``).  The worker fills
+that width with the next nodes of the same ranking: the target forward costs
+the width anyway, and any prefix of the ranking is a valid subtree, so the
 extra nodes can only add accepted tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..cast import VerifyTree, select_verified
 from .drafting import DraftedTree
-
-
-def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ...]:
-    """Widths (tokens verified per request, root included) to pre-build runtime
-    states for: powers of two below ``max_width``, every profile bucket's own
-    ``num_verify_tokens`` and ``max_width`` itself.  Few enough to capture, dense
-    enough that a width is never more than twice what the policy asked for."""
-    if max_width < 2:
-        raise ValueError(f"the verify width counts the root and must be >= 2, got {max_width}")
-    widths = {max_width} | {w for w in bucket_widths if 2 <= w <= max_width}
-    power = 2
-    while power < max_width:
-        widths.add(power)
-        power *= 2
-    return tuple(sorted(widths))
-
-
-def choose_width(wanted_nodes: int, available_nodes: int, widths: Sequence[int]) -> int:
-    """The pre-built width for verifying ``wanted_nodes`` draft nodes of a tree that
-    has ``available_nodes``: the smallest width holding them all, else the largest
-    the tree can fill (then the best ``width - 1`` nodes are verified)."""
-    fitting = [w for w in sorted(widths) if w - 1 <= available_nodes]
-    if not fitting:
-        raise ValueError(f"no pre-built verify width fits a tree of {available_nodes} draft nodes "
-                         f"(widths {sorted(widths)})")
-    return next((w for w in fitting if w - 1 >= wanted_nodes), fitting[-1])
 
 
 @dataclass(frozen=True)

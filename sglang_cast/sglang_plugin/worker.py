@@ -3,19 +3,25 @@
 One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
 ``CastWorker`` keeps verify and draft-extend as they are and changes the draft:
 
-* **breadth and depth** — ``CastDraftWorker.draft`` runs EAGLE's draft forwards
-  one layer at a time; after each layer the shared policy's ``keep`` and
-  ``grow`` decide on the layer's ``[B, top_k]`` candidate values, and pruning is
-  a mask over the frontier (``drafting.draft_masked_tree``), so every tensor keeps
-  SGLang's shape.  Because a host decision sits between layers, the draft
-  forwards run eagerly (no multi-step draft CUDA graph);
-* **rerank** — the policy's ``verify_count`` orders the kept nodes; the worker
-  verifies the smallest pre-built width that holds them (``verify_layout``);
-* **verify width** — one SGLang ``SpecRuntimeState`` (target attention backend,
-  target-verify CUDA graphs, draft-extend backend and graph) is built per width at
-  startup with SGLang's own ``build_adaptive_runtime_state``, and swapped in per
-  iteration before the verify.  KV for every iteration is reserved for the
-  startup (largest) shape, so a swap never outgrows an allocation.
+* **depth** — before drafting, the shared policy predicts how deep this
+  iteration's tree will go (``IterationPlan.predict_depth``: layer 1's values are
+  already known, deeper layers follow the depth-pruning FIFO means) and the
+  worker swaps in the pre-built runtime state of the smallest depth holding it;
+* **breadth** — ``CastDraftWorker.draft`` runs EAGLE's draft forwards one layer
+  at a time; after each layer the policy's ``keep`` decides on the layer's
+  ``[B, top_k]`` candidate values, and pruning is a mask over the frontier
+  (``drafting.draft_masked_tree``), so every tensor keeps SGLang's shape.  The
+  exact depth rule (``grow``) still runs after each layer and may stop before the
+  state's depth.  Because host decisions sit between layers, the draft forwards
+  run eagerly (no multi-step draft CUDA graph);
+* **rerank and verify width** — the policy's ``verify_count`` orders the kept
+  nodes; the worker swaps in the state of the smallest pre-built width (at the
+  chosen depth) that holds them (``runtime_shapes``).
+
+Every (depth, width) state — draft attention backend, target attention backend
+and verify CUDA graphs, draft-extend backend and graph — is built at startup with
+SGLang's own ``build_adaptive_runtime_state``.  KV for every iteration is reserved
+for the startup (largest) shape, so a swap never outgrows an allocation.
 
 The policy reloads its profile while serving (``reload.ProfileWatcher``).
 """
@@ -108,15 +114,20 @@ class CastDraftWorker(EagleDraftWorker):
         if with_topology:
             raise RuntimeError("CAST does not support pipeline parallelism (--pp-size 1)")
         draft_input: EagleDraftInput = batch.spec_info
+        seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+        plan = None
+        if int(seq_lens.numel()) > 0:
+            plan = self.cast.decider.begin(int(seq_lens.numel()), int(seq_lens.max()))
+            # The depth's runtime state must be in place before the draft batch is
+            # prepared: it sizes the draft KV slots and attention metadata.
+            self.cast.use_depth(plan, draft_input.topk_p)
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
                            tree_mask_mode=self.tree_mask_mode, device=self.device)
-        if forward_batch.forward_mode.is_idle():
+        if plan is None or forward_batch.forward_mode.is_idle():
             return build_eagle_verify_input(batch, draft_input, None, None, None, None,
                                             num_draft_tokens=self.speculative_num_draft_tokens, **verify_args)
-        seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
-        plan = self.cast.decider.begin(int(seq_lens.numel()), int(seq_lens.max()))
         if self.speculative_num_steps > 1:
             self.draft_attn_backend.init_forward_metadata(forward_batch)
             forward_batch.mark_forward_metadata_ready()
@@ -142,21 +153,22 @@ class CastWorker(EAGLEWorkerV2):
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
         self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
         self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape)
-        self.states: dict[int, SpecRuntimeState] = {}
+        self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
         self.watcher.start()
-        log.info("CAST worker: policy %s, profile %s (version %s), verify widths %s", policy_name,
-                 loaded.path, loaded.version, self.decider.widths)
+        log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
+                 loaded.path, loaded.version, self.decider.depths, self.decider.widths)
 
     def init_cuda_graphs(self) -> None:
-        """SGLang's startup graphs serve the largest width; build one runtime state
-        per smaller width with SGLang's own builder."""
+        """SGLang's startup graphs serve the startup (largest) shape; build one runtime
+        state per other (depth, width) of the decider's catalogue with SGLang's own
+        builder."""
         super().init_cuda_graphs()
         draft = self._draft_worker
-        self.states[self.speculative_num_draft_tokens] = SpecRuntimeState(
-            speculative_num_steps=self.speculative_num_steps,
-            speculative_num_draft_tokens=self.speculative_num_draft_tokens,
+        startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
+        self.states[startup] = SpecRuntimeState(
+            speculative_num_steps=startup[0], speculative_num_draft_tokens=startup[1],
             draft_attn_backend=draft.draft_attn_backend, cuda_graph_runner=draft.cuda_graph_runner,
             target_attn_backend=self._target_worker.model_runner.attn_backend,
             target_graph_runner=self._target_worker.model_runner.decode_cuda_graph_runner,
@@ -167,25 +179,37 @@ class CastWorker(EAGLEWorkerV2):
                              else get_exec().graph.cuda_graph_bs_decode)
         with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
               speculative_moe_a2a_backend_context()):
-            for width in self.decider.widths:
-                if width not in self.states:
-                    self.states[width] = self.build_adaptive_runtime_state(
-                        self.speculative_num_steps, width, cuda_graph_bs=graph_batch_sizes)
+            for depth, width in self.decider.states:
+                if (depth, width) not in self.states:
+                    self.states[depth, width] = self.build_adaptive_runtime_state(
+                        depth, width, cuda_graph_bs=graph_batch_sizes)
+        log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
+
+    def use_depth(self, plan, root_probs: torch.Tensor) -> int:
+        """Swap in a state of the depth ``plan`` predicts (see ``CastDecider.depth``),
+        at that depth's largest width until the rerank picks one."""
+        depth = self.decider.depth(plan, root_probs.cpu())
+        self.apply_runtime_state(self.states[depth, self.decider.widths_at(depth)[-1]])
+        return depth
 
     def use_width(self, wanted_nodes: int, available_nodes: int) -> int:
-        """Swap in the runtime state verifying ``wanted_nodes`` (see ``CastDecider.width``)."""
-        width = self.decider.width(wanted_nodes, available_nodes)
-        if width != self.speculative_num_draft_tokens:
-            self.apply_runtime_state(self.states[width])
+        """Swap in the state verifying ``wanted_nodes`` at the current depth."""
+        depth = self.speculative_num_steps
+        width = self.decider.width(depth, wanted_nodes, available_nodes)
+        self.apply_runtime_state(self.states[depth, width])
         return width
 
     def apply_runtime_state(self, state: SpecRuntimeState) -> None:
         """Point the worker, its draft worker and the target runner at ``state``.
 
-        Unlike SGLang's adaptive switch (keyed by step count) this is keyed by
-        width, and it leaves the published speculative config at the startup
+        Unlike SGLang's adaptive switch (keyed by step count alone) this is keyed by
+        (depth, width), and it leaves the published speculative config at the startup
         shape: the scheduler keeps reserving KV for the largest tree."""
+        shape = (state.speculative_num_steps, state.speculative_num_draft_tokens)
+        if shape == (self.speculative_num_steps, self.speculative_num_draft_tokens):
+            return
         draft, target = self._draft_worker, self._target_worker.model_runner
+        self.speculative_num_steps = draft.speculative_num_steps = state.speculative_num_steps
         self.speculative_num_draft_tokens = draft.speculative_num_draft_tokens = state.speculative_num_draft_tokens
         draft.draft_attn_backend = draft.draft_runner.draft_attn_backend = state.draft_attn_backend
         draft.cuda_graph_runner = state.cuda_graph_runner
@@ -193,5 +217,6 @@ class CastWorker(EAGLEWorkerV2):
         if state.draft_extend_attn_backend is not None:
             draft.draft_runner.attn_backend = state.draft_extend_attn_backend
         draft.cuda_graph_runner_for_draft_extend = state.cuda_graph_runner_for_draft_extend
+        draft._rebuild_topk1_chain_buffers()  # SGLang's chain buffers (a no-op unless topk is 1)
         target.attn_backend = state.target_attn_backend
         target.decode_cuda_graph_runner = state.target_graph_runner

@@ -1,0 +1,71 @@
+"""Which runtime states the worker pre-builds, and which one an iteration uses.
+
+SGLang sizes a speculative iteration by two numbers fixed in its CUDA graphs and
+attention metadata: draft steps (depth) and verified tokens per request (width,
+root included).  Its adaptive mechanism builds one ``SpecRuntimeState`` per
+shape at startup and swaps them between iterations.  The worker does the same
+over a small catalogue of (depth, width) pairs:
+
+* depth is chosen *before* drafting, from the policy's prediction
+  (``IterationPlan.predict_depth``): the smallest pre-built depth that holds it;
+* width is chosen *after* the rerank: the smallest pre-built width that holds the
+  nodes the policy wants verified, among the widths that depth can fill.
+
+Depths and widths are the powers of two below the startup shape, every profile
+bucket's own value and the startup value itself: few enough to capture, dense
+enough that a state is never more than twice what the policy asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _catalogue(maximum: int, bucket_values: Sequence[int], minimum: int) -> tuple[int, ...]:
+    values = {maximum} | {v for v in bucket_values if minimum <= v <= maximum}
+    power = 1
+    while power < maximum:
+        if power >= minimum:
+            values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def draft_depths(max_steps: int, bucket_depths: Sequence[int]) -> tuple[int, ...]:
+    """Draft depths to pre-build states for (1 is always there: a layer-1-only tree)."""
+    if max_steps < 1:
+        raise ValueError(f"the draft depth (--speculative-num-steps) must be >= 1, got {max_steps}")
+    return _catalogue(max_steps, bucket_depths, 1)
+
+
+def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ...]:
+    """Verify widths (tokens per request, root included) to pre-build states for."""
+    if max_width < 2:
+        raise ValueError(f"the verify width counts the root and must be >= 2, got {max_width}")
+    return _catalogue(max_width, bucket_widths, 2)
+
+
+def widths_at_depth(widths: Sequence[int], depth: int, topk: int) -> tuple[int, ...]:
+    """The widths a ``depth``-layer draft can fill: SGLang's layout offers ``topk``
+    nodes in layer 1 and ``topk²`` candidates per deeper layer.  A ``topk`` 1 draft
+    is SGLang's chain, whose verify width is always ``depth + 1``."""
+    if topk == 1:
+        return (depth + 1,)
+    capacity = topk + (depth - 1) * topk * topk
+    return tuple(w for w in widths if w - 1 <= capacity)
+
+
+def choose_depth(predicted: int, depths: Sequence[int]) -> int:
+    """The smallest pre-built depth holding ``predicted`` layers (the largest if none)."""
+    return next((d for d in sorted(depths) if d >= predicted), max(depths))
+
+
+def choose_width(wanted_nodes: int, available_nodes: int, widths: Sequence[int]) -> int:
+    """The pre-built width for verifying ``wanted_nodes`` draft nodes of a tree that
+    has ``available_nodes``: the smallest width holding them all, else the largest
+    the tree can fill (then the best ``width - 1`` nodes are verified)."""
+    fitting = [w for w in sorted(widths) if w - 1 <= available_nodes]
+    if not fitting:
+        raise ValueError(f"no pre-built verify width fits a tree of {available_nodes} draft nodes "
+                         f"(widths {sorted(widths)})")
+    return next((w for w in fitting if w - 1 >= wanted_nodes), fitting[-1])
