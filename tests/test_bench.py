@@ -49,6 +49,15 @@ def test_method_names_and_shape_sources():
         bench.parse_list("1,0", int, "--batch-size", 1, 256)
 
 
+def test_ablation_runs_draft_on_eagle2s_tree_even_where_the_profile_switches_speculation_off():
+    off = settings().with_shape(SHAPE, speculate=False)
+    ablated, shape = bench.method_settings(bench.Method.parse("cast@eagle2"), off, {}, 4)
+    assert shape == bench.EAGLE2_SHAPE
+    assert all(b.speculate and b.shape == bench.EAGLE2_SHAPE for b in ablated.buckets)
+    tuned, shape = bench.method_settings(bench.Method.parse("cast"), off, {}, 4)
+    assert shape is None and not tuned.buckets[0].speculate  # the tuned method keeps the switch
+
+
 def test_divergences_name_the_prompt_and_token():
     assert bench.divergences([[1, 2, 3], [4]], [[1, 2, 3], [4]]) == []
     assert bench.divergences([[1, 2, 3], [4, 5]], [[1, 9, 3], [4]]) == [

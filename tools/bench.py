@@ -22,7 +22,8 @@ Methods (CAST.md §7):
 * ablation (the paper's Table 3): ``cast-rerank`` (EAGLE-2's tree + cost-aware
   rerank), ``cast-rerank-depth`` (+ depth pruning), ``cast`` (+ breadth pruning).
   A suffix ``@eagle2`` runs a method on EAGLE-2's default tree shape instead of the
-  profile's tuned shape (thresholds still from the profile), so
+  profile's tuned shape (thresholds still from the profile; every bucket drafts, as
+  the profile's ``speculate: false`` is ours, not one of the paper's components), so
   ``eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2`` adds one
   component at a time to the same tree.
 
@@ -178,7 +179,9 @@ def method_settings(method: Method, settings: PolicySettings, best: dict[int, Tr
     if method.shape == "best":
         return settings.with_shape(best[batch_size]), best[batch_size]
     if method.shape == "eagle2":
-        return settings.with_shape(EAGLE2_SHAPE), EAGLE2_SHAPE
+        # The ablation adds the paper's components to EAGLE-2's tree at every batch
+        # size; our per-bucket speculation switch is not one of them.
+        return settings.with_shape(EAGLE2_SHAPE, speculate=True), EAGLE2_SHAPE
     return settings, None
 
 

@@ -149,9 +149,11 @@ class PolicySettings:
                 return bucket
         return self.buckets[-1]
 
-    def with_shape(self, shape: TreeShape) -> PolicySettings:
-        """The same settings with one tree shape for every bucket."""
-        return replace(self, buckets=tuple(replace(b, shape=shape) for b in self.buckets))
+    def with_shape(self, shape: TreeShape, speculate: bool | None = None) -> PolicySettings:
+        """The same settings with one tree shape for every bucket (and, if given, one
+        ``speculate`` flag)."""
+        flag = {} if speculate is None else {"speculate": speculate}
+        return replace(self, buckets=tuple(replace(b, shape=shape, **flag) for b in self.buckets))
 
     @classmethod
     def single(cls, costs: CostModel, shape: TreeShape | None = None,
