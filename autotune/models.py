@@ -11,6 +11,7 @@ head ships.  Its identifier says so (``random-eagle-head:seed=<seed>``).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,20 @@ def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:
     return head.to(next(target.parameters()).device, next(target.parameters()).dtype).eval()
 
 
+def weights_digest(path: Path) -> str:
+    """A short content digest of a draft checkpoint (every file, by name).
+
+    Traces are keyed by the draft's id; a head retrained in place keeps its path,
+    so the id carries the weights' digest, or its traces would mix with the old
+    head's."""
+    files = sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode())
+        digest.update(file.read_bytes())
+    return f"sha256:{digest.hexdigest()[:12]}"
+
+
 def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,
                     random_seed: int = 0) -> ModelPair:
     """Load the pair as ``EngineArgs`` would; fall back to a random head (and say so
@@ -106,6 +121,6 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
             draft = load_draft(path, target, device, DTYPES[dtype])
         except (FileNotFoundError, ValueError) as err:
             raise AutotuneError(f"--draft-path: {err}") from None
-        draft_id = str(path.resolve())
+        draft_id = f"{path.resolve()}#{weights_digest(path)}"
     layers = eagle3_feature_layers(config.num_layers) if draft.config.layout == "eagle3" else ()
     return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids, layers)

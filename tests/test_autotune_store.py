@@ -142,3 +142,18 @@ def test_cli_process_prints_no_traceback_for_a_corrupted_database(tmp_path):
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     assert run.stderr.strip().startswith("cast-autotune show: error:") and run.stderr.count("\n") == 1
+
+
+def test_a_head_retrained_in_place_gets_a_new_draft_id(tmp_path):
+    """Traces are keyed by draft id: a retrained head at the same path must not
+    share the old head's traces."""
+    from autotune.models import weights_digest
+
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "config.json").write_text("{}")
+    (head / "model.safetensors").write_bytes(b"old weights")
+    before = weights_digest(head)
+    assert before == weights_digest(head) and before.startswith("sha256:")
+    (head / "model.safetensors").write_bytes(b"new weights")
+    assert weights_digest(head) != before
