@@ -12,7 +12,9 @@ OUT=${OUT:-docs/results/bench}
 PROMPTS=${PROMPTS:-4}              # prompts per dataset table (>= its largest batch size)
 NEW_TOKENS=${NEW_TOKENS:-64}       # new tokens per prompt
 TABLE_BATCHES=${TABLE_BATCHES:-1,4}
-ABLATION_BATCHES=${ABLATION_BATCHES:-1,8}
+ABLATION_BATCHES=${ABLATION_BATCHES:-1,2,4,8,16}
+ABLATION_PROMPTS=${ABLATION_PROMPTS:-16} # >= the ablation's largest batch size
+ABLATION_TOKENS=${ABLATION_TOKENS:-32}
 SWEEP_PROMPTS=${SWEEP_PROMPTS:-32} # the sweep needs at least its largest batch size
 SWEEP_TOKENS=${SWEEP_TOKENS:-24}
 STEPS=${STEPS:-tables,ablation,sweep}
@@ -31,7 +33,7 @@ if [[ $STEPS == *ablation* ]]; then
   "$PY" tools/bench.py \
     --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2,cast \
     --dataset "$DATA/mt_bench.jsonl" --batch-size "$ABLATION_BATCHES" --temperature 0 \
-    --num-prompts 8 --max-new-tokens "$NEW_TOKENS" \
+    --num-prompts "$ABLATION_PROMPTS" --max-new-tokens "$ABLATION_TOKENS" \
     --json "$OUT/ablation.json" --markdown "$OUT/ablation.md"
 fi
 
