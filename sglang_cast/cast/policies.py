@@ -127,7 +127,7 @@ class IterationPlan:
         values, layer = root_values[:, : self.top_k].double(), 1
         while True:
             probe.keep(layer, values)
-            if layer >= self.max_depth or not probe.grow(layer):
+            if not probe.grow(layer):  # every policy's grow stops at max_depth
                 return layer
             values = values * self.policy.expected_ratio(layer)
             layer += 1
