@@ -120,6 +120,42 @@ def test_clean_request_and_doc_prompts():
     assert len(set(prompts)) == 5 and sum("`textwrap." in p for p in prompts) >= 3
 
 
+def test_template_prompts_are_filled_seeded_and_spread():
+    prompts = draft_data.template_prompts(200, seed=3)
+    assert prompts == draft_data.template_prompts(200, seed=3) != draft_data.template_prompts(200, seed=4)
+    assert len(prompts) == 200 and not any("{" in p or "}" in p for p in prompts)
+    math = prompts[4::5]  # one in five is arithmetic or reasoning
+    assert all(any(ch.isdigit() for ch in p) for p in math)
+    chat = [p for i, p in enumerate(prompts) if i % 5 != 4]
+    topics = draft_data.TOPICS + draft_data.MORE_TOPICS
+    assert len({t for t in topics if any(t in p for p in chat)}) > 80
+
+
+def test_signatures_carry_no_memory_addresses():
+    items = {item.name: item for item in draft_data.stdlib_doc_items(("difflib",))}
+    assert "IS_CHARACTER_JUNK" in items["difflib.ndiff"].signature
+    assert "0x" not in items["difflib.ndiff"].signature
+
+
+def test_template_prompts_follow_the_earlier_sources(tmp_path):
+    """Adding templates keeps the earlier prompts first and in order, so answer shards
+    generated before templates existed stay valid."""
+    (tmp_path / "si").mkdir()
+    train_draft.write_jsonl(tmp_path / "si" / "requests.jsonl",
+                            [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
+    base = tiny_config(tmp_path)
+    kept = {}
+    for templates in (0, 10):
+        cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, template_prompts=templates))
+        out = tmp_path / f"prompts{templates}"
+        out.mkdir()
+        summary = train_draft.build_prompts(tiny(), cfg, tmp_path / "si", out)
+        kept[templates] = [row for row in draft_data.read_jsonl(out / "prompts.jsonl")]
+        assert summary["kept_by_source"]["templates"] == sum(r["source"] == "templates" for r in kept[templates])
+    assert kept[10][: len(kept[0])] == kept[0]
+    assert {r["source"] for r in kept[10][len(kept[0]):]} == {"templates"} and len(kept[10]) > len(kept[0])
+
+
 # ------------------------------------------------------------------- vocab
 
 def test_draft_vocab_roundtrip():

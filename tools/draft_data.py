@@ -2,8 +2,8 @@
 draft vocabulary and target features.
 
 Everything here is built locally and honestly: prompts come from the target itself
-(self-instruct) and from the docstrings of the Python standard library installed on
-this machine; answers are the target's own greedy responses; and every prompt that
+(self-instruct), from request templates written for this project, and from the
+docstrings of the Python standard library installed on this machine; answers are the target's own greedy responses; and every prompt that
 equals or heavily overlaps a benchmark prompt is dropped before any answer is
 generated, so the acceptance measured on those benchmarks is not inflated by
 training on them.
@@ -223,6 +223,130 @@ def clean_request(text: str, truncated: bool) -> str | None:
     return text
 
 
+# ------------------------------------------------------------------ templates
+
+# Requests written by us, in the shapes people send chat assistants (writing, roleplay,
+# advice, explanation, comparison, arithmetic and reasoning), over a wide list of
+# topics.  Self-instruct alone stays narrow: the 135M target often writes an
+# assistant's reply instead of a request, and its answers then cover few subjects
+# (9 % of run 3's mt_bench answer tokens fell outside a draft vocabulary built from
+# them).  Every template is checked against the benchmarks by `BenchmarkFilter`.
+
+CHAT_TEMPLATES = (
+    "Write a blog post about {topic} for a general audience.",
+    "Write a short poem about {topic}.",
+    "Write a short story in which {topic} plays an important role.",
+    "Explain {topic} to a ten-year-old.",
+    "Give me five practical tips related to {topic}.",
+    "What are the main advantages and disadvantages of {topic}?",
+    "Pretend you are {role}. In character, tell me what you think about {topic}.",
+    "Write a persuasive paragraph arguing that {topic} deserves more attention.",
+    "Summarize the history of {topic} in a few paragraphs.",
+    "Write an email to {role} asking for advice about {topic}.",
+    "Compare {topic} and {other}. Which one matters more in everyday life, and why?",
+    "Write a dialogue between {role} and a curious student about {topic}.",
+    "What are common misconceptions about {topic}?",
+    "Create a one-week lesson plan that introduces {topic} to high school students.",
+    "Draft a short speech about {topic} for a community event.",
+    "List ten interesting facts about {topic}.",
+    "What questions should I ask an expert on {topic}, and why?",
+    "Describe a typical working day of {role}.",
+    "As {role}, give advice to someone who is new to {topic}.",
+    "How has {topic} changed over the last hundred years?",
+    "Write a news article about an imaginary discovery related to {topic}.",
+    "Outline a plan to learn the basics of {topic} in one month.",
+    "What ethical questions does {topic} raise?",
+    "Write a product description for a new mobile app about {topic}.",
+    "Explain how {topic} could affect a small town, with concrete examples.",
+    "Write a diary entry of {role} on a day when {topic} changed everything.",
+    "I am writing a school report on {topic}. Suggest a structure with section headings.",
+    "Rewrite this sentence in a formal tone and then in a playful tone: \"{topic} is more interesting than it looks.\"",
+    "Give a step-by-step explanation of how {topic} works.",
+    "What would the world look like without {topic}?",
+)
+
+ROLES = (
+    "a pirate captain", "a medieval knight", "a nurse", "a detective", "a kindergarten teacher",
+    "a software engineer", "a farmer", "an astronaut", "a chef", "a museum guide", "a football coach",
+    "a librarian", "a taxi driver", "a famous painter", "a park ranger", "a journalist", "a scientist",
+    "a firefighter", "a travel agent", "a startup founder", "a retired sailor", "a village doctor",
+    "a wizard", "a robot butler", "a tour guide in Rome", "a fitness trainer", "a mayor", "a beekeeper",
+    "a marine biologist", "a stand-up comedian", "a bank manager", "a poet", "a lawyer", "an architect",
+    "a shop owner", "a musician", "a historian", "a pilot", "a gardener", "a nineteenth-century explorer",
+)
+
+MORE_TOPICS = (
+    "urban planning", "public libraries", "the Olympic Games", "volunteering", "social media", "fast fashion",
+    "recycling", "space tourism", "the history of writing", "board games", "street food", "wind turbines",
+    "smartphones", "the Silk Road", "coral reefs", "minimalism", "online privacy", "electric guitars",
+    "the Great Wall of China", "bird migration", "wildfires", "the Industrial Revolution", "tea ceremonies",
+    "first aid", "architecture", "photography", "3D printing", "crowdfunding", "the metric system",
+    "antibiotics", "city parks", "podcasts", "the theory of evolution", "black holes", "glaciers",
+    "family traditions", "budget travel", "homework", "artificial sweeteners", "the Cold War",
+    "ancient Greece", "the Amazon river", "desert animals", "cybersecurity", "e-books", "vegetarian cooking",
+    "team sports", "the human brain", "memory and learning", "public transport", "classical music",
+    "folk tales", "the scientific method", "inflation", "minimum wage", "small talk", "negotiation",
+    "leadership", "procrastination", "habits", "moving to a new city", "pets", "zoos", "organic farming",
+    "the printing of money", "cryptocurrency", "the Moon", "Mars", "satellites", "weather forecasting",
+    "hurricanes", "tides", "the Arctic", "penguins", "elephants", "wolves", "forests", "soil",
+    "water pollution", "plastic waste", "solar panels", "nuclear power", "batteries", "self-driving cars",
+    "airplanes", "ships", "bridges", "skyscrapers", "ancient Rome", "the Vikings", "the Aztecs",
+    "the Ming dynasty", "the Ottoman Empire", "the American Revolution", "the Industrial Age", "the Beatles",
+    "opera", "theater", "movies", "comic books", "museums", "fairy tales", "mythology", "chess openings",
+    "marathon running", "swimming", "yoga", "mental health", "stress", "happiness", "kindness",
+    "honesty", "curiosity", "creativity", "boredom", "loneliness", "grandparents", "childhood", "weddings",
+    "holidays", "camping", "fishing", "knitting", "woodworking", "baking bread", "chocolate", "spices",
+    "rice", "cheese", "street art", "fashion design", "interior design", "typography", "maps", "compasses",
+    "clocks", "calendars", "the number zero", "infinity", "triangles", "percentages", "interest rates",
+    "taxes", "insurance", "saving for retirement", "starting a podcast", "writing a novel", "job burnout",
+    "customer service", "email etiquette", "open source software", "password managers", "cloud computing",
+    "computer viruses", "the history of computers", "spreadsheet formulas", "data visualization",
+    "online courses", "exams", "scholarships", "studying abroad", "bilingual children", "sign language",
+    "dialects", "translation", "handwriting", "libraries of the future", "the postal service",
+)
+
+MATH_TEMPLATES = (
+    "A shop sells {item} for ${a} each. Maria buys {n} of them and pays with a ${bill} bill. "
+    "How much change does she get? Explain each step.",
+    "A train travels {b} kilometres in {n} hours. At the same speed, how far does it travel in {m} hours? "
+    "Show your reasoning.",
+    "Solve for x: {a}x + {b} = {c}. Explain each step.",
+    "What is {p}% of {c}? Then add {b} to the result and explain the calculation.",
+    "A rectangle is {a} cm long and {b} cm wide. What are its area and its perimeter?",
+    "If {n} workers paint a fence in {a} days, how many days would {m} workers need at the same rate?",
+    "Tom is {b} years old and his sister is {a} years younger. How old will she be in {n} years?",
+    "A recipe needs {n} eggs for {m} people. How many eggs are needed for {c} people? Round up and explain.",
+    "I have {c} apples. I give away 1/{n} of them, rounded down, and then eat {a}. How many are left?",
+    "The sequence starts {a}, {a2}, {a3}. What are the next three numbers, and what is the rule?",
+    "Is {c} a prime number? Explain how to check.",
+    "Write a Python function that returns the sum of the numbers from {a} to {c} that are divisible by {n}, "
+    "and explain it.",
+)
+
+ITEMS = ("notebooks", "pencils", "apples", "mugs", "tickets", "books", "plants", "sandwiches", "candles", "socks")
+
+
+def template_prompts(count: int, seed: int) -> list[str]:
+    """``count`` requests from `CHAT_TEMPLATES` (four in five) and `MATH_TEMPLATES`,
+    with topics, roles and numbers drawn with ``seed``."""
+    rng = random.Random(seed)
+    topics = TOPICS + MORE_TOPICS
+    prompts = []
+    for i in range(count):
+        if i % 5 == 4:
+            a, n = rng.randint(2, 30), rng.randint(2, 9)
+            step = rng.randint(2, 9)
+            template = rng.choice(MATH_TEMPLATES)
+            prompts.append(template.format(
+                a=a, b=rng.randint(10, 300), c=rng.randint(31, 400), n=n, m=rng.randint(2, 12),
+                p=rng.choice((5, 10, 15, 20, 25, 40, 75)), bill=((a * n) // 10 + 1) * 10 + 10,
+                item=rng.choice(ITEMS), a2=a + step, a3=a + 2 * step))
+        else:
+            topic, other = rng.sample(topics, 2)
+            prompts.append(rng.choice(CHAT_TEMPLATES).format(topic=topic, other=other, role=rng.choice(ROLES)))
+    return prompts
+
+
 # ----------------------------------------------------------------- documentation
 
 STDLIB_MODULES = (
@@ -240,6 +364,9 @@ STDLIB_MODULES = (
 )
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
 @dataclass(frozen=True)
 class DocItem:
     """One documented public name of the standard library."""
@@ -255,8 +382,10 @@ def _summary(doc: str) -> str:
 
 
 def _signature(obj: Any) -> str:
+    """The call signature, without the memory addresses some defaults print with
+    (``<function IS_CHARACTER_JUNK at 0x7f…>``), so prompts are the same in every run."""
     try:
-        return str(inspect.signature(obj))
+        return _ADDRESS.sub("", str(inspect.signature(obj)))
     except (TypeError, ValueError):
         return ""
 

@@ -85,6 +85,7 @@ class DataConfig:
 
     self_instruct: int = 1500  # meta-prompts: one invented user request each
     doc_prompts: int = 1000  # requests built from stdlib docstrings
+    template_prompts: int = 1500  # requests from our templates over many topics
     request_tokens: int = 64  # token limit of one invented request
     request_temperature: float = 0.9  # sampling keeps self-instruct requests diverse
     response_tokens: int = 256  # token limit of one target answer (greedy)
@@ -141,7 +142,7 @@ class PipelineConfig:
         return cls(
             work_dir=DEFAULT_WORK_DIR / "quick",
             output_dir=DEFAULT_WORK_DIR / "quick" / "head",
-            data=DataConfig(self_instruct=8, doc_prompts=8, request_tokens=24, response_tokens=24, gen_batch=8,
+            data=DataConfig(self_instruct=8, doc_prompts=8, template_prompts=8, request_tokens=24, response_tokens=24, gen_batch=8,
                             shard_prompts=8),
             train=TrainConfig(draft_vocab=1024, ttt_steps=3, epochs=100, max_steps=6, batch_tokens=512,
                               max_seq_len=256, warmup_steps=2, checkpoint_every=3, val_fraction=0.1),
@@ -251,20 +252,31 @@ def build_self_instruct(target: Target, cfg: PipelineConfig, out: Path) -> dict[
 
 
 def build_prompts(target: Target, cfg: PipelineConfig, self_instruct_dir: Path, out: Path) -> dict[str, Any]:
-    """Self-instruct + documentation requests, deduplicated and benchmark-filtered."""
+    """Self-instruct, documentation and template requests, deduplicated and
+    benchmark-filtered.
+
+    Self-instruct and documentation requests are shuffled together; template requests
+    (added in run 4) follow them, so the first prompts, and the answer shards already
+    generated for them, are the same with or without templates.
+    """
     invented = [row["prompt"] for row in data.read_jsonl(self_instruct_dir / "requests.jsonl")]
     documented = data.doc_prompts(data.stdlib_doc_items(), cfg.data.doc_prompts, cfg.seed)
+    templated = data.template_prompts(cfg.data.template_prompts, cfg.seed)
     benchmark = data.BenchmarkFilter.from_prompts(data.load_benchmark_prompts(cfg.benchmark_dir))
     candidates = [(p, "self_instruct") for p in invented] + [(p, "docs") for p in documented]
     random.Random(cfg.seed).shuffle(candidates)
-    source = dict(candidates)
+    candidates += [(p, "templates") for p in templated]
+    source: dict[str, str] = {}
+    for prompt, name in candidates:
+        source.setdefault(prompt, name)
     kept, report = data.filter_prompts(
         (p for p, _ in candidates), benchmark,
         fits=lambda p: len(data.chat_ids(target.tokenizer, p)) <= cfg.data.max_prompt_tokens)
     write_jsonl(out / "prompts.jsonl", [{"prompt": p, "source": source[p]} for p in kept])
-    by_source = {name: sum(source[p] == name for p in kept) for name in ("self_instruct", "docs")}
-    return {"candidates": {"self_instruct": len(invented), "docs": len(documented)}, "kept_by_source": by_source,
-            **report.to_dict()}
+    names = ("self_instruct", "docs", "templates")
+    by_source = {name: sum(source[p] == name for p in kept) for name in names}
+    counts = (len(invented), len(documented), len(templated))
+    return {"candidates": dict(zip(names, counts)), "kept_by_source": by_source, **report.to_dict()}
 
 
 def build_responses(target: Target, cfg: PipelineConfig, prompts_dir: Path, out: Path) -> dict[str, Any]:
@@ -762,8 +774,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
     # out: they change the order of floating-point sums, not what a stage means.
     s_requests = {"seed": cfg.seed, "self_instruct": d.self_instruct, "request_tokens": d.request_tokens,
                   "request_temperature": d.request_temperature, "shard_prompts": d.shard_prompts}
-    s_prompts = {**s_requests, "doc_prompts": d.doc_prompts, "max_prompt_tokens": d.max_prompt_tokens,
-                 "benchmarks": str(cfg.benchmark_dir)}
+    s_prompts = {**s_requests, "doc_prompts": d.doc_prompts, "template_prompts": d.template_prompts,
+                 "max_prompt_tokens": d.max_prompt_tokens, "benchmarks": str(cfg.benchmark_dir)}
     s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
     s_train = {**s_vocab, "train": settings_of(cfg.train)}
@@ -805,6 +817,8 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--threads": (None, "threads", int, "torch CPU threads (2)"),
     "--self-instruct": ("data", "self_instruct", int, "meta-prompts asking the target to invent a request (1500)"),
     "--doc-prompts": ("data", "doc_prompts", int, "requests built from stdlib docstrings (1000)"),
+    "--template-prompts": ("data", "template_prompts", int, "requests from our chat and arithmetic templates "
+                                                            "over 243 topics (1500)"),
     "--request-tokens": ("data", "request_tokens", int, "token limit of one invented request (64)"),
     "--response-tokens": ("data", "response_tokens", int, "token limit of one target answer (256)"),
     "--max-prompt-tokens": ("data", "max_prompt_tokens", int, "drop prompts longer than this (256)"),
