@@ -323,6 +323,28 @@ def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
         assert f"[{stage}] already complete, skipped" in out
 
 
+def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
+    import draft_gap
+
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    report = train_draft.run_pipeline(target, cfg)
+    gap = draft_gap.gap_report(target, cfg.output_dir, cfg.work_dir, cfg.benchmark_dir, prompts=2, tokens=5)
+    assert {"mt_bench", "humaneval"} <= set(gap)
+    assert gap["mt_bench"]["sequences"] == 2 and (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
+    held = {name: entry for name, entry in gap.items() if name.startswith("held_out_")}
+    assert sum(entry["sequences"] for entry in held.values()) == report["train"]["summary"]["val_sequences"]
+    # The per-source parts add up to the training code's own validation of the same head.
+    fs = train_draft.FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    whole = train_draft.validate(head, fs, train_draft.split(fs, cfg.train, cfg.seed), to_draft, cfg.train)
+    for step in range(cfg.train.ttt_steps):
+        parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]
+        assert sum(parts) == pytest.approx(whole.correct[step])
+        assert sum(entry["scored_positions"][step] for entry in held.values()) == whole.scored[step]
+
+
 def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
     calls = []
 
