@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
 from sglang_cast.engine.draft_expander import DraftExpander
@@ -321,6 +322,38 @@ def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
     out = capsys.readouterr().out
     for stage in ("self_instruct", "prompts", "responses", "vocab", "train", "eval"):
         assert f"[{stage}] already complete, skipped" in out
+
+
+def test_init_head_continues_an_exported_head(tmp_path):
+    """--init-head: the vocab and starting weights are the given head's; with a zero
+    learning rate training keeps them exactly, with a real one it moves them."""
+    target = tiny()
+    for name in ("first", "lr0.0", "lr0.01"):
+        (tmp_path / name).mkdir()
+    first = tiny_config(tmp_path / "first")
+    train_draft.run_pipeline(target, first)
+    shipped = {k: v.float() if v.is_floating_point() else v
+               for k, v in load_file(first.output_dir / "model.safetensors").items()}
+    for lr, same in ((0.0, True), (1e-2, False)):
+        base = tiny_config(tmp_path / f"lr{lr}")
+        cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
+                                  train=dataclasses.replace(base.train, draft_vocab=16, lr=lr))
+        report = train_draft.run_pipeline(target, cfg)
+        assert report["vocab"]["summary"]["draft_vocab"] == 32  # the head's, not --draft-vocab's 16
+        trained = torch.load(cfg.work_dir / "train" / "draft.pt")
+        assert set(trained) == set(shipped)
+        for key in ("d2t", "t2d"):
+            assert torch.equal(trained[key], shipped[key])
+        moved = [key for key in shipped if not torch.equal(trained[key], shipped[key])]
+        assert (moved == []) == same, moved
+
+
+def test_init_head_errors_name_the_flag(tmp_path):
+    with pytest.raises(SystemExit):
+        train_draft.parse_args(["--init-head", str(tmp_path)])
+    save_file({"fc.weight": torch.zeros(2, 2)}, tmp_path / "model.safetensors")
+    with pytest.raises(SystemExit, match=r"--init-head: .* \(no d2t"):
+        train_draft.head_state(tmp_path, tiny())
 
 
 def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):

@@ -10,8 +10,10 @@ training checkpoints, per-benchmark evaluation files) and a finished stage is sk
                    benchmark filter
     responses      the target's greedy answers (continuous batching) and, captured in the
                    same forwards, its residual streams entering layers (2, 15, 27), fp16
-    vocab          EAGLE-3 draft vocab: the most frequent response tokens (d2t / t2d)
-    train          EAGLE-3 training-time test: K unrolled draft steps per position
+    vocab          EAGLE-3 draft vocab: the most frequent response tokens (d2t / t2d),
+                   or the vocab of ``--init-head`` when continuing an earlier head
+    train          EAGLE-3 training-time test: K unrolled draft steps per position,
+                   from a fresh head or from ``--init-head``
     export         fp16 safetensors + config.json in the public EAGLE-3 layout
     eval           chain (top-1) acceptance α and EAGLE-2 tree τ on mt_bench / humaneval
 
@@ -21,6 +23,11 @@ entries of their ancestors (`sglang_cast/engine/draft_expander.py`).  `ttt_forwa
 reproduces exactly those inputs and that attention pattern for every position at
 once, so the head is trained on the distribution it is used on
 (`tests/test_train_draft.py` checks it against the engine's own expander).
+
+Why ``--init-head``: a working session here is shorter than generating and training on
+all the data a good head needs, and its machine starts empty.  The shipped head is the
+state that survives, so a later run answers *new* prompts (another ``--seed``) and
+continues training that head on them: each run adds data without redoing the last one's.
 
 Usage: ``python tools/train_draft.py`` (full run at default sizes, ~3 h on 2 cores) or ``--quick``.
 """
@@ -45,6 +52,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from safetensors.torch import load_file
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -135,6 +143,7 @@ class PipelineConfig:
     benchmark_dir: Path = DEFAULT_BENCHMARKS
     seed: int = 0
     threads: int = 2
+    init_head: Path | None = None  # continue training this exported head (its vocab and weights)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -346,15 +355,42 @@ def read_generations(stage_dir: Path) -> list[data.Generation]:
 
 
 def build_vocab(target: Target, cfg: PipelineConfig, responses_dir: Path, out: Path) -> dict[str, Any]:
-    """The draft vocab: the ``draft_vocab`` most frequent tokens of the target's answers."""
+    """The draft vocab: the ``draft_vocab`` most frequent tokens of the target's answers,
+    or, when continuing ``--init-head``, that head's vocab (its LM-head rows are trained
+    for exactly those tokens); the summary says how much of these answers it covers.
+
+    The initial head's weights are copied into this stage too (``init_head.pt``), so
+    training reads the head as it was when the run began even if the export later
+    overwrites the directory it came from (the default output is the shipped head)."""
     counts = torch.zeros(target.config.vocab_size, dtype=torch.long)
     for gen in read_generations(responses_dir):
         counts += torch.bincount(torch.tensor(gen.output_ids, dtype=torch.long), minlength=counts.numel())
-    d2t, t2d = data.select_draft_vocab(counts, cfg.train.draft_vocab)
+    if cfg.init_head is None:
+        d2t, t2d = data.select_draft_vocab(counts, cfg.train.draft_vocab)
+    else:
+        head = head_state(cfg.init_head, target)
+        d2t, t2d = head["d2t"], head["t2d"]
+        torch.save(head, out / "init_head.pt")
     torch.save({"d2t": d2t, "t2d": t2d}, out / "vocab.pt")
     total = int(counts.sum())
-    return {"draft_vocab": cfg.train.draft_vocab, "distinct_response_tokens": int((counts > 0).sum()),
+    return {"draft_vocab": d2t.numel(), "from_head": None if cfg.init_head is None else str(cfg.init_head),
+            "distinct_response_tokens": int((counts > 0).sum()),
             "response_token_coverage": float(counts[t2d].sum()) / max(total, 1)}
+
+
+def head_state(path: Path, target: Target) -> dict[str, Tensor]:
+    """An exported EAGLE-3 head's tensors, checked against the target, in float32."""
+    path = path.expanduser()
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise SystemExit(f"--init-head: {weights} not found; pass a directory written by this tool's export")
+    state = load_file(weights)
+    if "d2t" not in state or "t2d" not in state:
+        raise SystemExit(f"--init-head: {path} is not an EAGLE-3 head with a draft vocab (no d2t / t2d)")
+    if state["t2d"].numel() != target.config.vocab_size:
+        raise SystemExit(f"--init-head: {path} was trained for a target vocab of {state['t2d'].numel()} tokens, "
+                         f"this target has {target.config.vocab_size}")
+    return {key: value.float() if value.is_floating_point() else value for key, value in state.items()}
 
 
 # ------------------------------------------------------------------ features
@@ -614,11 +650,14 @@ def validate(draft: Eagle3Draft, fs: FeatureSet, schedule: Schedule, to_draft: T
 
 
 def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_dir: Path, out: Path) -> dict[str, Any]:
-    """AdamW + cosine schedule over TTT batches; checkpoints every ``checkpoint_every`` steps."""
+    """AdamW + cosine schedule over TTT batches, from a fresh head or ``--init-head``;
+    checkpoints every ``checkpoint_every`` steps."""
     tc = cfg.train
     torch.manual_seed(cfg.seed)  # the head's random initialisation
     vocab = torch.load(vocab_dir / "vocab.pt")
     draft = new_draft(target, vocab["d2t"], vocab["t2d"])
+    if (vocab_dir / "init_head.pt").is_file():
+        draft.load_state_dict(torch.load(vocab_dir / "init_head.pt"), strict=True)
     to_draft = data.target_to_draft(vocab["t2d"])
     fs = FeatureSet.open(responses_dir, tc.max_seq_len)
     schedule = split(fs, tc, cfg.seed)
@@ -781,6 +820,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
                  "max_prompt_tokens": d.max_prompt_tokens, "benchmarks": str(cfg.benchmark_dir)}
     s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
+    if cfg.init_head is not None:
+        s_vocab["init_head"] = str(cfg.init_head)
     s_train = {**s_vocab, "train": settings_of(cfg.train)}
     s_eval = {**s_train, "eval": settings_of(cfg.eval)}
     requests = run_stage(work, "self_instruct", s_requests, lambda out: build_self_instruct(target, cfg, out))
@@ -818,6 +859,9 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
                                                      "used for evaluation (default ../shared/datasets)"),
     "--seed": (None, "seed", int, "seed of every random choice: prompt sampling, data split, batch order (0)"),
     "--threads": (None, "threads", int, "torch CPU threads (2)"),
+    "--init-head": (None, "init_head", Path, "continue training this exported head (a directory with "
+                                             "model.safetensors) on this run's data, keeping its draft vocab; "
+                                             "give the run a new --seed so its prompts are new (none: fresh head)"),
     "--self-instruct": ("data", "self_instruct", int, "meta-prompts asking the target to invent a request (1500)"),
     "--doc-prompts": ("data", "doc_prompts", int, "requests built from stdlib docstrings (1000)"),
     "--template-prompts": ("data", "template_prompts", int, "requests from our chat and arithmetic templates "
@@ -829,7 +873,8 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--shard-prompts": ("data", "shard_prompts", int, "prompts per resumable generation shard (256)"),
     "--max-answers": ("data", "max_answers", int, "answer only the first N kept (shuffled) prompts; 0 = all "
                                                   "(0)"),
-    "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens (8192)"),
+    "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens; "
+                                                   "--init-head keeps its own (8192)"),
     "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
     "--step-decay": ("train", "step_decay", float, "loss weight decay per unrolled step (0.8)"),
     "--epochs": ("train", "epochs", int, "passes over the training sequences (2)"),
@@ -866,6 +911,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
             cfg = dataclasses.replace(cfg, **{name: value})
         else:
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{name: value})})
+    if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
+        parser.error(f"--init-head: no model.safetensors in {cfg.init_head}")
     return cfg, args
 
 
