@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
@@ -269,6 +270,41 @@ def test_generation_captures_the_features_of_a_full_extraction_pass():
         full = data_features(target, prompt + answer.output_ids)[:-1]
         assert answer.features.shape == full.shape and answer.features.dtype == np.float16
         torch.testing.assert_close(torch.from_numpy(answer.features).float(), full, rtol=2e-3, atol=2e-3)
+        assert answer.top_ids is None and answer.top_logprobs is None
+
+
+def test_generation_keeps_the_targets_top_k_at_every_answer_token():
+    """Soft labels: row j holds the target's 5 likeliest tokens (argmax first, so the
+    answer token itself) and their log-probabilities where it chose answer token j."""
+    target = tiny(seed=4)
+    prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
+    answers = draft_data.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,), top_k=5)
+    for answer in answers:
+        prompt, n_out = prompts[answer.index], len(answer.output_ids)
+        assert answer.top_ids.shape == (n_out, 5) and answer.top_logprobs.dtype == np.float16
+        assert answer.top_ids[:, 0].tolist() == answer.output_ids
+        tokens = torch.tensor([prompt + answer.output_ids])
+        n = tokens.shape[1]
+        cache = KVCache.for_model(target.config, 1, n, "cpu", torch.float32)
+        with torch.no_grad():
+            out = target.model(tokens, torch.arange(n).view(1, n), cache, torch.zeros(1, dtype=torch.long),
+                               causal_tree_mask(1, n, "cpu"))
+            logprobs = torch.log_softmax(target.model.logits(out.hidden[0, len(prompt) - 1 : n - 1]), -1)
+        top = logprobs.topk(5, dim=-1)
+        assert torch.equal(torch.from_numpy(answer.top_ids).long(), top.indices)
+        torch.testing.assert_close(torch.from_numpy(answer.top_logprobs).float(), top.values, rtol=2e-3, atol=2e-3)
+
+
+def test_soft_cross_entropy_renormalises_inside_the_draft_vocab():
+    logits = torch.randn(3, 6, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([1, 4, 0])
+    one_hot_ids = torch.stack([labels, torch.full((3,), -1)], dim=1)
+    # Mass on a token outside the draft vocab (-1) is dropped and the rest renormalised.
+    assert train_draft.soft_cross_entropy(logits, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
+        F.cross_entropy(logits, labels).item())
+    ids, probs = torch.tensor([[2, 5]]), torch.tensor([[0.3, 0.1]])
+    expected = -(0.75 * torch.log_softmax(logits[0], -1)[2] + 0.25 * torch.log_softmax(logits[0], -1)[5])
+    assert train_draft.soft_cross_entropy(logits[:1], ids, probs) == pytest.approx(expected.item())
 
 
 def test_ttt_loss_trains_the_head():
@@ -354,6 +390,40 @@ def test_init_head_errors_name_the_flag(tmp_path):
     save_file({"fc.weight": torch.zeros(2, 2)}, tmp_path / "model.safetensors")
     with pytest.raises(SystemExit, match=r"--init-head: .* \(no d2t"):
         train_draft.head_state(tmp_path, tiny())
+
+
+def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
+    """With --soft-top-k the answers carry soft labels; at every scored position their
+    first entry is the label (greedy answers: the argmax is the next token), and a run
+    with --soft-labels trains; without soft answers --soft-labels is refused."""
+    target = tiny()
+    base = tiny_config(tmp_path)
+    cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, soft_top_k=4),
+                              train=dataclasses.replace(base.train, soft_labels=0.5))
+    report = train_draft.run_pipeline(target, cfg)
+    assert report["train"]["summary"]["steps"] == cfg.train.max_steps
+    assert report["responses"]["settings"]["soft_top_k"] == 4
+    fs = train_draft.FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    batch = train_draft.collate(fs, range(len(fs)), to_draft)
+    scored = batch.targets & (batch.labels >= 0)
+    assert int(scored.sum()) > 10
+    assert torch.equal(batch.soft_ids[..., 0][scored], batch.labels[scored])
+    assert bool((batch.soft_probs[scored].sum(-1) <= 1.0 + 1e-3).all())
+    assert not bool(batch.soft_probs[~batch.targets].any())
+    (tmp_path / "plain").mkdir()
+    plain = tiny_config(tmp_path / "plain")
+    train_draft.run_pipeline(target, plain)
+    assert "soft_top_k" not in stage_settings(plain.work_dir, "responses")  # settings of older runs still match
+    assert "soft_labels" not in stage_settings(plain.work_dir, "train")["train"]
+    (tmp_path / "out").mkdir()
+    with pytest.raises(SystemExit, match="--soft-top-k"):
+        train_draft.build_train(target, dataclasses.replace(plain, train=cfg.train), plain.work_dir / "vocab",
+                                plain.work_dir / "responses", tmp_path / "out")
+
+
+def stage_settings(work_dir: Path, stage: str) -> dict:
+    return json.loads((work_dir / stage / "meta.json").read_text())["settings"]
 
 
 def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):

@@ -515,6 +515,7 @@ class _Running:
     index: int
     output_ids: list[int]
     features: list[torch.Tensor]  # [rows, width] chunks: the prompt's, then one per fed token
+    top: list[tuple[torch.Tensor, torch.Tensor]]  # per output token: (log-probs [k], ids [k])
 
 
 @dataclass(frozen=True)
@@ -530,16 +531,20 @@ class Answer:
     output_ids: list[int]
     truncated: bool
     features: np.ndarray  # [len(prompt) + len(output) - 1, width] float16
+    top_logprobs: np.ndarray | None = None  # [len(output), k] float16: the target's k likeliest next
+    top_ids: np.ndarray | None = None  # tokens when it chose output token j (row j), best first; int32
 
 
 @torch.inference_mode()
 def greedy_with_features(model: LlamaModel, prompts: Sequence[list[int]], max_new_tokens: int, max_batch: int,
-                         layers: tuple[int, ...], eos_token_ids: Iterable[int]) -> Iterator[Answer]:
+                         layers: tuple[int, ...], eos_token_ids: Iterable[int], top_k: int = 0) -> Iterator[Answer]:
     """Continuous-batched greedy decoding that keeps the target features it computes.
 
     Generation already runs the target over every token of prompt + answer, so keeping
     the residual streams it passes through costs nothing, whereas a separate extraction
     pass would re-run the target over the whole corpus (a quarter of the CPU budget).
+    With ``top_k`` it also keeps the target's ``top_k`` likeliest tokens and their
+    log-probabilities at every answer token: the soft labels of distillation.
     Answers are yielded as they finish, not in prompt order.
     """
     eos = frozenset(eos_token_ids)
@@ -556,23 +561,32 @@ def greedy_with_features(model: LlamaModel, prompts: Sequence[list[int]], max_ne
         out = model(tokens, positions, cache, slot_ids, mask, layers)
         cache.commit(slot_ids, torch.arange(n).expand(len(slots), n), torch.full((len(slots),), n))
         features = torch.cat(out.captured, dim=-1)
-        next_ids = model.logits(out.hidden[:, -1]).argmax(-1).tolist()
+        logits = model.logits(out.hidden[:, -1])
+        next_ids = logits.argmax(-1).tolist()
+        if top_k:
+            top = torch.log_softmax(logits.float(), dim=-1).topk(top_k, dim=-1)
         for row, slot in enumerate(slots):
             seq = running[slot]
             seq.features.append(features[row])
             seq.output_ids.append(next_ids[row])
+            if top_k:
+                seq.top.append((top.values[row], top.indices[row]))
             if next_ids[row] in eos or len(seq.output_ids) >= max_new_tokens:
                 del running[slot]
                 cache.reset(slot)
                 free.append(slot)
+                soft = {}
+                if top_k:
+                    soft = {"top_logprobs": torch.stack([v for v, _ in seq.top]).to(torch.float16).numpy(),
+                            "top_ids": torch.stack([i for _, i in seq.top]).to(torch.int32).numpy()}
                 yield Answer(seq.index, seq.output_ids, next_ids[row] not in eos,
-                             torch.cat(seq.features).to(torch.float16).numpy())
+                             torch.cat(seq.features).to(torch.float16).numpy(), **soft)
 
     while queue or running:
         while queue and free:
             index, ids = queue.pop()
             slot = free.pop()
-            running[slot] = _Running(index, [], [])
+            running[slot] = _Running(index, [], [], [])
             yield from step([slot], torch.tensor([ids]), torch.arange(len(ids)).view(1, -1))
         if running:
             slots = sorted(running)

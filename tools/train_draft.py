@@ -104,6 +104,7 @@ class DataConfig:
     gen_batch: int = 64  # sequences decoded together (64 measured 1.4x faster than 32, as fast as 128)
     shard_prompts: int = 256  # prompts per resumable generation shard
     max_answers: int = 0  # answer only the first N kept prompts (they are shuffled); 0 = all
+    soft_top_k: int = 0  # keep the target's k likeliest tokens per answer token (soft labels); 0 = off
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class TrainConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.0
     grad_clip: float = 0.5
+    soft_labels: float = 0.0  # weight of the soft-label (distillation) loss; 1 - it weighs the argmax label
     val_fraction: float = 0.02  # held-out sequences for the per-step accuracy log
     checkpoint_every: int = 200
 
@@ -182,9 +184,15 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+# Fields added after run 4: recorded in a stage's settings only when set, so work dirs
+# built before they existed stay valid (a changed record would discard their checkpoints).
+LATE_FIELDS = ("soft_top_k", "soft_labels")
+
+
 def settings_of(config: Any) -> dict[str, Any]:
     """A JSON-comparable record of a config dataclass."""
-    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    record = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    return {key: value for key, value in record.items() if not (key in LATE_FIELDS and not value)}
 
 
 def run_stage(work_dir: Path, name: str, settings: dict[str, Any], build: Callable[[Path], dict[str, Any]]) -> Path:
@@ -293,8 +301,9 @@ def build_prompts(target: Target, cfg: PipelineConfig, self_instruct_dir: Path, 
 
 def build_responses(target: Target, cfg: PipelineConfig, prompts_dir: Path, out: Path) -> dict[str, Any]:
     """The target's greedy answer to every kept prompt, with the target features of
-    every token; resumable per shard (``shard_N.npy`` features, then ``shard_N.jsonl``
-    ids, whose presence marks the shard complete)."""
+    every token; resumable per shard (``shard_N.npy`` features, with ``--soft-top-k``
+    ``shard_N.soft.npz`` soft labels, then ``shard_N.jsonl`` ids, whose presence marks
+    the shard complete)."""
     prompts = [data.chat_ids(target.tokenizer, row["prompt"]) for row in data.read_jsonl(prompts_dir / "prompts.jsonl")]
     if cfg.data.max_answers:
         prompts = prompts[: cfg.data.max_answers]
@@ -308,19 +317,29 @@ def build_responses(target: Target, cfg: PipelineConfig, prompts_dir: Path, out:
             chunk = prompts[start : start + size]
             answers = []
             for answer in data.greedy_with_features(target.model, chunk, cfg.data.response_tokens, cfg.data.gen_batch,
-                                                    target.feature_layers, target.eos_token_ids):
+                                                    target.feature_layers, target.eos_token_ids,
+                                                    cfg.data.soft_top_k):
                 answers.append(answer)
                 bar.update(1)
             answers.sort(key=lambda answer: answer.index)
             tmp = marker.with_name(marker.stem + ".tmp.npy")
             np.save(tmp, np.concatenate([a.features for a in answers]))
             os.replace(tmp, marker.with_suffix(".npy"))
+            if cfg.data.soft_top_k:
+                with open(tmp, "wb") as handle:
+                    np.savez(handle, logprobs=np.concatenate([a.top_logprobs for a in answers]),
+                             ids=np.concatenate([a.top_ids for a in answers]))
+                os.replace(tmp, soft_path(marker))
             write_jsonl(marker, [{"prompt_ids": chunk[a.index], "output_ids": a.output_ids, "truncated": a.truncated}
                                  for a in answers])
     gens = read_generations(out)
     return {"sequences": len(gens), "prompt_tokens": sum(len(g.prompt_ids) for g in gens),
             "response_tokens": sum(len(g.output_ids) for g in gens), "truncated": sum(g.truncated for g in gens),
             "feature_bytes": sum(p.stat().st_size for p in out.glob("shard_*.npy"))}
+
+
+def soft_path(shard_jsonl: Path) -> Path:
+    return shard_jsonl.with_suffix(".soft.npz")
 
 
 def _strip_eos(ids: list[int], eos: tuple[int, ...]) -> list[int]:
@@ -401,27 +420,34 @@ class TrainSequence:
     response_start: int
     shard: int
     row: int  # row of its first token in the shard's feature matrix
+    soft_row: int  # row of its first answer token in the shard's soft labels
 
 
 @dataclass(frozen=True)
 class FeatureSet:
-    """The responses stage's sequences and memory-mapped fp16 feature shards."""
+    """The responses stage's sequences, memory-mapped fp16 feature shards and, when
+    every shard has them, soft labels."""
 
     features: list[np.ndarray]  # per shard: [rows, 3 * hidden] float16
     sequences: list[TrainSequence]
+    soft: list[tuple[np.ndarray, np.ndarray]] | None = None  # per shard: log-probs [rows, k], target ids
 
     @classmethod
     def open(cls, stage_dir: Path, max_len: int) -> FeatureSet:
-        features, sequences = [], []
+        features, sequences, soft = [], [], []
         for shard, path in enumerate(sorted(stage_dir.glob("shard_*.jsonl"))):
             features.append(np.load(path.with_suffix(".npy"), mmap_mode="r"))
-            row = 0
+            if soft_path(path).is_file():
+                with np.load(soft_path(path)) as arrays:
+                    soft.append((arrays["logprobs"], arrays["ids"]))
+            row = soft_row = 0
             for record in data.read_jsonl(path):
                 ids = record["prompt_ids"] + record["output_ids"]
                 sequences.append(TrainSequence(np.array(ids[:max_len], dtype=np.int64), len(record["prompt_ids"]),
-                                               shard, row))
+                                               shard, row, soft_row))
                 row += len(ids) - 1
-        return cls(features, sequences)
+                soft_row += len(record["output_ids"])
+        return cls(features, sequences, soft if len(soft) == len(features) else None)
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -439,6 +465,8 @@ class Batch:
     features: Tensor  # [B, T, 3h] float32
     labels: Tensor  # [B, T] draft id of token t + 2; -1 outside the draft vocab
     targets: Tensor  # [B, T] bool: token t + 2 exists and belongs to the response
+    soft_ids: Tensor | None = None  # [B, T, k] draft ids of the target's k likeliest tokens t + 2; -1 outside
+    soft_probs: Tensor | None = None  # [B, T, k] their target probabilities
 
     def step_mask(self, step: int) -> Tensor:
         """Positions step ``step`` (0-based) is scored on: it needs ``step`` earlier positions."""
@@ -460,7 +488,22 @@ def collate(fs: FeatureSet, indices: Sequence[int], to_draft: Tensor) -> Batch:
         features[row, : n - 1] = torch.from_numpy(np.asarray(rows, dtype=np.float32))
         labels[row, : n - 2] = to_draft[tokens[2:]]
         targets[row, max(seq.response_start - 2, 0) : n - 2] = True
-    return Batch(input_ids, features, labels, targets)
+    if fs.soft is None:
+        return Batch(input_ids, features, labels, targets)
+    k = fs.soft[0][1].shape[1]
+    soft_ids = torch.full((len(indices), span, k), -1, dtype=torch.long)
+    soft_probs = torch.zeros(len(indices), span, k)
+    for row, i in enumerate(indices):
+        # Position t predicts token t + 2, answer token j = t + 2 - response_start.
+        seq, n = fs.sequences[i], fs.length(i)
+        first = max(seq.response_start - 2, 0)
+        if first >= n - 2:
+            continue
+        start = seq.soft_row + first + 2 - seq.response_start
+        logprobs, ids = (array[start : start + n - 2 - first] for array in fs.soft[seq.shard])
+        soft_ids[row, first : n - 2] = to_draft[torch.from_numpy(ids.astype(np.int64))]
+        soft_probs[row, first : n - 2] = torch.from_numpy(logprobs.astype(np.float32)).exp()
+    return Batch(input_ids, features, labels, targets, soft_ids, soft_probs)
 
 
 def make_batches(lengths: Sequence[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
@@ -578,9 +621,16 @@ class StepStats:
         return [loss / max(n, 1) for loss, n in zip(self.loss, self.known)]
 
 
-def ttt_loss(draft: Eagle3Draft, batch: Batch, steps: int, decay: float) -> tuple[Tensor, StepStats]:
+def ttt_loss(draft: Eagle3Draft, batch: Batch, steps: int, decay: float,
+             soft_weight: float = 0.0) -> tuple[Tensor, StepStats]:
     """Decay-weighted cross-entropy over the draft vocab, summed over unrolled steps.
 
+    With ``soft_weight`` > 0 each step's loss mixes the cross-entropy against the
+    target's argmax with ``soft_weight`` times the cross-entropy against the target's
+    top-k distribution renormalised over its tokens in the draft vocab (EAGLE-3 trains
+    on the target's distribution; the tree's top-k branches need the runner-up order,
+    which the argmax label does not teach).  The recorded loss stays the argmax one,
+    so logs of runs with and without soft labels compare.
     The LM head runs only on scored positions (response tokens), which is most of the
     saving on long prompts.
     """
@@ -593,12 +643,28 @@ def ttt_loss(draft: Eagle3Draft, batch: Batch, steps: int, decay: float) -> tupl
         labels = batch.labels[mask]
         known = labels >= 0
         loss = F.cross_entropy(logits[known], labels[known]) if bool(known.any()) else logits.sum() * 0.0
-        total = total + decay**step * loss
+        objective = loss
+        if soft_weight:
+            objective = (1 - soft_weight) * loss + soft_weight * soft_cross_entropy(
+                logits, batch.soft_ids[mask], batch.soft_probs[mask])
+        total = total + decay**step * objective
         stats.loss[step] = loss.item() * int(known.sum())
         stats.known[step] = int(known.sum())
         stats.correct[step] = int(((logits.argmax(-1) == labels) & known).sum())
         stats.scored[step] = int(mask.sum())
     return total, stats
+
+
+def soft_cross_entropy(logits: Tensor, ids: Tensor, probs: Tensor) -> Tensor:
+    """Mean over rows of ``-sum_i p_i log q(ids_i)``, with ``p`` renormalised over the
+    entries inside the draft vocab (``ids >= 0``); rows with none are skipped."""
+    probs = probs * (ids >= 0)
+    mass = probs.sum(-1, keepdim=True)
+    rows = mass.squeeze(-1) > 0
+    if not bool(rows.any()):
+        return logits.sum() * 0.0
+    log_q = torch.log_softmax(logits[rows], dim=-1).gather(-1, ids[rows].clamp(min=0))
+    return -((probs[rows] / mass[rows]) * log_q).sum(-1).mean()
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -660,6 +726,9 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
         draft.load_state_dict(torch.load(vocab_dir / "init_head.pt"), strict=True)
     to_draft = data.target_to_draft(vocab["t2d"])
     fs = FeatureSet.open(responses_dir, tc.max_seq_len)
+    if tc.soft_labels and fs.soft is None:
+        raise SystemExit("--soft-labels needs soft labels in every answer shard: generate the answers with "
+                         "--soft-top-k > 0 (a new --work-dir, or delete its responses stage and later ones)")
     schedule = split(fs, tc, cfg.seed)
     per_epoch = len(schedule.epoch(0))
     total = min(tc.epochs * per_epoch, tc.max_steps or tc.epochs * per_epoch)
@@ -686,7 +755,7 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
         began = time.time()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(state["step"], total, tc)
-        loss, stats = ttt_loss(draft, batch, tc.ttt_steps, tc.step_decay)
+        loss, stats = ttt_loss(draft, batch, tc.ttt_steps, tc.step_decay, tc.soft_labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
@@ -819,6 +888,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
     s_prompts = {**s_requests, "doc_prompts": d.doc_prompts, "template_prompts": d.template_prompts,
                  "max_prompt_tokens": d.max_prompt_tokens, "benchmarks": str(cfg.benchmark_dir)}
     s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
+    if d.soft_top_k:
+        s_responses["soft_top_k"] = d.soft_top_k
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
     if cfg.init_head is not None:
         s_vocab["init_head"] = str(cfg.init_head)
@@ -873,6 +944,8 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--shard-prompts": ("data", "shard_prompts", int, "prompts per resumable generation shard (256)"),
     "--max-answers": ("data", "max_answers", int, "answer only the first N kept (shuffled) prompts; 0 = all "
                                                   "(0)"),
+    "--soft-top-k": ("data", "soft_top_k", int, "also keep the target's k likeliest tokens at every answer "
+                                                "token, for --soft-labels; 0 = off (0)"),
     "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens; "
                                                    "--init-head keeps its own (8192)"),
     "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
@@ -881,6 +954,9 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--max-steps": ("train", "max_steps", int, "stop after this many optimiser steps; 0 = epochs decide (0)"),
     "--batch-tokens": ("train", "batch_tokens", int, "padded tokens per optimiser step (2048)"),
     "--max-seq-len": ("train", "max_seq_len", int, "prompt + answer tokens trained on per sequence (512)"),
+    "--soft-labels": ("train", "soft_labels", float, "weight in [0, 1] of the cross-entropy against the target's "
+                                                     "top-k distribution (needs --soft-top-k answers); the rest "
+                                                     "weighs its argmax token (0)"),
     "--lr": ("train", "lr", float, "peak AdamW learning rate (1e-3)"),
     "--warmup-steps": ("train", "warmup_steps", int, "linear warm-up steps (50)"),
     "--checkpoint-every": ("train", "checkpoint_every", int, "checkpoint + validation interval in steps (200)"),
@@ -911,6 +987,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
             cfg = dataclasses.replace(cfg, **{name: value})
         else:
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{name: value})})
+    if cfg.train.soft_labels > 1:
+        parser.error(f"--soft-labels: must be in [0, 1], got {cfg.train.soft_labels}")
     if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
         parser.error(f"--init-head: no model.safetensors in {cfg.init_head}")
     return cfg, args
