@@ -184,9 +184,11 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-# Fields added after run 4: recorded in a stage's settings only when set, so work dirs
-# built before they existed stay valid (a changed record would discard their checkpoints).
-LATE_FIELDS = ("soft_top_k", "soft_labels")
+# Config fields added after run 4 are recorded in a stage's settings only when set, so work
+# dirs built before they existed stay valid (a changed record would discard their
+# checkpoints).  `settings_of` applies this to the fields below; the data stages' settings
+# are spelled out in `run_pipeline`, which adds `soft_top_k` and `init_head` the same way.
+LATE_FIELDS = ("soft_labels",)
 
 
 def settings_of(config: Any) -> dict[str, Any]:
