@@ -390,6 +390,12 @@ def test_init_head_errors_name_the_flag(tmp_path):
     save_file({"fc.weight": torch.zeros(2, 2)}, tmp_path / "model.safetensors")
     with pytest.raises(SystemExit, match=r"--init-head: .* \(no d2t"):
         train_draft.head_state(tmp_path, tiny())
+    target = tiny()
+    head = {key: value.contiguous() for key, value in random_head(target).state_dict().items()}
+    head["fc.weight"] = head["fc.weight"][:, :-3].contiguous()  # a head built for another target
+    save_file(head, tmp_path / "model.safetensors")
+    with pytest.raises(SystemExit, match=r"--init-head: .*fc\.weight"):
+        train_draft.head_state(tmp_path, target)
 
 
 def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):

@@ -71,6 +71,7 @@ from sglang_cast.models import (  # noqa: E402
     save_draft,
 )
 from sglang_cast.models.attention import tree_attention  # noqa: E402
+from sglang_cast.models.loader import check_state_dict  # noqa: E402
 from sglang_cast.models.llama import apply_rope, rope_cos_sin  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -411,6 +412,10 @@ def head_state(path: Path, target: Target) -> dict[str, Tensor]:
     if state["t2d"].numel() != target.config.vocab_size:
         raise SystemExit(f"--init-head: {path} was trained for a target vocab of {state['t2d'].numel()} tokens, "
                          f"this target has {target.config.vocab_size}")
+    try:  # the head training would build for this target and vocab must take these tensors as they are
+        check_state_dict(new_draft(target, state["d2t"], state["t2d"]), state, weights)
+    except ValueError as err:
+        raise SystemExit(f"--init-head: {err}") from None
     return {key: value.float() if value.is_floating_point() else value for key, value in state.items()}
 
 
