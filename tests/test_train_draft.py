@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import draft_data  # noqa: E402
+import draft_tasks  # noqa: E402
 import train_draft  # noqa: E402
 
 VOCAB = 96
@@ -133,29 +134,45 @@ def test_template_prompts_are_filled_seeded_and_spread():
     assert len({t for t in topics if any(t in p for p in chat)}) > 80
 
 
+def test_task_prompts_are_filled_seeded_and_cover_every_kind():
+    prompts = draft_tasks.task_prompts(120, seed=3)
+    assert prompts == draft_tasks.task_prompts(120, seed=3) != draft_tasks.task_prompts(120, seed=4)
+    assert len(prompts) == 120 and not any("{" in p or "}" in p for p in prompts)
+    kinds = len(draft_tasks.KINDS)
+    extraction = prompts[draft_tasks.KINDS.index(draft_tasks.extraction)::kinds]
+    assert all("\n\n" in p and p.split("\n\n")[0] in draft_tasks.EXTRACTION_TASKS for p in extraction)
+    coding = prompts[draft_tasks.KINDS.index(draft_tasks.coding)::kinds]
+    assert len({lang for lang in draft_tasks.LANGUAGES if any(f" {lang} " in p for p in coding)}) >= 4
+    assert len(set(prompts)) > 110  # fillers spread the requests; dedupe drops the rest
+
+
 def test_signatures_carry_no_memory_addresses():
     items = {item.name: item for item in draft_data.stdlib_doc_items(("difflib",))}
     assert "IS_CHARACTER_JUNK" in items["difflib.ndiff"].signature
     assert "0x" not in items["difflib.ndiff"].signature
 
 
-def test_template_prompts_follow_the_earlier_sources(tmp_path):
-    """Adding templates keeps the earlier prompts first and in order, so answer shards
-    generated before templates existed stay valid."""
+def test_later_sources_follow_the_earlier_ones(tmp_path):
+    """Adding templates, then task requests, keeps the earlier prompts first and in
+    order, so answer shards generated before a source existed stay valid."""
     (tmp_path / "si").mkdir()
     train_draft.write_jsonl(tmp_path / "si" / "requests.jsonl",
                             [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
     base = tiny_config(tmp_path)
     kept = {}
-    for templates in (0, 10):
-        cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, template_prompts=templates))
-        out = tmp_path / f"prompts{templates}"
+    for templates, tasks in ((0, 0), (10, 0), (10, 12)):
+        cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, template_prompts=templates,
+                                                                 task_prompts=tasks))
+        out = tmp_path / f"prompts{templates}_{tasks}"
         out.mkdir()
         summary = train_draft.build_prompts(tiny(), cfg, tmp_path / "si", out)
-        kept[templates] = [row for row in draft_data.read_jsonl(out / "prompts.jsonl")]
-        assert summary["kept_by_source"]["templates"] == sum(r["source"] == "templates" for r in kept[templates])
-    assert kept[10][: len(kept[0])] == kept[0]
-    assert {r["source"] for r in kept[10][len(kept[0]):]} == {"templates"} and len(kept[10]) > len(kept[0])
+        kept[templates, tasks] = rows = draft_data.read_jsonl(out / "prompts.jsonl")
+        for source in ("templates", "tasks"):
+            assert summary["kept_by_source"][source] == sum(r["source"] == source for r in rows)
+    for earlier, later, source in (((0, 0), (10, 0), "templates"), ((10, 0), (10, 12), "tasks")):
+        assert kept[later][: len(kept[earlier])] == kept[earlier]
+        assert {r["source"] for r in kept[later][len(kept[earlier]):]} == {source}
+        assert len(kept[later]) > len(kept[earlier])
 
 
 # ------------------------------------------------------------------- vocab
@@ -421,6 +438,7 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
     plain = tiny_config(tmp_path / "plain")
     train_draft.run_pipeline(target, plain)
     assert "soft_top_k" not in stage_settings(plain.work_dir, "responses")  # settings of older runs still match
+    assert "task_prompts" not in stage_settings(plain.work_dir, "prompts")
     assert "soft_labels" not in stage_settings(plain.work_dir, "train")["train"]
     (tmp_path / "out").mkdir()
     with pytest.raises(SystemExit, match="--soft-top-k"):

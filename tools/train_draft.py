@@ -6,8 +6,8 @@ where it stopped (long stages also resume inside: generation and feature shards,
 training checkpoints, per-benchmark evaluation files) and a finished stage is skipped.
 
     self_instruct  the target invents user requests for itself (chat template, sampling)
-    prompts        + requests built from stdlib docstrings and from our templates; dedupe;
-                   benchmark filter
+    prompts        + requests built from stdlib docstrings, from our templates and (with
+                   ``--task-prompts``) multi-part task requests; dedupe; benchmark filter
     responses      the target's greedy answers (continuous batching) and, captured in the
                    same forwards, its residual streams entering layers (2, 15, 27), fp16
     vocab          EAGLE-3 draft vocab: the most frequent response tokens (d2t / t2d),
@@ -57,6 +57,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import draft_data as data  # noqa: E402
+import draft_tasks  # noqa: E402
 
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy  # noqa: E402
 from sglang_cast.engine import Engine  # noqa: E402
@@ -98,6 +99,7 @@ class DataConfig:
     self_instruct: int = 1500  # meta-prompts: one invented user request each
     doc_prompts: int = 1000  # requests built from stdlib docstrings
     template_prompts: int = 1500  # requests from our templates over many topics
+    task_prompts: int = 0  # multi-part task requests (tools/draft_tasks.py), first used in run 7
     request_tokens: int = 64  # token limit of one invented request
     request_temperature: float = 0.9  # sampling keeps self-instruct requests diverse
     response_tokens: int = 256  # token limit of one target answer (greedy)
@@ -188,7 +190,7 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 # Config fields added after run 4 are recorded in a stage's settings only when set, so work
 # dirs built before they existed stay valid (a changed record would discard their
 # checkpoints).  `settings_of` applies this to the fields below; the data stages' settings
-# are spelled out in `run_pipeline`, which adds `soft_top_k` and `init_head` the same way.
+# are spelled out in `run_pipeline`, which adds `task_prompts`, `soft_top_k` and `init_head` the same way.
 LATE_FIELDS = ("soft_labels",)
 
 
@@ -275,20 +277,21 @@ def build_self_instruct(target: Target, cfg: PipelineConfig, out: Path) -> dict[
 
 
 def build_prompts(target: Target, cfg: PipelineConfig, self_instruct_dir: Path, out: Path) -> dict[str, Any]:
-    """Self-instruct, documentation and template requests, deduplicated and
+    """Self-instruct, documentation, template and task requests, deduplicated and
     benchmark-filtered.
 
     Self-instruct and documentation requests are shuffled together; template requests
-    (added in run 4) follow them, so the first prompts, and the answer shards already
-    generated for them, are the same with or without templates.
+    (added in run 4) follow them, then task requests (run 7), so the first prompts, and
+    the answer shards already generated for them, are the same without the later sources.
     """
     invented = [row["prompt"] for row in data.read_jsonl(self_instruct_dir / "requests.jsonl")]
     documented = data.doc_prompts(data.stdlib_doc_items(), cfg.data.doc_prompts, cfg.seed)
     templated = data.template_prompts(cfg.data.template_prompts, cfg.seed)
+    tasks = draft_tasks.task_prompts(cfg.data.task_prompts, cfg.seed)
     benchmark = data.BenchmarkFilter.from_prompts(data.load_benchmark_prompts(cfg.benchmark_dir))
     candidates = [(p, "self_instruct") for p in invented] + [(p, "docs") for p in documented]
     random.Random(cfg.seed).shuffle(candidates)
-    candidates += [(p, "templates") for p in templated]
+    candidates += [(p, "templates") for p in templated] + [(p, "tasks") for p in tasks]
     source: dict[str, str] = {}
     for prompt, name in candidates:
         source.setdefault(prompt, name)
@@ -296,9 +299,9 @@ def build_prompts(target: Target, cfg: PipelineConfig, self_instruct_dir: Path, 
         (p for p, _ in candidates), benchmark,
         fits=lambda p: len(data.chat_ids(target.tokenizer, p)) <= cfg.data.max_prompt_tokens)
     write_jsonl(out / "prompts.jsonl", [{"prompt": p, "source": source[p]} for p in kept])
-    names = ("self_instruct", "docs", "templates")
+    names = ("self_instruct", "docs", "templates", "tasks")
     by_source = {name: sum(source[p] == name for p in kept) for name in names}
-    counts = (len(invented), len(documented), len(templated))
+    counts = (len(invented), len(documented), len(templated), len(tasks))
     return {"candidates": dict(zip(names, counts)), "kept_by_source": by_source, **report.to_dict()}
 
 
@@ -894,6 +897,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
                   "request_temperature": d.request_temperature, "shard_prompts": d.shard_prompts}
     s_prompts = {**s_requests, "doc_prompts": d.doc_prompts, "template_prompts": d.template_prompts,
                  "max_prompt_tokens": d.max_prompt_tokens, "benchmarks": str(cfg.benchmark_dir)}
+    if d.task_prompts:
+        s_prompts["task_prompts"] = d.task_prompts
     s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
     if d.soft_top_k:
         s_responses["soft_top_k"] = d.soft_top_k
@@ -944,6 +949,9 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--doc-prompts": ("data", "doc_prompts", int, "requests built from stdlib docstrings (1000)"),
     "--template-prompts": ("data", "template_prompts", int, "requests from our chat and arithmetic templates "
                                                             "over 243 topics (1500)"),
+    "--task-prompts": ("data", "task_prompts", int, "multi-part task requests: extraction from a passage, "
+                                                    "constrained writing, puzzles, code in 8 languages and SQL, "
+                                                    "concepts, roleplay (0)"),
     "--request-tokens": ("data", "request_tokens", int, "token limit of one invented request (64)"),
     "--response-tokens": ("data", "response_tokens", int, "token limit of one target answer (256)"),
     "--max-prompt-tokens": ("data", "max_prompt_tokens", int, "drop prompts longer than this (256)"),
