@@ -130,7 +130,7 @@ def reasoning(rng: random.Random) -> str:
         f"In a race, {a} finished before {b} but after {c}, and {d} finished last. In which place did each "
         "runner finish?",
         f"If today is {rng.choice(DAYS)}, what day of the week will it be in {n} days? Show how you worked it out.",
-        f"{a} is {b}'s mother, and {c} is {a}'s father. How is {c} related to {b}?",
+        f"{a} is {b}'s parent, and {c} is {a}'s father. How is {c} related to {b}?",
         f"A farmer has {n} chickens and {m} cows. How many legs do the animals have in total?",
         f"{a} has {n} marbles and gives {b} a third of them, rounded down. {b} already had {m}. Who has more "
         "marbles now, and by how many?",
