@@ -191,6 +191,35 @@ def test_draft_vocab_roundtrip():
     assert torch.equal(draft_data.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
 
 
+def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
+    #                      id: 0  1  2  3  4  5  6  7
+    counts = torch.tensor([0, 9, 1, 6, 5, 2, 3, 0])
+    t2d = torch.tensor([1, 0, 1, 0, 1, 1, 1, 1], dtype=torch.bool)  # 1 and 3 are outside
+    d2t, new, rows = draft_data.swap_draft_vocab(counts, t2d, 3, keep=(0,))
+    hot = torch.arange(6) + d2t
+    assert hot.tolist() == [0, 1, 3, 4, 5, 6]  # 1 and 3 came in for 7 and 2; 0 is kept though unused
+    assert torch.equal(new, draft_data.target_to_draft(new) >= 0) and int(new.sum()) == 6
+    assert rows.tolist() == [0, -1, -1, 2, 3, 4]  # old draft ids of 0, 4, 5, 6
+    tie = counts.clone()
+    tie[3] = 1  # no longer more frequent than the next-rarest token inside (2)
+    assert int((draft_data.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
+    d2t, same, rows = draft_data.swap_draft_vocab(counts, t2d, 0)
+    assert torch.equal(same, t2d) and rows.tolist() == list(range(6))
+
+    target = tiny()
+    old = random_head(target)
+    counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(5))
+    d2t, t2d, rows = draft_data.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
+    assert int((rows < 0).sum()) > 0
+    state = train_draft.with_vocab(old.state_dict(), d2t, t2d, rows)
+    new = train_draft.new_draft(target, d2t, t2d)
+    new.load_state_dict(state, strict=True)
+    kept = torch.nonzero(rows >= 0).squeeze(1)
+    assert torch.equal(new.draft_to_target(kept), old.draft_to_target(rows[kept]))  # same token ...
+    assert torch.equal(new.lm_head.weight[kept], old.lm_head.weight[rows[kept]])  # ... same trained row
+    assert torch.allclose(new.lm_head.weight[rows < 0], old.lm_head.weight.mean(dim=0).expand(6, -1))
+
+
 # ------------------------------------------------------------ TTT vs engine
 
 def test_ttt_mask_small_example():
@@ -399,6 +428,34 @@ def test_init_head_continues_an_exported_head(tmp_path):
             assert torch.equal(trained[key], shipped[key])
         moved = [key for key in shipped if not torch.equal(trained[key], shipped[key])]
         assert (moved == []) == same, moved
+
+
+def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
+    """--vocab-swap: the continued head's vocab covers more of the new answers, and
+    with a zero learning rate every kept token's LM-head row is the old head's."""
+    target = tiny()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "next").mkdir()
+    first = tiny_config(tmp_path / "first")
+    first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
+    train_draft.run_pipeline(target, first)
+    old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
+    base = tiny_config(tmp_path / "next")
+    cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
+                              train=dataclasses.replace(base.train, lr=0.0, vocab_swap=8))
+    report = train_draft.run_pipeline(target, cfg)["vocab"]
+    assert report["settings"]["vocab_swap"] == 8 and report["summary"]["draft_vocab"] == 16
+    assert 0 < report["summary"]["swapped_tokens"] <= 8
+    assert report["summary"]["response_token_coverage"] > report["summary"]["head_vocab_coverage"]
+    new = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    assert not torch.equal(new.t2d, old.t2d)
+    came_in = ~old.t2d[new.draft_to_target(torch.arange(16))]
+    assert int(came_in.sum()) == report["summary"]["swapped_tokens"]
+    old_ids = draft_data.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
+    assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
+    with pytest.raises(SystemExit):
+        train_draft.parse_args(["--vocab-swap", "4"])
+    assert "--vocab-swap: needs --init-head" in capsys.readouterr().err
 
 
 def test_init_head_errors_name_the_flag(tmp_path):

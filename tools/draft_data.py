@@ -502,6 +502,36 @@ def select_draft_vocab(token_counts: torch.Tensor, size: int) -> tuple[torch.Ten
     return d2t, t2d
 
 
+def swap_draft_vocab(token_counts: torch.Tensor, t2d: torch.Tensor, max_swaps: int,
+                     keep: Iterable[int] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Refresh a trained head's draft vocab for new data, keeping its size.
+
+    A continued head keeps the vocab its LM-head rows were trained for, but each new
+    batch of answers brings frequent tokens it can never propose.  This swaps up to
+    ``max_swaps`` pairs: the most frequent token outside the vocab comes in for the
+    least frequent one inside, while the incoming token is strictly more frequent
+    (ties go to the smaller target id; ``keep``, e.g. EOS, never leaves).  Draft ids
+    stay in increasing target-id order, so the kept tokens' ids shift: ``rows[i]`` is
+    the old draft id of new draft id ``i`` (the LM-head row to copy), -1 for a token
+    that came in.
+    """
+    counts = token_counts.long()
+    inside = torch.nonzero(t2d).squeeze(1)
+    inside = inside[~torch.isin(inside, torch.tensor(list(keep), dtype=torch.long))]
+    outside = torch.nonzero(~t2d).squeeze(1)
+    incoming = outside[torch.sort(-counts[outside], stable=True).indices][:max_swaps]
+    outgoing = inside[torch.sort(counts[inside], stable=True).indices][:max_swaps]
+    pairs = min(incoming.numel(), outgoing.numel())
+    # incoming counts fall and outgoing counts rise along the pairs, so the pairs worth
+    # swapping are a prefix
+    swaps = int((counts[incoming[:pairs]] > counts[outgoing[:pairs]]).sum())
+    new_t2d = t2d.clone()
+    new_t2d[outgoing[:swaps]] = False
+    new_t2d[incoming[:swaps]] = True
+    hot = torch.nonzero(new_t2d).squeeze(1)
+    return hot - torch.arange(hot.numel()), new_t2d, target_to_draft(t2d)[hot]
+
+
 def target_to_draft(t2d: torch.Tensor) -> torch.Tensor:
     """Draft id of every target id, -1 where the token is outside the draft vocab."""
     index = torch.cumsum(t2d.long(), 0) - 1

@@ -115,6 +115,7 @@ class TrainConfig:
     """The head and its optimisation (EAGLE-3 recipe scaled to a CPU budget)."""
 
     draft_vocab: int = 8192
+    vocab_swap: int = 0  # with --init-head: refresh up to this many of its draft tokens for this run's data
     ttt_steps: int = 4  # unrolled draft steps per position (training-time test)
     step_decay: float = 0.8  # loss weight of step j is decay**j
     epochs: int = 2
@@ -190,8 +191,9 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 # Config fields added after run 4 are recorded in a stage's settings only when set, so work
 # dirs built before they existed stay valid (a changed record would discard their
 # checkpoints).  `settings_of` applies this to the fields below; the data stages' settings
-# are spelled out in `run_pipeline`, which adds `task_prompts`, `soft_top_k` and `init_head` the same way.
-LATE_FIELDS = ("soft_labels",)
+# are spelled out in `run_pipeline`, which adds `task_prompts`, `soft_top_k`, `init_head` and
+# `vocab_swap` the same way.
+LATE_FIELDS = ("soft_labels", "vocab_swap")
 
 
 def settings_of(config: Any) -> dict[str, Any]:
@@ -382,7 +384,8 @@ def read_generations(stage_dir: Path) -> list[data.Generation]:
 def build_vocab(target: Target, cfg: PipelineConfig, responses_dir: Path, out: Path) -> dict[str, Any]:
     """The draft vocab: the ``draft_vocab`` most frequent tokens of the target's answers,
     or, when continuing ``--init-head``, that head's vocab (its LM-head rows are trained
-    for exactly those tokens); the summary says how much of these answers it covers.
+    for exactly those tokens) with up to ``vocab_swap`` of its rarest tokens swapped for
+    these answers' frequent ones; the summary says how much of these answers it covers.
 
     The initial head's weights are copied into this stage too (``init_head.pt``), so
     training reads the head as it was when the run began even if the export later
@@ -390,17 +393,31 @@ def build_vocab(target: Target, cfg: PipelineConfig, responses_dir: Path, out: P
     counts = torch.zeros(target.config.vocab_size, dtype=torch.long)
     for gen in read_generations(responses_dir):
         counts += torch.bincount(torch.tensor(gen.output_ids, dtype=torch.long), minlength=counts.numel())
+    total = max(int(counts.sum()), 1)
+    summary: dict[str, Any] = {"from_head": None if cfg.init_head is None else str(cfg.init_head)}
     if cfg.init_head is None:
         d2t, t2d = data.select_draft_vocab(counts, cfg.train.draft_vocab)
     else:
         head = head_state(cfg.init_head, target)
-        d2t, t2d = head["d2t"], head["t2d"]
+        d2t, t2d, rows = data.swap_draft_vocab(counts, head["t2d"], cfg.train.vocab_swap, target.eos_token_ids)
+        swapped = int((rows < 0).sum())
+        summary |= {"head_vocab_coverage": float(counts[head["t2d"]].sum()) / total, "swapped_tokens": swapped}
+        head = with_vocab(head, d2t, t2d, rows)
         torch.save(head, out / "init_head.pt")
     torch.save({"d2t": d2t, "t2d": t2d}, out / "vocab.pt")
-    total = int(counts.sum())
-    return {"draft_vocab": d2t.numel(), "from_head": None if cfg.init_head is None else str(cfg.init_head),
-            "distinct_response_tokens": int((counts > 0).sum()),
-            "response_token_coverage": float(counts[t2d].sum()) / max(total, 1)}
+    return {"draft_vocab": d2t.numel(), **summary, "distinct_response_tokens": int((counts > 0).sum()),
+            "response_token_coverage": float(counts[t2d].sum()) / total}
+
+
+def with_vocab(head: dict[str, Tensor], d2t: Tensor, t2d: Tensor, rows: Tensor) -> dict[str, Tensor]:
+    """``head`` moved onto a swapped draft vocab: each kept token keeps its trained
+    LM-head row (``rows`` maps new draft ids to old ones); a token that came in starts
+    from the mean row, i.e. with an average logit, so it is rarely proposed before
+    training has seen it."""
+    weight = head["lm_head.weight"]
+    moved = weight[rows.clamp(min=0)]
+    moved[rows < 0] = weight.mean(dim=0)
+    return {**head, "lm_head.weight": moved, "d2t": d2t.to(head["d2t"].dtype), "t2d": t2d}
 
 
 def head_state(path: Path, target: Target) -> dict[str, Tensor]:
@@ -905,6 +922,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
     if cfg.init_head is not None:
         s_vocab["init_head"] = str(cfg.init_head)
+    if cfg.train.vocab_swap:
+        s_vocab["vocab_swap"] = cfg.train.vocab_swap
     s_train = {**s_vocab, "train": settings_of(cfg.train)}
     s_eval = {**s_train, "eval": settings_of(cfg.eval)}
     requests = run_stage(work, "self_instruct", s_requests, lambda out: build_self_instruct(target, cfg, out))
@@ -963,6 +982,10 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
                                                 "token, for --soft-labels; 0 = off (0)"),
     "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens; "
                                                    "--init-head keeps its own (8192)"),
+    "--vocab-swap": ("train", "vocab_swap", int, "with --init-head: swap up to N of the head's draft tokens "
+                                                 "that this run's answers use least for more frequent answer "
+                                                 "tokens outside its vocab; kept tokens keep their trained "
+                                                 "LM-head rows, new ones start from the mean row (0)"),
     "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
     "--step-decay": ("train", "step_decay", float, "loss weight decay per unrolled step (0.8)"),
     "--epochs": ("train", "epochs", int, "passes over the training sequences (2)"),
@@ -1006,6 +1029,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
         parser.error(f"--soft-labels: must be in [0, 1], got {cfg.train.soft_labels}")
     if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
         parser.error(f"--init-head: no model.safetensors in {cfg.init_head}")
+    if cfg.train.vocab_swap and cfg.init_head is None:
+        parser.error("--vocab-swap: needs --init-head (a fresh head picks its whole vocab from the answers)")
     return cfg, args
 
 
