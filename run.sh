@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone:  bash run.sh serve [server flags]  |  bash run.sh test [pytest args]
+# `bash run.sh anchors` builds the optional benchmark anchor (llama.cpp through llama-cpp-python).
 # `test` also runs the SGLang plugin tests in .venv-sglang (SGLANG_CAST_SGLANG_TESTS=0 skips them).
 # Creates .venv on first use and reuses it afterwards (re-installs only when pyproject.toml changes).
 # CPU torch by default; SGLANG_CAST_CUDA=1 installs PyPI's default (CUDA) torch instead.
@@ -49,5 +50,6 @@ case "$cmd" in
         fi
         exit $status ;;
     setup) setup ;;
-    *) echo "usage: bash run.sh {serve|test|setup} [args...]" >&2; exit 2 ;;
+    anchors) setup; PY="$PY" bash tools/install_anchors.sh ;;
+    *) echo "usage: bash run.sh {serve|test|setup|anchors} [args...]" >&2; exit 2 ;;
 esac

@@ -18,6 +18,36 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> frozenset[str]:
+    """The ISA feature flags of the first CPU (``flags`` in /proc/cpuinfo); empty if unknown."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+ISA_CLASSES = ("amx", "avx512", "avx2", "other")
+
+
+def isa_class(flags: frozenset[str] | None = None) -> str:
+    """The CPU's matrix/vector class, fastest first: ``amx`` (AMX-BF16 tiles), ``avx512``,
+    ``avx2`` or ``other``.
+
+    It names what the ISA *offers*; which kernel is fastest on it is measured, never
+    inferred from this (profiles record it so a mismatch can be warned about).
+    """
+    flags = cpu_flags() if flags is None else flags
+    if {"amx_tile", "amx_bf16"} <= flags:
+        return "amx"
+    if "avx512f" in flags:
+        return "avx512"
+    if {"avx2", "fma"} <= flags:
+        return "avx2"
+    return "other"
+
+
 def device_name(device: str | torch.device) -> str:
     """CUDA device name for a CUDA device, else the CPU model."""
     device = torch.device(device)
