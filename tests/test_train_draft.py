@@ -1,5 +1,6 @@
-"""sglang_cast.training (tools/train_draft.py): benchmark filter, draft vocab, training-time test vs. the engine,
-resumable stages and an end-to-end run on a tiny random target."""
+"""sglang_cast.training (tools/train_draft.py): benchmark filter, draft vocab,
+training-time test vs. the engine, resumable stages and an end-to-end run on a tiny
+random target."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from sglang_cast.training import data as draft_data
 from sglang_cast.training import gap as draft_gap
 from sglang_cast.training import tasks as draft_tasks
 from sglang_cast.training import train as train_stage
+from sglang_cast.training import workspace
 from sglang_cast.training.cli import FLAGS, parse_args
 from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
 from sglang_cast.training.features import Batch, FeatureSet, collate
@@ -169,7 +171,7 @@ def test_later_sources_follow_the_earlier_ones(tmp_path):
     order, so answer shards generated before a source existed stay valid."""
     (tmp_path / "si").mkdir()
     write_jsonl(tmp_path / "si" / "requests.jsonl",
-                            [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
+                [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
     base = tiny_config(tmp_path)
     kept = {}
     for templates, tasks in ((0, 0), (10, 0), (10, 12)):
@@ -371,7 +373,7 @@ def test_ttt_loss_trains_the_head():
     tokens = torch.randint(3, VOCAB, (2, 24), generator=torch.Generator().manual_seed(3))
     feats = torch.stack([data_features(target, row.tolist()) for row in tokens])
     batch = Batch(tokens[:, 1:], feats[:, :-1], torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1),
-                              torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
+                  torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
     optimizer = torch.optim.Adam(draft.parameters(), lr=3e-3)
     first = None
     for _ in range(30):
@@ -512,7 +514,7 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
     (tmp_path / "out").mkdir()
     with pytest.raises(SystemExit, match="--soft-top-k"):
         build_train(target, dataclasses.replace(plain, train=cfg.train), plain.work_dir / "vocab",
-                                plain.work_dir / "responses", tmp_path / "out")
+                    plain.work_dir / "responses", tmp_path / "out")
 
 
 def stage_settings(work_dir: Path, stage: str) -> dict:
@@ -558,6 +560,48 @@ def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
     assert len(calls) == 2
     with pytest.raises(SystemExit, match="other settings"):
         run_stage(tmp_path, "stage", {"a": 2}, build)
+
+
+# Each stage's own keys, in pipeline order: a stage's record is its own keys plus its input's.
+STAGE_KEYS = {
+    "self_instruct": ["seed", "self_instruct", "request_tokens", "request_temperature", "shard_prompts"],
+    "prompts": ["doc_prompts", "template_prompts", "max_prompt_tokens", "benchmarks"],
+    "responses": ["response_tokens", "max_answers"],
+    "vocab": ["draft_vocab"],
+    "train": ["train"],
+    "eval": ["eval"],
+}
+
+
+def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
+    """The records that decide whether a finished stage is reused: a change here would
+    make every existing work dir redo its stages, so the default run's are spelled out."""
+    settings = workspace.stage_settings(PipelineConfig(benchmark_dir=Path("bench")))
+    assert json.loads(json.dumps(settings["eval"])) == {
+        "seed": 0, "self_instruct": 1500, "request_tokens": 64, "request_temperature": 0.9, "shard_prompts": 256,
+        "doc_prompts": 1000, "template_prompts": 1500, "max_prompt_tokens": 256, "benchmarks": "bench",
+        "response_tokens": 256, "max_answers": 0, "draft_vocab": 8192,
+        "train": {"draft_vocab": 8192, "ttt_steps": 4, "step_decay": 0.8, "epochs": 2, "max_steps": 0,
+                  "batch_tokens": 2048, "max_seq_len": 512, "lr": 0.001, "min_lr_ratio": 0.1, "warmup_steps": 50,
+                  "weight_decay": 0.0, "grad_clip": 0.5, "val_fraction": 0.02, "checkpoint_every": 200},
+        "eval": {"prompts": 40, "max_new_tokens": 128, "tree": {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60},
+                 "chain_depth": 6},
+    }
+    keys: list[str] = []
+    for stage, own in STAGE_KEYS.items():
+        keys += own
+        assert settings[stage] == {key: settings["eval"][key] for key in keys}, stage
+    # Late fields appear only when set, each in the first stage it changes.
+    base = PipelineConfig(benchmark_dir=Path("bench"))
+    late = dataclasses.replace(base, init_head=Path("head"),
+                               data=dataclasses.replace(base.data, task_prompts=5, soft_top_k=4),
+                               train=dataclasses.replace(base.train, vocab_swap=8, soft_labels=0.5))
+    added = {stage: {key: value for key, value in record.items() if settings[stage].get(key) != value}
+             for stage, record in workspace.stage_settings(late).items()}
+    assert added["prompts"] == {"task_prompts": 5}
+    assert added["responses"] == {"task_prompts": 5, "soft_top_k": 4}
+    assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8}
+    assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "soft_labels": 0.5}
 
 
 def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
