@@ -1,5 +1,6 @@
-"""tools/train_draft.py: benchmark filter, draft vocab, training-time test vs. the engine,
-resumable stages and an end-to-end run on a tiny random target."""
+"""sglang_cast.training (tools/train_draft.py): benchmark filter, draft vocab,
+training-time test vs. the engine, resumable stages and an end-to-end run on a tiny
+random target."""
 
 from __future__ import annotations
 
@@ -19,12 +20,25 @@ from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
 from sglang_cast.engine.draft_expander import DraftExpander
 from sglang_cast.models import KVCache, LlamaModel, ModelConfig, causal_tree_mask, load_draft
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from sglang_cast.training import data as draft_data
+from sglang_cast.training import gap as draft_gap
+from sglang_cast.training import tasks as draft_tasks
+from sglang_cast.training import train as train_stage
+from sglang_cast.training import workspace
+from sglang_cast.training.cli import FLAGS, parse_args
+from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
+from sglang_cast.training.features import Batch, FeatureSet, collate
+from sglang_cast.training.head import head_state, new_draft
+from sglang_cast.training.pipeline import run_pipeline
+from sglang_cast.training.prompts import build_prompts, build_self_instruct
+from sglang_cast.training.responses import build_responses
+from sglang_cast.training.target import Target
+from sglang_cast.training.train import build_train, split, validate
+from sglang_cast.training.ttt import soft_cross_entropy, ttt_attention_mask, ttt_forward, ttt_loss
+from sglang_cast.training.vocab import build_vocab, with_vocab
+from sglang_cast.training.workspace import run_stage, write_jsonl
 
-import draft_data  # noqa: E402
-import draft_tasks  # noqa: E402
-import train_draft  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 VOCAB = 96
 
@@ -59,14 +73,14 @@ def tiny_target(seed: int = 0, layers: int = 4) -> LlamaModel:
     return model.eval().requires_grad_(False)
 
 
-def tiny(seed: int = 0) -> train_draft.Target:
-    return train_draft.Target(tiny_target(seed), ByteTokenizer(), (ByteTokenizer.eos,))
+def tiny(seed: int = 0) -> Target:
+    return Target(tiny_target(seed), ByteTokenizer(), (ByteTokenizer.eos,))
 
 
-def random_head(target: train_draft.Target, vocab: int = 40, seed: int = 1):
+def random_head(target: Target, vocab: int = 40, seed: int = 1):
     counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(seed))
     d2t, t2d = draft_data.select_draft_vocab(counts, vocab)
-    draft = train_draft.new_draft(target, d2t, t2d)
+    draft = new_draft(target, d2t, t2d)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in draft.named_parameters():
@@ -156,8 +170,8 @@ def test_later_sources_follow_the_earlier_ones(tmp_path):
     """Adding templates, then task requests, keeps the earlier prompts first and in
     order, so answer shards generated before a source existed stay valid."""
     (tmp_path / "si").mkdir()
-    train_draft.write_jsonl(tmp_path / "si" / "requests.jsonl",
-                            [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
+    write_jsonl(tmp_path / "si" / "requests.jsonl",
+                [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
     base = tiny_config(tmp_path)
     kept = {}
     for templates, tasks in ((0, 0), (10, 0), (10, 12)):
@@ -165,7 +179,7 @@ def test_later_sources_follow_the_earlier_ones(tmp_path):
                                                                  task_prompts=tasks))
         out = tmp_path / f"prompts{templates}_{tasks}"
         out.mkdir()
-        summary = train_draft.build_prompts(tiny(), cfg, tmp_path / "si", out)
+        summary = build_prompts(tiny(), cfg, tmp_path / "si", out)
         kept[templates, tasks] = rows = draft_data.read_jsonl(out / "prompts.jsonl")
         for source in ("templates", "tasks"):
             assert summary["kept_by_source"][source] == sum(r["source"] == source for r in rows)
@@ -186,7 +200,7 @@ def test_draft_vocab_roundtrip():
     to_draft = draft_data.target_to_draft(t2d)
     assert torch.equal(to_draft[hot], torch.arange(4))  # draft -> target -> draft
     assert (to_draft[~t2d] == -1).all()
-    draft = train_draft.new_draft(tiny(), *draft_data.select_draft_vocab(torch.arange(VOCAB), 10))
+    draft = new_draft(tiny(), *draft_data.select_draft_vocab(torch.arange(VOCAB), 10))
     ids = torch.arange(10)
     assert torch.equal(draft_data.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
 
@@ -211,8 +225,8 @@ def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
     counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(5))
     d2t, t2d, rows = draft_data.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
     assert int((rows < 0).sum()) > 0
-    state = train_draft.with_vocab(old.state_dict(), d2t, t2d, rows)
-    new = train_draft.new_draft(target, d2t, t2d)
+    state = with_vocab(old.state_dict(), d2t, t2d, rows)
+    new = new_draft(target, d2t, t2d)
     new.load_state_dict(state, strict=True)
     kept = torch.nonzero(rows >= 0).squeeze(1)
     assert torch.equal(new.draft_to_target(kept), old.draft_to_target(rows[kept]))  # same token ...
@@ -223,7 +237,7 @@ def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
 # ------------------------------------------------------------ TTT vs engine
 
 def test_ttt_mask_small_example():
-    mask = train_draft.ttt_attention_mask(4, 2).int()
+    mask = ttt_attention_mask(4, 2).int()
     # Query t at step 2 sees step-0 keys <= t-2, the step-1 key at t-1 and itself.
     assert mask.tolist() == [
         [0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
@@ -282,7 +296,7 @@ def test_training_time_test_matches_engine_tree_drafting():
         width = features.shape[-1]
         padded = torch.cat([features, torch.zeros(len(tokens) - 1 - n, width)])  # unused by these steps
         with torch.no_grad():
-            outputs = train_draft.ttt_forward(draft, torch.tensor([tokens[1:]]), padded[None], 3)
+            outputs = ttt_forward(draft, torch.tensor([tokens[1:]]), padded[None], 3)
         ttt = [draft.lm_head(draft.norm(h))[0] for h in outputs]
         torch.testing.assert_close(ttt[0][n - 1], engine.root_logits[request.slot], rtol=1e-5, atol=1e-5)
         for step, position, column in checks:
@@ -346,11 +360,11 @@ def test_soft_cross_entropy_renormalises_inside_the_draft_vocab():
     labels = torch.tensor([1, 4, 0])
     one_hot_ids = torch.stack([labels, torch.full((3,), -1)], dim=1)
     # Mass on a token outside the draft vocab (-1) is dropped and the rest renormalised.
-    assert train_draft.soft_cross_entropy(logits, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
+    assert soft_cross_entropy(logits, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
         F.cross_entropy(logits, labels).item())
     ids, probs = torch.tensor([[2, 5]]), torch.tensor([[0.3, 0.1]])
     expected = -(0.75 * torch.log_softmax(logits[0], -1)[2] + 0.25 * torch.log_softmax(logits[0], -1)[5])
-    assert train_draft.soft_cross_entropy(logits[:1], ids, probs) == pytest.approx(expected.item())
+    assert soft_cross_entropy(logits[:1], ids, probs) == pytest.approx(expected.item())
 
 
 def test_ttt_loss_trains_the_head():
@@ -358,12 +372,12 @@ def test_ttt_loss_trains_the_head():
     draft = random_head(target, vocab=VOCAB)
     tokens = torch.randint(3, VOCAB, (2, 24), generator=torch.Generator().manual_seed(3))
     feats = torch.stack([data_features(target, row.tolist()) for row in tokens])
-    batch = train_draft.Batch(tokens[:, 1:], feats[:, :-1], torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1),
-                              torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
+    batch = Batch(tokens[:, 1:], feats[:, :-1], torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1),
+                  torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
     optimizer = torch.optim.Adam(draft.parameters(), lr=3e-3)
     first = None
     for _ in range(30):
-        loss, stats = train_draft.ttt_loss(draft, batch, 3, 0.8)
+        loss, stats = ttt_loss(draft, batch, 3, 0.8)
         first = first if first is not None else loss.item()
         optimizer.zero_grad()
         loss.backward()
@@ -374,24 +388,24 @@ def test_ttt_loss_trains_the_head():
 
 # ---------------------------------------------------------------- pipeline
 
-def tiny_config(tmp_path: Path) -> train_draft.PipelineConfig:
+def tiny_config(tmp_path: Path) -> PipelineConfig:
     bench = tmp_path / "bench"
     bench.mkdir()
-    for name in train_draft.EVAL_DATASETS:
+    for name in EVAL_DATASETS:
         rows = [{"turns": [f"{name} question number {i}: what is {i} plus {i}?"]} for i in range(3)]
         (bench / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    quick = train_draft.PipelineConfig.quick()
-    return train_draft.PipelineConfig(
+    quick = PipelineConfig.quick()
+    return PipelineConfig(
         work_dir=tmp_path / "work", output_dir=tmp_path / "head", benchmark_dir=bench, seed=0, threads=1,
         data=dataclasses.replace(quick.data, max_answers=5),
-        train=train_draft.TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
-        eval=train_draft.EvalConfig(prompts=2, max_new_tokens=6))
+        train=TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
+        eval=EvalConfig(prompts=2, max_new_tokens=6))
 
 
 def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
     cfg = tiny_config(tmp_path)
     target = tiny()
-    report = train_draft.run_pipeline(target, cfg)
+    report = run_pipeline(target, cfg)
     head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
     assert head.config.layout == "eagle3" and head.output_vocab_size == 32
     assert {p.name for p in cfg.output_dir.iterdir()} == {"config.json", "model.safetensors"}
@@ -400,7 +414,7 @@ def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
     assert report["eval"]["summary"]["mt_bench"]["prompts"] == 2
     assert not list(cfg.work_dir.glob("*.partial"))
     capsys.readouterr()
-    train_draft.run_pipeline(target, cfg)  # everything is complete: every stage is skipped
+    run_pipeline(target, cfg)  # everything is complete: every stage is skipped
     out = capsys.readouterr().out
     for stage in ("self_instruct", "prompts", "responses", "vocab", "train", "eval"):
         assert f"[{stage}] already complete, skipped" in out
@@ -413,14 +427,14 @@ def test_init_head_continues_an_exported_head(tmp_path):
     for name in ("first", "lr0.0", "lr0.01"):
         (tmp_path / name).mkdir()
     first = tiny_config(tmp_path / "first")
-    train_draft.run_pipeline(target, first)
+    run_pipeline(target, first)
     shipped = {k: v.float() if v.is_floating_point() else v
                for k, v in load_file(first.output_dir / "model.safetensors").items()}
     for lr, same in ((0.0, True), (1e-2, False)):
         base = tiny_config(tmp_path / f"lr{lr}")
         cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
                                   train=dataclasses.replace(base.train, draft_vocab=16, lr=lr))
-        report = train_draft.run_pipeline(target, cfg)
+        report = run_pipeline(target, cfg)
         assert report["vocab"]["summary"]["draft_vocab"] == 32  # the head's, not --draft-vocab's 16
         trained = torch.load(cfg.work_dir / "train" / "draft.pt")
         assert set(trained) == set(shipped)
@@ -438,12 +452,12 @@ def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
     (tmp_path / "next").mkdir()
     first = tiny_config(tmp_path / "first")
     first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
-    train_draft.run_pipeline(target, first)
+    run_pipeline(target, first)
     old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
     base = tiny_config(tmp_path / "next")
     cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
                               train=dataclasses.replace(base.train, lr=0.0, vocab_swap=8))
-    report = train_draft.run_pipeline(target, cfg)["vocab"]
+    report = run_pipeline(target, cfg)["vocab"]
     assert report["settings"]["vocab_swap"] == 8 and report["summary"]["draft_vocab"] == 16
     assert 0 < report["summary"]["swapped_tokens"] <= 8
     assert report["summary"]["response_token_coverage"] > report["summary"]["head_vocab_coverage"]
@@ -454,22 +468,22 @@ def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
     old_ids = draft_data.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
     assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
     with pytest.raises(SystemExit):
-        train_draft.parse_args(["--vocab-swap", "4"])
+        parse_args(["--vocab-swap", "4"])
     assert "--vocab-swap: needs --init-head" in capsys.readouterr().err
 
 
 def test_init_head_errors_name_the_flag(tmp_path):
     with pytest.raises(SystemExit):
-        train_draft.parse_args(["--init-head", str(tmp_path)])
+        parse_args(["--init-head", str(tmp_path)])
     save_file({"fc.weight": torch.zeros(2, 2)}, tmp_path / "model.safetensors")
     with pytest.raises(SystemExit, match=r"--init-head: .* \(no d2t"):
-        train_draft.head_state(tmp_path, tiny())
+        head_state(tmp_path, tiny())
     target = tiny()
     head = {key: value.contiguous() for key, value in random_head(target).state_dict().items()}
     head["fc.weight"] = head["fc.weight"][:, :-3].contiguous()  # a head built for another target
     save_file(head, tmp_path / "model.safetensors")
     with pytest.raises(SystemExit, match=r"--init-head: .*fc\.weight"):
-        train_draft.head_state(tmp_path, target)
+        head_state(tmp_path, target)
 
 
 def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
@@ -480,12 +494,12 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
     base = tiny_config(tmp_path)
     cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, soft_top_k=4),
                               train=dataclasses.replace(base.train, soft_labels=0.5))
-    report = train_draft.run_pipeline(target, cfg)
+    report = run_pipeline(target, cfg)
     assert report["train"]["summary"]["steps"] == cfg.train.max_steps
     assert report["responses"]["settings"]["soft_top_k"] == 4
-    fs = train_draft.FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
     to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
-    batch = train_draft.collate(fs, range(len(fs)), to_draft)
+    batch = collate(fs, range(len(fs)), to_draft)
     scored = batch.targets & (batch.labels >= 0)
     assert int(scored.sum()) > 10
     assert torch.equal(batch.soft_ids[..., 0][scored], batch.labels[scored])
@@ -493,14 +507,14 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
     assert not bool(batch.soft_probs[~batch.targets].any())
     (tmp_path / "plain").mkdir()
     plain = tiny_config(tmp_path / "plain")
-    train_draft.run_pipeline(target, plain)
+    run_pipeline(target, plain)
     assert "soft_top_k" not in stage_settings(plain.work_dir, "responses")  # settings of older runs still match
     assert "task_prompts" not in stage_settings(plain.work_dir, "prompts")
     assert "soft_labels" not in stage_settings(plain.work_dir, "train")["train"]
     (tmp_path / "out").mkdir()
     with pytest.raises(SystemExit, match="--soft-top-k"):
-        train_draft.build_train(target, dataclasses.replace(plain, train=cfg.train), plain.work_dir / "vocab",
-                                plain.work_dir / "responses", tmp_path / "out")
+        build_train(target, dataclasses.replace(plain, train=cfg.train), plain.work_dir / "vocab",
+                    plain.work_dir / "responses", tmp_path / "out")
 
 
 def stage_settings(work_dir: Path, stage: str) -> dict:
@@ -508,21 +522,19 @@ def stage_settings(work_dir: Path, stage: str) -> dict:
 
 
 def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
-    import draft_gap
-
     cfg = tiny_config(tmp_path)
     target = tiny()
-    report = train_draft.run_pipeline(target, cfg)
+    report = run_pipeline(target, cfg)
     gap = draft_gap.gap_report(target, cfg.output_dir, cfg.work_dir, cfg.benchmark_dir, prompts=2, tokens=5)
     assert {"mt_bench", "humaneval"} <= set(gap)
     assert gap["mt_bench"]["sequences"] == 2 and (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
     held = {name: entry for name, entry in gap.items() if name.startswith("held_out_")}
     assert sum(entry["sequences"] for entry in held.values()) == report["train"]["summary"]["val_sequences"]
     # The per-source parts add up to the training code's own validation of the same head.
-    fs = train_draft.FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
     head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
     to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
-    whole = train_draft.validate(head, fs, train_draft.split(fs, cfg.train, cfg.seed), to_draft, cfg.train)
+    whole = validate(head, fs, split(fs, cfg.train, cfg.seed), to_draft, cfg.train)
     for step in range(cfg.train.ttt_steps):
         parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]
         assert sum(parts) == pytest.approx(whole.correct[step])
@@ -540,14 +552,56 @@ def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
         return {"ok": True}
 
     with pytest.raises(KeyboardInterrupt):
-        train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
-    train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
+        run_stage(tmp_path, "stage", {"a": 1}, build)
+    run_stage(tmp_path, "stage", {"a": 1}, build)
     assert calls == [["settings.json"], ["settings.json", "shard_0"]]  # second run saw the first's shard
     assert (tmp_path / "stage" / "meta.json").is_file() and not (tmp_path / "stage.partial").exists()
-    train_draft.run_stage(tmp_path, "stage", {"a": 1}, build)
+    run_stage(tmp_path, "stage", {"a": 1}, build)
     assert len(calls) == 2
     with pytest.raises(SystemExit, match="other settings"):
-        train_draft.run_stage(tmp_path, "stage", {"a": 2}, build)
+        run_stage(tmp_path, "stage", {"a": 2}, build)
+
+
+# Each stage's own keys, in pipeline order: a stage's record is its own keys plus its input's.
+STAGE_KEYS = {
+    "self_instruct": ["seed", "self_instruct", "request_tokens", "request_temperature", "shard_prompts"],
+    "prompts": ["doc_prompts", "template_prompts", "max_prompt_tokens", "benchmarks"],
+    "responses": ["response_tokens", "max_answers"],
+    "vocab": ["draft_vocab"],
+    "train": ["train"],
+    "eval": ["eval"],
+}
+
+
+def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
+    """The records that decide whether a finished stage is reused: a change here would
+    make every existing work dir redo its stages, so the default run's are spelled out."""
+    settings = workspace.stage_settings(PipelineConfig(benchmark_dir=Path("bench")))
+    assert json.loads(json.dumps(settings["eval"])) == {
+        "seed": 0, "self_instruct": 1500, "request_tokens": 64, "request_temperature": 0.9, "shard_prompts": 256,
+        "doc_prompts": 1000, "template_prompts": 1500, "max_prompt_tokens": 256, "benchmarks": "bench",
+        "response_tokens": 256, "max_answers": 0, "draft_vocab": 8192,
+        "train": {"draft_vocab": 8192, "ttt_steps": 4, "step_decay": 0.8, "epochs": 2, "max_steps": 0,
+                  "batch_tokens": 2048, "max_seq_len": 512, "lr": 0.001, "min_lr_ratio": 0.1, "warmup_steps": 50,
+                  "weight_decay": 0.0, "grad_clip": 0.5, "val_fraction": 0.02, "checkpoint_every": 200},
+        "eval": {"prompts": 40, "max_new_tokens": 128, "tree": {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60},
+                 "chain_depth": 6},
+    }
+    keys: list[str] = []
+    for stage, own in STAGE_KEYS.items():
+        keys += own
+        assert settings[stage] == {key: settings["eval"][key] for key in keys}, stage
+    # Late fields appear only when set, each in the first stage it changes.
+    base = PipelineConfig(benchmark_dir=Path("bench"))
+    late = dataclasses.replace(base, init_head=Path("head"),
+                               data=dataclasses.replace(base.data, task_prompts=5, soft_top_k=4),
+                               train=dataclasses.replace(base.train, vocab_swap=8, soft_labels=0.5))
+    added = {stage: {key: value for key, value in record.items() if settings[stage].get(key) != value}
+             for stage, record in workspace.stage_settings(late).items()}
+    assert added["prompts"] == {"task_prompts": 5}
+    assert added["responses"] == {"task_prompts": 5, "soft_top_k": 4}
+    assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8}
+    assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "soft_labels": 0.5}
 
 
 def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
@@ -557,26 +611,26 @@ def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
     work = cfg.work_dir
     work.mkdir()
     stages = {}
-    for name, build in (("self_instruct", lambda o: train_draft.build_self_instruct(target, cfg, o)),
-                        ("prompts", lambda o: train_draft.build_prompts(target, cfg, stages["self_instruct"], o)),
-                        ("responses", lambda o: train_draft.build_responses(target, cfg, stages["prompts"], o)),
-                        ("vocab", lambda o: train_draft.build_vocab(target, cfg, stages["responses"], o))):
-        stages[name] = train_draft.run_stage(work, name, {}, build)
+    for name, build in (("self_instruct", lambda o: build_self_instruct(target, cfg, o)),
+                        ("prompts", lambda o: build_prompts(target, cfg, stages["self_instruct"], o)),
+                        ("responses", lambda o: build_responses(target, cfg, stages["prompts"], o)),
+                        ("vocab", lambda o: build_vocab(target, cfg, stages["responses"], o))):
+        stages[name] = run_stage(work, name, {}, build)
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir(), part.mkdir()
-    train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], full)
-    lr_at = train_draft.lr_at
+    build_train(target, cfg, stages["vocab"], stages["responses"], full)
+    lr_at = train_stage.lr_at
 
     def interrupt_after_checkpoint(step, total, tc):
         if step == cfg.train.checkpoint_every:
             raise KeyboardInterrupt
         return lr_at(step, total, tc)
 
-    monkeypatch.setattr(train_draft, "lr_at", interrupt_after_checkpoint)
+    monkeypatch.setattr(train_stage, "lr_at", interrupt_after_checkpoint)
     with pytest.raises(KeyboardInterrupt):
-        train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], part)
-    monkeypatch.setattr(train_draft, "lr_at", lr_at)
-    summary = train_draft.build_train(target, cfg, stages["vocab"], stages["responses"], part)
+        build_train(target, cfg, stages["vocab"], stages["responses"], part)
+    monkeypatch.setattr(train_stage, "lr_at", lr_at)
+    summary = build_train(target, cfg, stages["vocab"], stages["responses"], part)
     assert summary["steps"] == cfg.train.max_steps
     want, got = torch.load(full / "draft.pt"), torch.load(part / "draft.pt")
     for key in want:
@@ -586,12 +640,12 @@ def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
 def test_help_explains_every_flag():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "train_draft.py"), "--help"],
                             capture_output=True, text=True, check=True)
-    for flag in [*train_draft.FLAGS, "--quick"]:
+    for flag in [*FLAGS, "--quick"]:
         assert flag in result.stdout
-    cfg, _ = train_draft.parse_args(["--quick", "--eval-prompts", "3", "--lr", "1e-3"])
+    cfg, _ = parse_args(["--quick", "--eval-prompts", "3", "--lr", "1e-3"])
     assert cfg.eval.prompts == 3 and cfg.train.lr == 1e-3 and cfg.train.max_steps == 6
     with pytest.raises(SystemExit):
-        train_draft.parse_args(["--max-answers", "-1"])
+        parse_args(["--max-answers", "-1"])
 
 
 @pytest.mark.slow

@@ -229,8 +229,9 @@ def clean_request(text: str, truncated: bool) -> str | None:
 # advice, explanation, comparison, arithmetic and reasoning), over a wide list of
 # topics.  Self-instruct alone stays narrow: the 135M target often writes an
 # assistant's reply instead of a request, and its answers then cover few subjects
-# (9 % of run 3's mt_bench answer tokens fell outside a draft vocabulary built from
-# them).  Every template is checked against the benchmarks by `BenchmarkFilter`.
+# (a draft vocabulary built from self-instruct and documentation answers alone misses
+# 9 % of the target's mt_bench answer tokens).  Every template is checked against the
+# benchmarks by `BenchmarkFilter`.
 
 CHAT_TEMPLATES = (
     "Write a blog post about {topic} for a general audience.",

@@ -1,10 +1,10 @@
 """Task requests for the draft head's training data: multi-part prompts in the shapes
-the chat templates of `draft_data` leave out.
+the chat templates of `data` leave out.
 
-`tools/draft_gap.py` showed the shipped head's acceptance falls most on mt_bench, whose
-answers use words our answers rarely contain (7.6 % of their tokens lie outside a draft
-vocab built from self-instruct, documentation and template answers). The requests here
-ask for what those templates never do:
+A head's acceptance falls most on mt_bench (`gap.py` measures where it goes), whose
+answers use words the other sources' answers rarely contain (7.6 % of their tokens lie
+outside a draft vocab built from self-instruct, documentation and template answers).
+The requests here ask for what those templates never do:
 
 - extraction and reformatting of a given passage (JSON, markdown tables, lists);
 - writing under constraints (length, tone, audience, form, required words);
@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from draft_data import ROLES, TOPICS
+from .data import ROLES, TOPICS
 
 PEOPLE = (
     "Alice", "Bashir", "Carmen", "Dmitri", "Elena", "Farid", "Grace", "Hiroshi", "Ines", "Jonas", "Kwame",

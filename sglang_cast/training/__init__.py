@@ -1,0 +1,44 @@
+"""Train the shipped EAGLE-3 draft head for the embedded SmolLM2-135M-Instruct on a CPU.
+
+One command (``python -m sglang_cast.training``, or ``python tools/train_draft.py``) runs
+every stage; each writes its output into ``<work-dir>/<stage>.partial`` and renames it to
+``<work-dir>/<stage>`` when complete, so an interrupted run resumes where it stopped (long
+stages also resume inside: generation and feature shards, training checkpoints,
+per-benchmark evaluation files) and a finished stage is skipped (`workspace.run_stage`).
+
+    self_instruct  the target invents user requests for itself (chat template, sampling)
+    prompts        + requests built from stdlib docstrings, from our templates and (with
+                   ``--task-prompts``) multi-part task requests; dedupe; benchmark filter
+    responses      the target's greedy answers (continuous batching) and, captured in the
+                   same forwards, its residual streams entering layers (2, 15, 27), fp16
+    vocab          EAGLE-3 draft vocab: the most frequent response tokens (d2t / t2d),
+                   or the vocab of ``--init-head`` when continuing an earlier head
+    train          EAGLE-3 training-time test: K unrolled draft steps per position,
+                   from a fresh head or from ``--init-head``
+    export         fp16 safetensors + config.json in the public EAGLE-3 layout
+    eval           chain (top-1) acceptance α and EAGLE-2 tree τ on mt_bench / humaneval
+
+Modules, in the order a run uses them:
+
+    config      the typed settings of data, training and evaluation (`PipelineConfig`)
+    workspace   resumable stage directories and the settings record that decides reuse
+    target      the frozen target model and the one place an `Engine` is built
+    data        prompt sources, benchmark filter, greedy answers with features, draft vocab
+    tasks       the multi-part task requests of ``--task-prompts``
+    prompts     the self_instruct and prompts stages
+    responses   the responses stage
+    vocab       the vocab stage
+    head        a fresh head, an exported head read back (``--init-head``), the export stage
+    features    training sequences, feature shards and padded batches
+    ttt         training-time test: the unrolled forward on the head's own layer, its loss
+    train       the train stage: schedule, optimiser, checkpoints, validation
+    evaluate    the eval stage: α and τ from the engine's own decoding
+    pipeline    every stage in order, with each stage's settings
+    cli         flags -> `PipelineConfig`
+    gap         where a head loses acceptance (``tools/draft_gap.py``)
+
+Why ``--init-head``: generating and training on all the data a good head needs takes
+longer than one run on a 2-core machine, and the machine starts empty.  The shipped head
+is the state that survives, so a later run answers *new* prompts (another ``--seed``) and
+continues training that head on them: each run adds data without redoing the last one's.
+"""

@@ -1,0 +1,106 @@
+"""Command line of the training pipeline: every flag maps onto one `PipelineConfig` field.
+
+Usage: ``python -m sglang_cast.training`` (or ``python tools/train_draft.py``): a full run
+at default sizes (~3 h on 2 cores), or ``--quick`` for a smoke test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from .config import PipelineConfig
+from .pipeline import run_pipeline
+from .target import Target
+
+# flag -> (config section or None for the top level, field, type, help)
+FLAGS: dict[str, tuple[str | None, str, type, str]] = {
+    "--work-dir": (None, "work_dir", Path, "where every stage writes its output; delete a stage's directory "
+                                         "to redo it (default ~/.cache/sglang_cast/train_draft, quick: .../quick)"),
+    "--output": (None, "output_dir", Path, "directory that receives model.safetensors + config.json (default: "
+                                           "the shipped sglang_cast/assets/smollm2-135m-eagle; quick: <work>/head)"),
+    "--benchmark-dir": (None, "benchmark_dir", Path, "benchmark *.jsonl files: excluded from training data and "
+                                                     "used for evaluation (default ../shared/datasets)"),
+    "--seed": (None, "seed", int, "seed of every random choice: prompt sampling, data split, batch order (0)"),
+    "--threads": (None, "threads", int, "torch CPU threads (2)"),
+    "--init-head": (None, "init_head", Path, "continue training this exported head (a directory with "
+                                             "model.safetensors) on this run's data, keeping its draft vocab; "
+                                             "give the run a new --seed so its prompts are new (none: fresh head)"),
+    "--self-instruct": ("data", "self_instruct", int, "meta-prompts asking the target to invent a request (1500)"),
+    "--doc-prompts": ("data", "doc_prompts", int, "requests built from stdlib docstrings (1000)"),
+    "--template-prompts": ("data", "template_prompts", int, "requests from our chat and arithmetic templates "
+                                                            "over 243 topics (1500)"),
+    "--task-prompts": ("data", "task_prompts", int, "multi-part task requests: extraction from a passage, "
+                                                    "constrained writing, puzzles, code in 8 languages and SQL, "
+                                                    "concepts, roleplay (0)"),
+    "--request-tokens": ("data", "request_tokens", int, "token limit of one invented request (64)"),
+    "--response-tokens": ("data", "response_tokens", int, "token limit of one target answer (256)"),
+    "--max-prompt-tokens": ("data", "max_prompt_tokens", int, "drop prompts longer than this (256)"),
+    "--gen-batch": ("data", "gen_batch", int, "sequences decoded together while generating data (64)"),
+    "--shard-prompts": ("data", "shard_prompts", int, "prompts per resumable generation shard (256)"),
+    "--max-answers": ("data", "max_answers", int, "answer only the first N kept (shuffled) prompts; 0 = all "
+                                                  "(0)"),
+    "--soft-top-k": ("data", "soft_top_k", int, "also keep the target's k likeliest tokens at every answer "
+                                                "token, for --soft-labels; 0 = off (0)"),
+    "--draft-vocab": ("train", "draft_vocab", int, "draft vocabulary size: most frequent answer tokens; "
+                                                   "--init-head keeps its own (8192)"),
+    "--vocab-swap": ("train", "vocab_swap", int, "with --init-head: swap up to N of the head's draft tokens "
+                                                 "that this run's answers use least for more frequent answer "
+                                                 "tokens outside its vocab; kept tokens keep their trained "
+                                                 "LM-head rows, new ones start from the mean row (0)"),
+    "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
+    "--step-decay": ("train", "step_decay", float, "loss weight decay per unrolled step (0.8)"),
+    "--epochs": ("train", "epochs", int, "passes over the training sequences (2)"),
+    "--max-steps": ("train", "max_steps", int, "stop after this many optimiser steps; 0 = epochs decide (0)"),
+    "--batch-tokens": ("train", "batch_tokens", int, "padded tokens per optimiser step (2048)"),
+    "--max-seq-len": ("train", "max_seq_len", int, "prompt + answer tokens trained on per sequence (512)"),
+    "--soft-labels": ("train", "soft_labels", float, "weight in [0, 1] of the cross-entropy against the target's "
+                                                     "top-k distribution (needs --soft-top-k answers); the rest "
+                                                     "weighs its argmax token (0)"),
+    "--lr": ("train", "lr", float, "peak AdamW learning rate (1e-3)"),
+    "--warmup-steps": ("train", "warmup_steps", int, "linear warm-up steps (50)"),
+    "--checkpoint-every": ("train", "checkpoint_every", int, "checkpoint + validation interval in steps (200)"),
+    "--eval-prompts": ("eval", "prompts", int, "first-turn prompts per benchmark (mt_bench, humaneval) (40)"),
+    "--eval-tokens": ("eval", "max_new_tokens", int, "new tokens per evaluation prompt (128)"),
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argparse.Namespace]:
+    """The run's `PipelineConfig`: ``--quick`` or the defaults, then each flag given;
+    a bad value exits with an error naming the flag."""
+    parser = argparse.ArgumentParser(
+        description="Build data, extract target features, train, export and evaluate the EAGLE-3 draft head "
+                    "for the embedded SmolLM2-135M-Instruct. Resumable: rerun the same command after an "
+                    "interruption. Numbers in parentheses are the full-run defaults.")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes end to end (< 2 min): a smoke test whose head is not useful; explicit "
+                             "flags still override its sizes")
+    for flag, (_, _, kind, text) in FLAGS.items():
+        parser.add_argument(flag, type=kind, default=None, help=text)
+    args = parser.parse_args(argv)
+    cfg = PipelineConfig.quick() if args.quick else PipelineConfig()
+    for flag, (section, name, _, _) in FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is None:
+            continue
+        if isinstance(value, (int, float)) and value < 0:
+            parser.error(f"{flag}: must be >= 0, got {value}")
+        if section is None:
+            cfg = dataclasses.replace(cfg, **{name: value})
+        else:
+            cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{name: value})})
+    if cfg.train.soft_labels > 1:
+        parser.error(f"--soft-labels: must be in [0, 1], got {cfg.train.soft_labels}")
+    if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
+        parser.error(f"--init-head: no model.safetensors in {cfg.init_head}")
+    if cfg.train.vocab_swap and cfg.init_head is None:
+        parser.error("--vocab-swap: needs --init-head (a fresh head picks its whole vocab from the answers)")
+    return cfg, args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the flags, load the embedded target and run every stage."""
+    cfg, _ = parse_args(argv)
+    run_pipeline(Target.embedded(), cfg)

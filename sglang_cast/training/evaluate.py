@@ -1,0 +1,79 @@
+"""The eval stage: chain acceptance α and tree τ of the exported head, measured by the
+engine's own greedy decoding."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from sglang_cast.cast import SamplingParams, TreeShape
+from sglang_cast.models import load_draft
+
+from . import data
+from .config import EVAL_DATASETS, PipelineConfig
+from .target import Target
+from .workspace import write_json
+
+
+def acceptance(accepted: Sequence[int], depth: int) -> dict[str, Any]:
+    """Chain statistics from per-iteration accepted counts of a top-1 chain of ``depth``.
+
+    α is the conditional acceptance of a draft token whose parent was accepted: each
+    iteration tries ``min(a + 1, depth)`` tokens and ``a`` succeed.  ``per_depth[d]`` is
+    the same ratio for depth ``d + 1`` alone.
+    """
+    tried = sum(min(a + 1, depth) for a in accepted)
+    per_depth = []
+    for d in range(1, depth + 1):
+        reached = sum(a >= d - 1 for a in accepted)
+        per_depth.append(sum(a >= d for a in accepted) / max(reached, 1))
+    return {"alpha": sum(accepted) / max(tried, 1), "alpha_per_depth": per_depth}
+
+
+def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: TreeShape, max_new: int,
+                  desc: str) -> dict[str, Any]:
+    """Greedy batch-1 decoding of every prompt; τ and per-iteration accepted counts."""
+    draft = load_draft(head, target.model, "cpu", torch.float32)
+    engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new)
+    params = SamplingParams(max_new_tokens=max_new)
+    outputs = []
+    began = time.time()
+    for ids in tqdm(prompts, desc=desc, unit="prompt"):
+        outputs.append(engine.generate([ids], params)[0].token_ids)
+    seconds = time.time() - began
+    accepted = [a for record in engine.history for a in record.accepted]
+    committed = sum(accepted) + len(accepted)
+    return {"tau": committed / max(len(accepted), 1), "iterations": len(accepted), "accepted": accepted,
+            "generated_tokens": sum(len(o) for o in outputs), "seconds": seconds, "outputs": outputs}
+
+
+def build_eval(target: Target, cfg: PipelineConfig, head: Path, out: Path) -> dict[str, Any]:
+    """Tree τ and chain α per benchmark; one resumable file per (benchmark, mode)."""
+    ec = cfg.eval
+    chain = TreeShape(top_k=1, max_depth=ec.chain_depth, num_verify_tokens=ec.chain_depth + 1)
+    summary: dict[str, Any] = {"prompts_per_benchmark": ec.prompts, "max_new_tokens": ec.max_new_tokens}
+    for name in EVAL_DATASETS:
+        texts = data.first_turns(cfg.benchmark_dir / f"{name}.jsonl", ec.prompts)
+        prompts = [data.chat_ids(target.tokenizer, p) for p in texts]
+        runs = {}
+        for mode, shape in (("chain", chain), ("tree", ec.tree)):
+            path = out / f"{name}.{mode}.json"
+            if not path.is_file():
+                write_json(path, evaluate_mode(target, head, prompts, shape, ec.max_new_tokens, f"eval {name} {mode}"))
+            runs[mode] = json.loads(path.read_text())
+        summary[name] = {
+            "tree_tau": runs["tree"]["tau"],
+            "chain_tau": runs["chain"]["tau"],
+            **acceptance(runs["chain"]["accepted"], ec.chain_depth),
+            "tree_tokens_per_second": runs["tree"]["generated_tokens"] / runs["tree"]["seconds"],
+            "chain_tokens_per_second": runs["chain"]["generated_tokens"] / runs["chain"]["seconds"],
+            "outputs_identical": sum(a == b for a, b in zip(runs["tree"]["outputs"], runs["chain"]["outputs"])),
+            "prompts": len(prompts),
+        }
+    return summary

@@ -1,0 +1,52 @@
+"""Every stage in order, each reused when finished with the same settings."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import torch
+
+from .config import PipelineConfig
+from .evaluate import build_eval
+from .head import export_head
+from .prompts import build_prompts, build_self_instruct
+from .responses import build_responses
+from .target import Target
+from .train import build_train
+from .vocab import build_vocab
+from .workspace import run_stage, stage_settings, stage_summary, write_json
+
+STAGES = ("self_instruct", "prompts", "responses", "vocab", "train", "eval")
+
+
+def run_pipeline(target: Target, cfg: PipelineConfig) -> dict[str, Any]:
+    """Every stage in order (skipping completed ones); returns the report it writes."""
+    torch.set_num_threads(cfg.threads)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    work = cfg.work_dir.expanduser()
+    work.mkdir(parents=True, exist_ok=True)
+    s = stage_settings(cfg)
+    requests = run_stage(work, "self_instruct", s["self_instruct"], lambda out: build_self_instruct(target, cfg, out))
+    prompts = run_stage(work, "prompts", s["prompts"], lambda out: build_prompts(target, cfg, requests, out))
+    responses = run_stage(work, "responses", s["responses"], lambda out: build_responses(target, cfg, prompts, out))
+    vocab = run_stage(work, "vocab", s["vocab"], lambda out: build_vocab(target, cfg, responses, out))
+    trained = run_stage(work, "train", s["train"], lambda out: build_train(target, cfg, vocab, responses, out))
+    output = cfg.output_dir.expanduser()
+    size = export_head(target, vocab, trained, output)
+    run_stage(work, "eval", s["eval"], lambda out: build_eval(target, cfg, output, out))
+    report = {name: stage_summary(work, name) for name in STAGES}
+    report["export"] = {"path": str(cfg.output_dir), "bytes": size}
+    write_json(work / "report.json", report)
+    print_report(report)
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """One line per stage: minutes taken and the start of its summary."""
+    for name, entry in report.items():
+        seconds = entry.get("seconds")
+        timing = f" ({seconds / 60:.1f} min)" if seconds is not None else ""
+        print(f"{name}{timing}: {json.dumps(entry.get('summary', entry))[:600]}")
