@@ -7,7 +7,7 @@ from scipy.stats import chi2_contingency
 from torch import nn
 
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
-from sglang_cast.engine import Engine
+from sglang_cast.engine import Engine, StepLog
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.models.attention import AttentionBatch
 from sglang_cast.models.llama import rope_cos_sin
@@ -93,13 +93,14 @@ def test_bucket_without_speculation_decodes_plainly_and_catches_the_draft_up_lat
     lengths = [6, 14, 40, 40]
     params = [SamplingParams(max_new_tokens=n) for n in lengths]
     expected = [r.token_ids for r in engine("vanilla", target).generate(PROMPTS[:4], params)]
-    results = eng.generate(PROMPTS[:4], params)
+    steps = StepLog()
+    results = eng.generate(PROMPTS[:4], params, on_step=steps)
     assert [r.token_ids for r in results] == expected
-    plain = [h for h in eng.history if h.batch_size > 2]
-    drafted = [h for h in eng.history if h.batch_size <= 2]
+    plain = [h for h in steps.records if h.batch_size > 2]
+    drafted = [h for h in steps.records if h.batch_size <= 2]
     assert plain and all(h.verified == 0 and h.accepted == [0] * h.batch_size for h in plain)
     assert drafted and sum(map(sum, (h.accepted for h in drafted))) / sum(h.batch_size for h in drafted) > 0.5
-    assert not eng.draft_backlog  # every backlog was fed or released
+    assert not eng.runner.draft_backlog  # every backlog was fed or released
 
 
 def test_requests_join_and_leave_between_iterations():
@@ -179,17 +180,18 @@ def test_replay_of_recorded_traces_matches_the_live_engine(policy):
     target = tiny_target()
     params = SamplingParams(max_new_tokens=40)
     live = engine(policy, target, max_batch=1)
-    live_out = live.generate(PROMPTS[:3], params)
+    live_steps, recorded_steps = StepLog(), StepLog()
+    live_out = live.generate(PROMPTS[:3], params, on_step=live_steps)
     recording = engine(policy, target, max_batch=1)
     recording.record_traces()
-    recorded_out = recording.generate(PROMPTS[:3], params)
+    recorded_out = recording.generate(PROMPTS[:3], params, on_step=recorded_steps)
     assert [r.token_ids for r in recorded_out] == [r.token_ids for r in live_out]
-    replayed = replay(recording.traces, make_policy(policy, SETTINGS))
-    live_accepted = [h.accepted for h in live.history]
-    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recording.history]
+    replayed = replay(recorded_steps.traces, make_policy(policy, SETTINGS))
+    live_accepted = [h.accepted for h in live_steps.records]
+    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recorded_steps.records]
     exact = [i for i, o in enumerate(replayed.outcomes) if o.unrecorded == 0]
     assert len(exact) >= 0.8 * len(live_accepted)
-    assert len(recording.history) == len(live_accepted)
+    assert len(recorded_steps.records) == len(live_accepted)
     for i in exact:
         assert replayed.outcomes[i].num_accepted == live_accepted[i]
 
