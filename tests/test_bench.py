@@ -4,7 +4,6 @@ against vanilla, a divergence is reported, eagle2-best is the replayed argmax.""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from autotune.models import ModelPair
 from autotune.store import Store

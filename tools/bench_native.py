@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from sglang_cast.cast import SamplingParams
 from sglang_cast.engine import Engine, EngineArgs, build_engine
-from sglang_cast.engine.profiling import ForwardTimer
+from sglang_cast.engine.timing import ForwardTimer
 from sglang_cast.hardware import cpu_name
 from sglang_cast.models import KVCache
 from sglang_cast.models.loader import resolve_model_dir
