@@ -1,16 +1,18 @@
 """The native engine on tiny random models: lossless greedy decoding under every
 policy, speculative sampling distribution, stop conditions and input errors."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from scipy.stats import chi2_contingency
 from torch import nn
 
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
-from sglang_cast.engine import Engine, StepLog
+from sglang_cast.engine import Engine, StepLog, feature_layers
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.models.attention import AttentionBatch
-from sglang_cast.models.llama import rope_cos_sin
+from sglang_cast.models.llama import eagle3_feature_layers, rope_cos_sin
 
 VOCAB = 48
 
@@ -135,6 +137,8 @@ def test_prompt_too_long_and_empty_prompt_are_clear_errors():
         eng.add_request("x" * 30, SamplingParams(max_new_tokens=8))
     with pytest.raises(ValueError, match="at least one token"):
         eng.add_request([], SamplingParams())
+    with pytest.raises(ValueError, match=r"input_ids: token id 48 is outside the vocabulary \[0, 48\)"):
+        eng.add_request([1, 48], SamplingParams())
     with pytest.raises(ValueError, match="needs a draft head"):
         Engine(tiny_target(), CharTokenizer(), None, make_policy("cast", SETTINGS))
 
@@ -201,3 +205,34 @@ def test_trace_recording_refuses_sampling_requests():
     eng.record_traces()
     with pytest.raises(ValueError, match="temperature must be 0"):
         eng.add_request("hello", SamplingParams(temperature=0.7))
+
+
+def test_step_returns_what_it_did():
+    """Prefill-only steps carry no record; an iteration's record matches its batch;
+    every request is reported finished exactly once; traces only while recording."""
+    eng = engine("eagle2", tiny_target(), max_batch=2)
+    one_token = eng.add_request("ab", SamplingParams(max_new_tokens=1))  # finishes at prefill
+    first = eng.step()
+    assert first.finished == [one_token] and first.record is None and first.trace is None
+    longer = [eng.add_request(p, SamplingParams(max_new_tokens=n)) for p, n in (("hello", 9), ("zz", 4))]
+    finished = []
+    while eng.has_work:
+        step = eng.step()
+        running = len(eng.running) + len(step.finished)
+        assert step.record.batch_size == len(step.record.accepted) == running and step.trace is None
+        finished += step.finished
+    assert sorted(r.request_id for r in finished) == sorted(r.request_id for r in longer)
+    eng.record_traces()
+    eng.add_request("hello", SamplingParams(max_new_tokens=6))
+    eng.step()  # prefill
+    step = eng.step()
+    assert step.trace is not None and step.trace.batch_size == step.record.batch_size == 1
+
+
+def test_feature_layers_come_from_the_draft():
+    target = tiny_target()
+    assert feature_layers(target, MirrorDraft(target)) == ()
+    deep_target = SimpleNamespace(config=SimpleNamespace(num_layers=30))
+    eagle3 = SimpleNamespace(config=SimpleNamespace(layout="eagle3"))
+    assert feature_layers(deep_target, eagle3) == eagle3_feature_layers(30)
+    assert feature_layers(deep_target, SimpleNamespace(config=SimpleNamespace(layout="eagle"))) == ()
