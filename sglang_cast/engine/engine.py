@@ -75,7 +75,7 @@ class Engine:
                                         context_length=context_length)
         self._ids = itertools.count()
 
-    # What the runner and scheduler hold, read by the server, tools and tests.
+    # Read-only views of what the runner and the scheduler hold, for the server, tools and tests.
     target = property(lambda self: self.runner.target)
     draft = property(lambda self: self.runner.draft)
     policy = property(lambda self: self.runner.policy)

@@ -101,6 +101,8 @@ class Commit:
 
 @dataclass(frozen=True)
 class IterationOutput:
+    """What ``iterate`` hands back (the new tokens are already on the requests)."""
+
     record: IterationRecord
     trace: TraceIteration | None
 
