@@ -50,17 +50,28 @@ def number_in(kind: type, what: str, lo: float, hi: float):
     return parse
 
 
+def comma_list(text: str, kind: type, what: str, lo: float, hi: float, *, increasing: bool) -> tuple:
+    """The one parser of comma-separated number flags (cast-autotune's and
+    tools/bench.py's): ``kind`` values in [lo, hi], strictly increasing if asked.
+    Raises ``ValueError`` saying what was expected and what came."""
+    try:
+        values = tuple(kind(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    in_order = not increasing or list(values) == sorted(set(values))
+    if not values or any(not lo <= v <= hi for v in values) or not in_order:
+        order = "increasing " if increasing else ""
+        raise ValueError(f"expected {order}comma-separated {what} in {_bounds(kind, lo, hi)}, got {text!r}")
+    return values
+
+
 def increasing_list(kind: type, what: str, lo: float, hi: float):
     """argparse type: strictly increasing comma-separated ``kind`` values in [lo, hi]."""
     def parse(text: str) -> tuple:
         try:
-            values = tuple(kind(v) for v in text.split(","))
-        except ValueError:
-            values = ()
-        if not values or any(not lo <= v <= hi for v in values) or list(values) != sorted(set(values)):
-            raise argparse.ArgumentTypeError(
-                f"expected increasing comma-separated {what} in {_bounds(kind, lo, hi)}, got {text!r}")
-        return values
+            return comma_list(text, kind, what, lo, hi, increasing=True)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     return parse
 
 

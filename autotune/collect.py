@@ -56,25 +56,26 @@ def collect(pair: ModelPair, store: Store, device: str, prompts: PromptSet, conf
         run_ids.append(run_id)
         engine = pair.engine(make_policy("eagle2", settings), batch_size, config.context_length)
         engine.record_traces(config.shape)
+        recorded = 0  # traces of this run so far: the next one's index
         requests = [engine.add_request(pair.format_prompt(text), params) for text in prompts.texts]
         prompt_of = {r.request_id: pid for r, pid in zip(requests, prompts.ids)}
         bar = tqdm(total=len(requests), desc=f"collect B={batch_size}", unit="prompt", disable=not progress)
         while engine.has_work and not should_stop():
-            recorded = len(engine.traces)
-            finished = engine.step()
-            bar.update(len(finished))
-            if len(engine.traces) == recorded:
+            step = engine.step()
+            bar.update(len(step.finished))
+            if step.trace is None:
                 continue  # only prefills happened
             # The iteration's batch: still running, plus those it finished (a request
             # that finished at prefill never iterated).
-            batch = engine.running + [r for r in finished if r.stats.iterations > 0]
-            trace = engine.traces[-1]
+            batch = engine.running + [r for r in step.finished if r.stats.iterations > 0]
+            trace = step.trace
             assert len(batch) == trace.batch_size, "iteration batch does not match the recorded trace"
             ids = tuple(sorted(prompt_of[r.request_id] for r in batch))
             store.add_traces(device, pair.target_id, pair.draft_id, prompts.name, run_id,
-                             [(len(engine.traces) - 1, ids, trace)])
+                             [(recorded, ids, trace)])
+            recorded += 1
             iterations += 1
-            tokens += sum(engine.history[-1].accepted) + trace.batch_size
+            tokens += sum(step.record.accepted) + trace.batch_size
         bar.close()
         if should_stop():
             break

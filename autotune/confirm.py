@@ -7,7 +7,7 @@ per iteration, as ``ReplayResult`` does):
 * ``predicted`` — ``replay`` of the tuned policy on the stored traces of these
   same prompts (iterations whose whole batch is among them): what tuning believed;
 * ``live`` — committed tokens over the measured iteration time
-  (``engine.history``: draft + verify ms, prefill excluded);
+  (the engine's iteration records: draft + verify ms, prefill excluded);
 * ``charged`` — the live run's own decisions charged with the cost tables
   (``cast.trace.charge``, what replay charges): separates cost-table error
   (``live`` vs ``charged``) from trace-sampling error (``charged`` vs ``predicted``).
@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 
 from sglang_cast.cast import PolicySettings, SamplingParams, charge
 from sglang_cast.cast.policies import CastPolicy
+from sglang_cast.engine import StepLog
 
 from .models import ModelPair
 from .profiler import forward_timer
@@ -103,14 +104,14 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     engine = pair.engine(policy, batch_size, context_length)
     texts = [pair.format_prompt(t) for t in prompts.texts]
     engine.generate(texts[:1], SamplingParams(max_new_tokens=2))  # warm-up, excluded
-    engine.history.clear()
     policy.plans.clear()
+    log = StepLog()
     started = time.perf_counter()
-    results = engine.generate(texts, SamplingParams(max_new_tokens=max_new_tokens))
+    results = engine.generate(texts, SamplingParams(max_new_tokens=max_new_tokens), on_step=log)
     wall_s = time.perf_counter() - started
     after = _reference_ms(pair, batch_size, context)
 
-    history = engine.history
+    history = log.records
     tokens = sum(sum(h.accepted) + h.batch_size for h in history)
     live_ms = sum(h.draft_ms + h.verify_ms for h in history)
     charged_ms = sum(sum(charge(plan, plan.verified, h.depth, max(h.accepted)))

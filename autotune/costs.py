@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from sglang_cast.cast import CostModel, CostTable
-from sglang_cast.engine.profiling import interpolate_row
+from sglang_cast.engine.timing import interpolate_row
 
 from .errors import AutotuneError
 from .store import Measurement, Setup, Store

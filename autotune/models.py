@@ -1,12 +1,13 @@
 """The target/draft pair being tuned, loaded once and shared by every stage.
 
 Measurements and traces are keyed by the pair's identifiers, so a trained draft
-head never inherits traces (acceptance) recorded with another head.  Until the
-shipped head for the embedded model exists, a random-weight EAGLE head of the
-target's layer shape stands in: its forward costs are those of a real EAGLE-1/2
-head of that shape (cost does not depend on weights), but its acceptance is
-near zero, so thresholds tuned on its traces must be re-tuned once a trained
-head ships.  Its identifier says so (``random-eagle-head:seed=<seed>``).
+head never inherits traces (acceptance) recorded with another head.  The embedded
+model's head ships in sglang_cast/assets/smollm2-135m-eagle/ and is the default.
+For a run without it (``--draft-path`` unset and the asset missing), a random-weight
+EAGLE head of the target's layer shape stands in: its forward costs are those of a
+real EAGLE-1/2 head of that shape (cost does not depend on weights), but its
+acceptance is near zero, so thresholds tuned on its traces must be re-tuned with a
+trained head.  Its identifier says so (``random-eagle-head:seed=<seed>``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from typing import Any
 import torch
 
 from sglang_cast.cast import Policy
-from sglang_cast.engine import Engine
+from sglang_cast.engine import Engine, feature_layers
 from sglang_cast.engine.build import DTYPES, default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
-from sglang_cast.models.llama import eagle3_feature_layers
 from sglang_cast.models.loader import EMBEDDED_NAME
 
 from .errors import AutotuneError
@@ -42,7 +42,6 @@ class ModelPair:
     draft_id: str
     dtype: str
     eos_token_ids: tuple[int, ...] = ()
-    eagle3_layers: tuple[int, ...] = ()
     chat_template: bool = True  # wrap prompts in the tokenizer's chat template
 
     @property
@@ -60,7 +59,7 @@ class ModelPair:
     @property
     def feature_width(self) -> int:
         """Width of the features the draft reads (3 target layers for EAGLE-3)."""
-        return self.target.config.hidden_size * max(1, len(self.eagle3_layers))
+        return self.target.config.hidden_size * max(1, len(feature_layers(self.target, self.draft)))
 
     def format_prompt(self, text: str) -> str:
         if not self.chat_template:
@@ -71,7 +70,7 @@ class ModelPair:
     def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
         return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids, eagle3_layers=self.eagle3_layers)
+                      eos_token_ids=self.eos_token_ids)
 
 
 def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:
@@ -122,5 +121,4 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
         except (FileNotFoundError, ValueError) as err:
             raise AutotuneError(f"--draft-path: {err}") from None
         draft_id = f"{path.resolve()}#{weights_digest(path)}"
-    layers = eagle3_feature_layers(config.num_layers) if draft.config.layout == "eagle3" else ()
-    return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids, layers)
+    return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids)

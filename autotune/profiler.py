@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from tqdm import tqdm
 
-from sglang_cast.engine.profiling import ForwardTimer, summarise
+from sglang_cast.engine.timing import ForwardTimer, summarise
 from sglang_cast.models import KVCache
 
 from .grid import GridPoint, ProfileGrid

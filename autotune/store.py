@@ -35,7 +35,7 @@ from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sglang_cast.cast import TraceIteration
-from sglang_cast.engine.profiling import Timing
+from sglang_cast.engine.timing import Timing
 
 from .errors import RUNTIME, AutotuneError
 

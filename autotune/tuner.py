@@ -21,7 +21,7 @@ import torch
 from sqlalchemy.exc import DatabaseError
 
 from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, ReplayResult, Thresholds, TraceIteration,
-                              TreeShape, make_policy, replay)
+                              TreeShape, bucket_index, make_policy, replay)
 
 from .errors import RUNTIME, AutotuneError
 from .space import SearchSpace
@@ -36,8 +36,7 @@ def assign_buckets(traces: list[T], bucket_sizes: tuple[int, ...]) -> dict[int, 
     every bucket go to the last one."""
     by_bucket: dict[int, list[T]] = {size: [] for size in bucket_sizes}
     for trace in traces:
-        size = next((s for s in bucket_sizes if trace.batch_size <= s), bucket_sizes[-1])
-        by_bucket[size].append(trace)
+        by_bucket[bucket_sizes[bucket_index(trace.batch_size, bucket_sizes)]].append(trace)
     return by_bucket
 
 

@@ -11,7 +11,7 @@ import random
 
 import torch
 
-from sglang_cast.cast import DraftTree
+from sglang_cast.cast import DraftTree, ancestor_mask
 
 
 def path_of(tree: DraftTree, b: int, node: int) -> tuple[int, ...]:
@@ -77,3 +77,21 @@ def random_tree(rng: random.Random, batch: int, size: int, vocab: int = 50) -> D
         tree.add_layer(torch.tensor(tokens).view(-1, 1), torch.tensor(parents).view(-1, 1),
                        torch.tensor(values, dtype=torch.float64).view(-1, 1))
     return tree
+
+
+def root_to_leaf_paths(parents: torch.Tensor) -> torch.Tensor:
+    """Paths from the root to every leaf, ``[B, max_leaves, max_depth + 1]``, -1 padded
+    (leaves ordered by local index): the tree written out, for checking masks."""
+    batch, n = parents.shape
+    mask = ancestor_mask(parents)
+    has_child = torch.zeros((batch, n), dtype=torch.bool, device=parents.device)
+    valid_child = parents >= 0
+    has_child.scatter_(1, parents.clamp(min=0), valid_child)
+    leaves = [torch.nonzero(~has_child[b]).flatten() for b in range(batch)]
+    depth = int(mask.sum(-1).max())
+    out = torch.full((batch, max(len(x) for x in leaves), depth), -1, dtype=torch.long, device=parents.device)
+    for b, leaf_ids in enumerate(leaves):
+        for k, leaf in enumerate(leaf_ids.tolist()):
+            path = torch.nonzero(mask[b, leaf]).flatten()  # ancestors are in index order
+            out[b, k, : path.numel()] = path
+    return out

@@ -6,7 +6,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sglang_cast.cast import CostModel, PolicySettings, Thresholds, TreeShape, make_policy
-from sglang_cast.cast.algorithm1 import largest_valid_index, largest_valid_index_loop
+from sglang_cast.cast.algorithm1 import largest_valid_index
+
+
+def largest_valid_index_loop(utilities: list[float], costs: list[float], threshold: float) -> int:
+    """The O(n²) definition written as loops: the oracle the vectorised version must match."""
+    best = 1
+    for j in range(len(utilities)):
+        if all((utilities[j] - utilities[i]) / (costs[j] - costs[i]) >= threshold for i in range(j)):
+            best = j + 1
+    return best
+
 
 increments = st.lists(st.floats(min_value=1e-3, max_value=10.0), min_size=1, max_size=40)
 

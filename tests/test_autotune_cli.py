@@ -13,7 +13,7 @@ from autotune.labels import check_label
 from autotune.store import Setup, Store
 from autotune.tuner import tune_bucket
 from sglang_cast.cast import BucketSettings, PolicySettings, Thresholds, TreeShape, make_policy, replay
-from sglang_cast.engine.profiling import Timing
+from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
 from test_autotune_tuner import GRID, chain_costs, chain_trace
 

@@ -14,8 +14,8 @@ import torch
 from autotune.space import Grid
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, vanilla_if_faster
-from sglang_cast.cast import (CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander, TreeShape, grow_tree,
-                              make_policy)
+from sglang_cast.cast import (BucketSettings, CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander,
+                              TreeShape, grow_tree, make_policy)
 
 ACCEPTED = 3  # the target accepts the top-1 chain to this depth
 VOCAB = 8
@@ -96,4 +96,7 @@ def test_traces_go_to_the_first_bucket_covering_their_batch_size():
     traces = [chain_trace(b) for b in (1, 2, 4, 5, 9)]
     buckets = assign_buckets(traces, (1, 4, 8))
     assert {k: [t.batch_size for t in v] for k, v in buckets.items()} == {1: [1], 4: [2, 4], 8: [5, 9]}
+    settings = PolicySettings(buckets=tuple(BucketSettings(size) for size in (1, 4, 8)), costs=chain_costs())
+    for size, bucket in buckets.items():  # the rule a policy uses live is the one tuning used
+        assert all(settings.for_batch(t.batch_size).max_batch_size == size for t in bucket)
     assert even_sample(list(range(10)), 4) == [0, 2, 5, 7]

@@ -3,20 +3,15 @@ against vanilla, a divergence is reported, eagle2-best is the replayed argmax.""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-import torch
 
 from autotune.models import ModelPair
 from autotune.store import Store
 from autotune.tuner import replay_settings
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape
+from sglang_cast.engine import StepLog
 from test_engine import CharTokenizer, MirrorDraft, tiny_target
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench  # noqa: E402
+from tools import bench
 
 SHAPE = TreeShape(top_k=3, max_depth=3, num_verify_tokens=8)
 
@@ -45,7 +40,7 @@ def test_method_names_and_shape_sources():
         bench.Method.parse("fast")
     with pytest.raises(bench.BenchError, match="only shape suffix"):
         bench.Method.parse("cast@big")
-    with pytest.raises(bench.BenchError, match=r"--batch-size: every value must be in \[1, 256\]"):
+    with pytest.raises(bench.BenchError, match=r"--batch-size: expected comma-separated integers in \[1, 256\], got '1,0'"):
         bench.parse_list("1,0", int, "--batch-size", 1, 256)
 
 
@@ -104,15 +99,16 @@ def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
 def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     engine = pair.engine(bench.make_policy("eagle2", settings()), 2, 64)
     engine.record_traces(SHAPE)
-    engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=16, ignore_eos=True))
+    log = StepLog()
+    engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=16, ignore_eos=True), on_step=log)
     store = Store(tmp_path / "t.db")
     store.add_traces("cpu", pair.target_id, pair.draft_id, "tiny", "run", [(i, ("p",), t) for i, t in
-                                                                            enumerate(engine.traces)])
+                                                                            enumerate(log.traces)])
     store.close()
     best = bench.best_static_shapes(pair, settings(), [2], tmp_path / "t.db", max_traces=40)
-    rate = replay_settings(engine.traces, settings().with_shape(best[2]), "eagle2").tokens_per_s
+    rate = replay_settings(log.traces, settings().with_shape(best[2]), "eagle2").tokens_per_s
     for shape in (TreeShape(1, 1, 2), TreeShape(3, 3, 8), TreeShape(2, 2, 4)):
-        assert rate >= replay_settings(engine.traces, settings().with_shape(shape), "eagle2").tokens_per_s
+        assert rate >= replay_settings(log.traces, settings().with_shape(shape), "eagle2").tokens_per_s
     with pytest.raises(bench.BenchError, match="no traces for draft other"):
         bench.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, "tiny-target", "other",
                                            "float32"), settings(), [2], tmp_path / "t.db", 40)
@@ -124,7 +120,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     assert "unknown method 'nope'" in capsys.readouterr().err
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--temperature", "3"]) == 2
-    assert "--temperature: every value must be in [0, 2]" in capsys.readouterr().err
+    assert "--temperature: expected comma-separated numbers in [0, 2], got '3'" in capsys.readouterr().err
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--batch-size", "1,8", "--num-prompts", "4"]) == 2
     assert "4 prompts cannot fill batch size 8" in capsys.readouterr().err

@@ -1,16 +1,18 @@
 """The native engine on tiny random models: lossless greedy decoding under every
 policy, speculative sampling distribution, stop conditions and input errors."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from scipy.stats import chi2_contingency
 from torch import nn
 
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
-from sglang_cast.engine import Engine
+from sglang_cast.engine import Engine, StepLog, feature_layers
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.models.attention import AttentionBatch
-from sglang_cast.models.llama import rope_cos_sin
+from sglang_cast.models.llama import eagle3_feature_layers, rope_cos_sin
 
 VOCAB = 48
 
@@ -93,13 +95,14 @@ def test_bucket_without_speculation_decodes_plainly_and_catches_the_draft_up_lat
     lengths = [6, 14, 40, 40]
     params = [SamplingParams(max_new_tokens=n) for n in lengths]
     expected = [r.token_ids for r in engine("vanilla", target).generate(PROMPTS[:4], params)]
-    results = eng.generate(PROMPTS[:4], params)
+    steps = StepLog()
+    results = eng.generate(PROMPTS[:4], params, on_step=steps)
     assert [r.token_ids for r in results] == expected
-    plain = [h for h in eng.history if h.batch_size > 2]
-    drafted = [h for h in eng.history if h.batch_size <= 2]
+    plain = [h for h in steps.records if h.batch_size > 2]
+    drafted = [h for h in steps.records if h.batch_size <= 2]
     assert plain and all(h.verified == 0 and h.accepted == [0] * h.batch_size for h in plain)
     assert drafted and sum(map(sum, (h.accepted for h in drafted))) / sum(h.batch_size for h in drafted) > 0.5
-    assert not eng.draft_backlog  # every backlog was fed or released
+    assert not eng.runner.draft_backlog  # every backlog was fed or released
 
 
 def test_requests_join_and_leave_between_iterations():
@@ -134,6 +137,8 @@ def test_prompt_too_long_and_empty_prompt_are_clear_errors():
         eng.add_request("x" * 30, SamplingParams(max_new_tokens=8))
     with pytest.raises(ValueError, match="at least one token"):
         eng.add_request([], SamplingParams())
+    with pytest.raises(ValueError, match=r"input_ids: token id 48 is outside the vocabulary \[0, 48\)"):
+        eng.add_request([1, 48], SamplingParams())
     with pytest.raises(ValueError, match="needs a draft head"):
         Engine(tiny_target(), CharTokenizer(), None, make_policy("cast", SETTINGS))
 
@@ -179,17 +184,18 @@ def test_replay_of_recorded_traces_matches_the_live_engine(policy):
     target = tiny_target()
     params = SamplingParams(max_new_tokens=40)
     live = engine(policy, target, max_batch=1)
-    live_out = live.generate(PROMPTS[:3], params)
+    live_steps, recorded_steps = StepLog(), StepLog()
+    live_out = live.generate(PROMPTS[:3], params, on_step=live_steps)
     recording = engine(policy, target, max_batch=1)
     recording.record_traces()
-    recorded_out = recording.generate(PROMPTS[:3], params)
+    recorded_out = recording.generate(PROMPTS[:3], params, on_step=recorded_steps)
     assert [r.token_ids for r in recorded_out] == [r.token_ids for r in live_out]
-    replayed = replay(recording.traces, make_policy(policy, SETTINGS))
-    live_accepted = [h.accepted for h in live.history]
-    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recording.history]
+    replayed = replay(recorded_steps.traces, make_policy(policy, SETTINGS))
+    live_accepted = [h.accepted for h in live_steps.records]
+    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recorded_steps.records]
     exact = [i for i, o in enumerate(replayed.outcomes) if o.unrecorded == 0]
     assert len(exact) >= 0.8 * len(live_accepted)
-    assert len(recording.history) == len(live_accepted)
+    assert len(recorded_steps.records) == len(live_accepted)
     for i in exact:
         assert replayed.outcomes[i].num_accepted == live_accepted[i]
 
@@ -199,3 +205,34 @@ def test_trace_recording_refuses_sampling_requests():
     eng.record_traces()
     with pytest.raises(ValueError, match="temperature must be 0"):
         eng.add_request("hello", SamplingParams(temperature=0.7))
+
+
+def test_step_returns_what_it_did():
+    """Prefill-only steps carry no record; an iteration's record matches its batch;
+    every request is reported finished exactly once; traces only while recording."""
+    eng = engine("eagle2", tiny_target(), max_batch=2)
+    one_token = eng.add_request("ab", SamplingParams(max_new_tokens=1))  # finishes at prefill
+    first = eng.step()
+    assert first.finished == [one_token] and first.record is None and first.trace is None
+    longer = [eng.add_request(p, SamplingParams(max_new_tokens=n)) for p, n in (("hello", 9), ("zz", 4))]
+    finished = []
+    while eng.has_work:
+        step = eng.step()
+        running = len(eng.running) + len(step.finished)
+        assert step.record.batch_size == len(step.record.accepted) == running and step.trace is None
+        finished += step.finished
+    assert sorted(r.request_id for r in finished) == sorted(r.request_id for r in longer)
+    eng.record_traces()
+    eng.add_request("hello", SamplingParams(max_new_tokens=6))
+    eng.step()  # prefill
+    step = eng.step()
+    assert step.trace is not None and step.trace.batch_size == step.record.batch_size == 1
+
+
+def test_feature_layers_come_from_the_draft():
+    target = tiny_target()
+    assert feature_layers(target, MirrorDraft(target)) == ()
+    deep_target = SimpleNamespace(config=SimpleNamespace(num_layers=30))
+    eagle3 = SimpleNamespace(config=SimpleNamespace(layout="eagle3"))
+    assert feature_layers(deep_target, eagle3) == eagle3_feature_layers(30)
+    assert feature_layers(deep_target, SimpleNamespace(config=SimpleNamespace(layout="eagle"))) == ()

@@ -9,7 +9,6 @@ from sglang_cast.engine import Engine
 from sglang_cast.engine.build import default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
-from sglang_cast.models.llama import eagle3_feature_layers
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +49,8 @@ def random_head(target, config):
 
 def run(model, draft, policy, batch):
     target, config, tokenizer, prompts = model
-    layers = eagle3_feature_layers(config.num_layers) if draft is not None and draft.config.layout == "eagle3" else ()
     engine = Engine(target, tokenizer, draft, make_policy(policy, SETTINGS), max_batch_size=batch,
-                    context_length=512, eos_token_ids=config.eos_token_ids, eagle3_layers=layers)
+                    context_length=512, eos_token_ids=config.eos_token_ids)
     return engine.generate(prompts, SamplingParams(max_new_tokens=64))
 
 

@@ -16,7 +16,7 @@ from test_engine import SETTINGS, CharTokenizer, MirrorDraft, tiny_target
 
 from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape,
                               make_policy)
-from sglang_cast.engine import Engine
+from sglang_cast.engine import Engine, StepOutput
 from sglang_cast.profile import Profile, save_profile
 from sglang_cast.server.app import create_app
 from sglang_cast.server.config import ServerConfig
@@ -68,7 +68,7 @@ class StepGate:
                     self._budget -= 1
             if held:
                 time.sleep(0.005)
-                return []
+                return StepOutput()
             time.sleep(delay)
             return step()
 

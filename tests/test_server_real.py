@@ -23,7 +23,6 @@ from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShap
 from sglang_cast.engine import Engine
 from sglang_cast.engine.build import default_draft_path
 from sglang_cast.models import load_draft, load_target
-from sglang_cast.models.llama import eagle3_feature_layers
 from sglang_cast.server.app import create_app
 from sglang_cast.server.config import ServerConfig
 
@@ -54,9 +53,8 @@ def model():
 def engine(model, policy, max_batch):
     target, config, tokenizer, draft = model
     draft = draft if policy != "vanilla" else None
-    layers = eagle3_feature_layers(config.num_layers) if draft is not None and draft.config.layout == "eagle3" else ()
     return Engine(target, tokenizer, draft, make_policy(policy, SETTINGS), max_batch_size=max_batch,
-                  context_length=1024, eos_token_ids=config.eos_token_ids, eagle3_layers=layers)
+                  context_length=1024, eos_token_ids=config.eos_token_ids)
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, ancestor_mask, root_to_leaf_paths,
-                              select_verified, target_probs, verify_greedy, verify_sampling)
+from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, ancestor_mask, select_verified, target_probs,
+                              verify_greedy, verify_sampling)
 from sglang_cast.cast import verify as verify_module
-from synthetic import path_of, random_tree
+from synthetic import path_of, random_tree, root_to_leaf_paths
 
 
 @settings(max_examples=200, deadline=None)

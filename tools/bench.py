@@ -49,20 +49,17 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from autotune.cli import comma_list
+from autotune.errors import AutotuneError
+from autotune.models import ModelPair, load_model_pair
+from autotune.prompts import load_prompts
+from autotune.store import Store, default_db_path
+from autotune.tuner import assign_buckets, even_sample, replay_settings
+from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.engine import Engine, StepLog
+from sglang_cast.hardware import cpu_name, device_name
+from sglang_cast.profile import ProfileError, find_profile, load_profile
 
-from autotune.errors import AutotuneError  # noqa: E402
-from autotune.models import ModelPair, load_model_pair  # noqa: E402
-from autotune.prompts import load_prompts  # noqa: E402
-from autotune.store import Store, default_db_path  # noqa: E402
-from autotune.tuner import assign_buckets, even_sample, replay_settings  # noqa: E402
-from sglang_cast.cast import POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy  # noqa: E402
-from sglang_cast.engine import Engine  # noqa: E402
-from sglang_cast.hardware import cpu_name, device_name  # noqa: E402
-from sglang_cast.profile import ProfileError, find_profile, load_profile  # noqa: E402
-
-EAGLE2_SHAPE = TreeShape(top_k=10, max_depth=6, num_verify_tokens=60)
 BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
 WARMUP_TOKENS = 8
 
@@ -117,14 +114,11 @@ class Record:
 
 # ---------------------------------------------------------------- inputs
 
-def parse_list(text: str, kind, name: str, low: float, high: float) -> list:
+def parse_list(text: str, kind: type, name: str, low: float, high: float) -> tuple:
     try:
-        values = [kind(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise BenchError(f"{name}: expected a comma-separated list of {kind.__name__}, got {text!r}") from None
-    if not values or any(not low <= v <= high for v in values):
-        raise BenchError(f"{name}: every value must be in [{low:g}, {high:g}], got {text!r}")
-    return values
+        return comma_list(text, kind, "integers" if kind is int else "numbers", low, high, increasing=False)
+    except ValueError as err:
+        raise BenchError(f"{name}: {err}") from None
 
 
 def load_settings(path: str | None) -> tuple[PolicySettings, str]:
@@ -187,16 +181,16 @@ def method_settings(method: Method, settings: PolicySettings, best: dict[int, Tr
 
 def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: list[str], batch_size: int,
             temperature: float, max_new_tokens: int, context_length: int) -> tuple[list[list[int]], dict]:
-    """Decode every prompt once (after a warm-up) and summarise the engine's history."""
+    """Decode every prompt once (after a warm-up) and summarise its iteration records."""
     engine: Engine = pair.engine(make_policy(method.policy, settings), batch_size, context_length)
     engine.generate(prompts[:batch_size], SamplingParams(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
-    engine.history.clear()
     params = [SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=i)
               for i in range(len(prompts))]
+    log = StepLog()
     start = time.perf_counter()
-    results = engine.generate(prompts, params)
+    results = engine.generate(prompts, params, on_step=log)
     seconds = time.perf_counter() - start
-    history = engine.history
+    history = log.records
     sequences = sum(len(r.accepted) for r in history) or 1
     tokens = sum(len(r.token_ids) for r in results)
     stats = {

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, make_policy
-from sglang_cast.engine import Engine
-from sglang_cast.engine.profiling import ForwardTimer
+from sglang_cast.cast import SamplingParams
+from sglang_cast.engine import Engine, EngineArgs, build_engine
+from sglang_cast.engine.timing import ForwardTimer
 from sglang_cast.hardware import cpu_name
-from sglang_cast.models import KVCache, load_target
+from sglang_cast.models import KVCache
 from sglang_cast.models.loader import resolve_model_dir
 
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mt_bench.jsonl"
@@ -90,15 +90,13 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    target, config, tokenizer = load_target(None, "cpu", torch.float32)
+    engine = build_engine(EngineArgs(policy="vanilla", max_batch_size=1, context_length=2048))
+    target, tokenizer = engine.target, engine.tokenizer
     hf_dir = resolve_model_dir(None)
     hf_model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     hf_tokenizer = AutoTokenizer.from_pretrained(hf_dir)
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
                                              tokenize=False) for p in first_turns(DATASET, args.prompts)]
-    vanilla = make_policy("vanilla", PolicySettings.single(CostModel.linear(1.0, 0.0)))
-    engine = Engine(target, tokenizer, None, vanilla, max_batch_size=1, context_length=2048,
-                    eos_token_ids=config.eos_token_ids)
     time_ours(engine, prompts[:1], 8)  # warm-up, excluded
     time_transformers(hf_model, hf_tokenizer, prompts[:1], 8)
     ours, theirs = [], []

@@ -6,17 +6,17 @@ from .costs import CostModel, CostTable, select_bucket
 from .expand import Expander, grow_tree, top_candidates
 from .policies import POLICIES, IterationPlan, Policy, make_policy
 from .sampling import RequestSampler, SamplingParams, target_probs
-from .settings import BucketSettings, PolicySettings, Thresholds, TreeShape
+from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
 from .trace import (IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge, replay,
                     replay_iteration)
-from .tree import DraftTree, VerifyTree, ancestor_mask, root_to_leaf_paths, select_verified
+from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
 from .verify import VerifyResult, verify_greedy, verify_sampling
 
 __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "Expander", "grow_tree",
     "top_candidates", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
-    "SamplingParams", "target_probs", "BucketSettings", "PolicySettings", "Thresholds", "TreeShape",
+    "SamplingParams", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay", "replay_iteration",
-    "DraftTree", "VerifyTree", "ancestor_mask", "root_to_leaf_paths", "select_verified",
+    "DraftTree", "VerifyTree", "ancestor_mask", "select_verified",
     "VerifyResult", "verify_greedy", "verify_sampling",
 ]

@@ -43,12 +43,3 @@ def largest_valid_index(utilities: torch.Tensor, costs: torch.Tensor, threshold:
     bad = earlier & (slope < threshold)
     valid = ~bad.any(dim=0)
     return int(torch.nonzero(valid).max()) + 1
-
-
-def largest_valid_index_loop(utilities: list[float], costs: list[float], threshold: float) -> int:
-    """The O(n²) definition written as loops.  Test oracle only."""
-    best = 1
-    for j in range(len(utilities)):
-        if all((utilities[j] - utilities[i]) / (costs[j] - costs[i]) >= threshold for i in range(j)):
-            best = j + 1
-    return best

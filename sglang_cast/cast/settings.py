@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 from .costs import CostModel
 
@@ -51,6 +51,22 @@ class TreeShape:
         _positive_int("num_verify_tokens", self.num_verify_tokens)
         if self.num_verify_tokens < 2:
             raise ValueError(f"num_verify_tokens must be >= 2 (root + one draft token), got {self.num_verify_tokens}")
+
+    @property
+    def kv_room(self) -> int:
+        """KV positions past the context one iteration with this shape may use: the
+        root, every drafted node (``top_k`` per level, ``max_depth`` levels) and the
+        verified tokens.  Engines reserve the largest of these once, with their caches."""
+        return 1 + self.top_k * self.max_depth + self.num_verify_tokens
+
+
+EAGLE2_SHAPE = TreeShape()  # EAGLE-2's default static tree: depth 6, top-k 10, 60 tokens
+
+
+def bucket_index(batch_size: int, max_batch_sizes: Sequence[int]) -> int:
+    """Index of the first bucket whose ``max_batch_size`` covers ``batch_size``; the
+    last bucket covers every larger batch.  ``max_batch_sizes`` is increasing."""
+    return next((i for i, size in enumerate(max_batch_sizes) if batch_size <= size), len(max_batch_sizes) - 1)
 
 
 @dataclass(frozen=True)
@@ -144,10 +160,12 @@ class PolicySettings:
 
     def for_batch(self, batch_size: int) -> BucketSettings:
         """The first bucket covering ``batch_size``; the last bucket covers the rest."""
-        for bucket in self.buckets:
-            if batch_size <= bucket.max_batch_size:
-                return bucket
-        return self.buckets[-1]
+        return self.buckets[bucket_index(batch_size, [b.max_batch_size for b in self.buckets])]
+
+    @property
+    def kv_room(self) -> int:
+        """KV positions past the context the largest tree of any bucket may use."""
+        return max(b.shape.kv_room for b in self.buckets)
 
     def with_shape(self, shape: TreeShape, speculate: bool | None = None) -> PolicySettings:
         """The same settings with one tree shape for every bucket (and, if given, one

@@ -110,11 +110,6 @@ class VerifyTree:
         """Absolute positions: the root sits at the first free cache slot."""
         return context_lens.view(-1, 1) + self.depths
 
-    def paths(self) -> torch.Tensor:
-        """Root-to-leaf paths as local indices ``[B, leaves, depth + 1]`` padded
-        with -1 (leaves ordered by local index)."""
-        return root_to_leaf_paths(self.parents)
-
 
 def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     """Root plus each sequence's top-``num_nodes`` ranked nodes (a valid subtree)."""
@@ -152,20 +147,3 @@ def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
     for i in range(1, n):
         mask[:, i] |= mask[rows, parents[:, i].clamp(min=0)] & (parents[:, i] >= 0).view(-1, 1)
     return mask
-
-
-def root_to_leaf_paths(parents: torch.Tensor) -> torch.Tensor:
-    """Paths from the root to every leaf, ``[B, max_leaves, max_depth + 1]``, -1 padded."""
-    batch, n = parents.shape
-    mask = ancestor_mask(parents)
-    has_child = torch.zeros((batch, n), dtype=torch.bool, device=parents.device)
-    valid_child = parents >= 0
-    has_child.scatter_(1, parents.clamp(min=0), valid_child)
-    leaves = [torch.nonzero(~has_child[b]).flatten() for b in range(batch)]
-    depth = int(mask.sum(-1).max())
-    out = torch.full((batch, max(len(x) for x in leaves), depth), -1, dtype=torch.long, device=parents.device)
-    for b, leaf_ids in enumerate(leaves):
-        for k, leaf in enumerate(leaf_ids.tolist()):
-            path = torch.nonzero(mask[b, leaf]).flatten()  # ancestors are in index order
-            out[b, k, : path.numel()] = path
-    return out

@@ -10,7 +10,6 @@ import torch
 
 from ..cast import CostModel, PolicySettings, make_policy
 from ..models import load_draft, load_target
-from ..models.llama import eagle3_feature_layers
 from .engine import Engine
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -60,9 +59,8 @@ def build_engine(args: EngineArgs) -> Engine:
         if draft_path is None:
             raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
         draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype])
-    layers = eagle3_feature_layers(config.num_layers) if draft is not None and draft.config.layout == "eagle3" else ()
     max_context = config.max_position_embeddings
     if args.context_length > max_context:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
     return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
-                  context_length=args.context_length, eos_token_ids=config.eos_token_ids, eagle3_layers=layers)
+                  context_length=args.context_length, eos_token_ids=config.eos_token_ids)

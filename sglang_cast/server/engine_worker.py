@@ -247,21 +247,14 @@ class EngineWorker:
 
     def _step(self) -> None:
         try:
-            self.engine.step()
-            self._record_iterations()
+            record = self.engine.step().record
+            if record is not None:
+                self.metrics.observe_iteration(record)
             for tracked in list(self._tracked.values()):
                 self._publish_progress(tracked)
         except Exception as err:
             log.exception("engine step failed; aborting the requests in flight")
             self._abort_all(f"engine error: {err}", 500)
-
-    def _record_iterations(self) -> None:
-        # The server is the engine's only consumer of ``history``: it turns records into
-        # metrics and drops them, so a long-running server does not grow the list forever.
-        records = self.engine.history
-        for record in records:
-            self.metrics.observe_iteration(record)
-        records.clear()
 
     def _publish_progress(self, tracked: _Tracked) -> None:
         request = tracked.request

@@ -31,7 +31,7 @@ APPLY_TIMEOUT_SECONDS = 120.0  # one iteration of a large model under load, with
 def tree_room(settings: PolicySettings) -> int:
     """KV positions past the context the largest tree of ``settings`` may use; the
     same bound ``Engine.__init__`` reserves once, when it allocates its caches."""
-    return 1 + max(b.shape.top_k * b.shape.max_depth + b.shape.num_verify_tokens for b in settings.buckets)
+    return settings.kv_room
 
 
 def _now() -> str:

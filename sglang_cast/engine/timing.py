@@ -59,7 +59,7 @@ class ForwardTimer:
     @torch.inference_mode()
     def time(self, batch_size: int, context_len: int, n: int, warmup: int = 2, repeats: int = 7) -> Timing:
         if batch_size > self.cache.max_batch:
-            raise ValueError(f"batch_size {batch_size} exceeds the profiling cache's {self.cache.max_batch} slots")
+            raise ValueError(f"batch_size {batch_size} exceeds the timing cache's {self.cache.max_batch} slots")
         if context_len + n > self.cache.capacity:
             raise ValueError(f"context {context_len} + n {n} exceeds the cache capacity {self.cache.capacity}")
         slots = torch.arange(batch_size, device=self.device)

@@ -1,0 +1,47 @@
+"""Trace recording (CAST.md §8) as a speculation strategy of the runner: the same
+iteration, drafted and accepted differently.
+
+It drafts the full EAGLE-2 expansion, verifies every node, stores the iteration as
+a trace, and accepts what the engine's own policy would have accepted on it (its
+decisions replayed on the fresh record), so recording does not change the output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..cast import Policy, RecordingExpander, grow_tree, replay_iteration, select_verified, verify_greedy
+from .runner import Accepted, Batch, Drafted, SpeculativeRunner
+
+
+class TraceRecording:
+    """Speculation that records each iteration; greedy requests only (replay is
+    defined for greedy).  ``trace_policy`` is EAGLE-2 with the recording shape."""
+
+    def __init__(self, trace_policy: Policy) -> None:
+        self.trace_policy = trace_policy
+        self._recorder: RecordingExpander | None = None  # the current iteration's, from draft to accept
+
+    def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
+        plan = self.trace_policy.begin(len(batch.requests), int(batch.context.max()))
+        runner.feed_backlog(batch.requests)
+        self._recorder = RecordingExpander(runner.expander(batch), plan.top_k)
+        tree = grow_tree(plan, self._recorder, batch.roots)
+        return Drafted(select_verified(tree, tree.size - 1), True, tree)
+
+    def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
+        vtree = drafted.vtree
+        argmax = torch.argmax(logits, dim=-1)  # [B, n]
+        by_node = torch.empty_like(argmax).scatter_(1, vtree.node_ids, argmax)  # [B, T]
+        trace = self._recorder.finish(drafted.tree, batch.context, by_node)
+        self._recorder = None
+        outcome = replay_iteration(trace, runner.policy)
+        full = verify_greedy(vtree, argmax)
+        paths, bonus = [], []
+        for b, accepted in enumerate(outcome.num_accepted):
+            # A policy may accept a candidate the full tree never kept (verified through its
+            # parent's argmax, but with no K/V of its own); commit only what was fed.
+            path = full.accepted[b, : min(accepted, int(full.num_accepted[b]))].tolist()
+            paths.append(path)
+            bonus.append(int(argmax[b, path[-1] if path else 0]))
+        return Accepted(paths, bonus, trace)

@@ -1,0 +1,1 @@
+"""Command-line tools of the repository (benchmarks, draft-head training); run them as scripts."""
