@@ -75,7 +75,7 @@ GPUS: dict[str, GpuSpec] = {
                        "accumulate 165.2 TFLOPS dense)"),
 }
 
-# Paper settings (CAST.md §7, A800): batch 1 — depth 13, top-k 12, 72 tokens;
+# Paper settings (docs/design/cast.md §7, A800): batch 1 — depth 13, top-k 12, 72 tokens;
 # batch 8 — depth 9, top-k 12, 72 tokens.  The last bucket also covers larger batches.
 DEFAULT_BUCKETS = (
     BucketSettings(1, TreeShape(top_k=12, max_depth=13, num_verify_tokens=72), Thresholds(1.0, 1.0, 1.0)),

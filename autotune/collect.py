@@ -1,4 +1,4 @@
-"""``collect``: record full-expansion traces (CAST.md §8) into the database.
+"""``collect``: record full-expansion traces (docs/design/cast.md §8) into the database.
 
 The engine drafts the full EAGLE-2 expansion with ``shape`` (every node's top-K
 children, depth H) and verifies every node, so any CAST tree with ``top_k <= K``

@@ -44,7 +44,7 @@ class GridPoint:
 @dataclass(frozen=True)
 class ProfileGrid:
     """The measurement plan.  Context bucket ``m`` is timed at ``(m + 1) · L``, the
-    boundary ``select(c)`` charges (CAST.md §2)."""
+    boundary ``select(c)`` charges (docs/design/cast.md §2)."""
 
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     ctx_bucket: int = 512

@@ -1,7 +1,7 @@
 """Prompt sets for ``collect`` and the live confirmation.
 
 The default set is ``autotune/prompts.txt``, written for tuning and disjoint from
-the benchmark prompts in ``../shared/datasets``: thresholds tuned on the prompts
+the benchmark prompts in ``datasets/``: thresholds tuned on the prompts
 they are later benchmarked on would overstate the speedup.  ``--dataset`` accepts a
 JSONL file (the first of ``turns``, or ``prompt`` / ``instruction`` / ``text``) or
 a text file with one prompt per line.

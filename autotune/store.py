@@ -89,7 +89,7 @@ class Measurement(Base):
 
 
 class TraceRecord(Base):
-    """One recorded iteration of a batch (CAST.md §8)."""
+    """One recorded iteration of a batch (docs/design/cast.md §8)."""
 
     __tablename__ = "traces"
 

@@ -2,7 +2,7 @@
 
 The objective of a trial is the throughput ``replay(traces, cast policy)``
 predicts on the bucket's traces with the measured cost tables — no model forward
-per trial (CAST.md §8).  Traces go to the first bucket whose ``max_batch_size``
+per trial (docs/design/cast.md §8).  Traces go to the first bucket whose ``max_batch_size``
 covers their batch size, as ``PolicySettings.for_batch`` assigns live batches.
 Studies live in the same SQLite file as the measurements (Optuna RDBStorage), so
 a study can be resumed by name and inspected with ``show`` / ``plot``.

@@ -176,7 +176,7 @@ def test_seed_makes_sampling_reproducible():
 
 @pytest.mark.parametrize("policy", ["cast", "goodput"])
 def test_replay_of_recorded_traces_matches_the_live_engine(policy):
-    """CAST.md §8: traces recorded by the engine, replayed offline with the same
+    """docs/design/cast.md §8: traces recorded by the engine, replayed offline with the same
     policy, give the accepted lengths the live engine (real draft forwards of the
     policy's own tree) produced, iteration by iteration."""
     from sglang_cast.cast import replay

@@ -1,7 +1,7 @@
 """End-to-end speed of every tree policy on the native engine, in one process.
 
     python tools/bench.py --methods vanilla,eagle2,eagle2-best,cast,goodput \\
-        --dataset ../shared/datasets/mt_bench.jsonl --batch-size 1,8 --temperature 0,1 \\
+        --dataset datasets/mt_bench.jsonl --batch-size 1,8 --temperature 0,1 \\
         --num-prompts 16 --max-new-tokens 128 --json docs/results/bench_mt_bench.json
 
 Every method decodes the same prompts (first turn of each record's ``turns``, in the
@@ -10,7 +10,7 @@ batch size), warm-up excluded.  ``--batch-size B`` means continuous batching wit
 most B running sequences; all prompts are submitted at once, so the batch stays full
 until the queue drains.
 
-Methods (CAST.md §7):
+Methods (docs/design/cast.md §7):
 
 * ``vanilla`` – plain decoding, the baseline every speedup is relative to;
 * ``eagle2`` – EAGLE-2's default static tree (depth 6, top-k 10, 60 tokens);

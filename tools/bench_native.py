@@ -25,7 +25,7 @@ from sglang_cast.hardware import cpu_name
 from sglang_cast.models import KVCache
 from sglang_cast.models.loader import resolve_model_dir
 
-DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mt_bench.jsonl"
+DATASET = Path(__file__).resolve().parents[1] / "datasets" / "mt_bench.jsonl"
 
 
 def first_turns(path: Path, count: int) -> list[str]:

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PY:-.venv/bin/python}
-DATA=${DATA:-../shared/datasets}
+DATA=${DATA:-datasets}
 OUT=${OUT:-docs/results/bench}
 PROMPTS=${PROMPTS:-4}              # prompts per dataset table (>= its largest batch size)
 NEW_TOKENS=${NEW_TOKENS:-64}       # new tokens per prompt

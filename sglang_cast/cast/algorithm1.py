@@ -1,5 +1,5 @@
 """Algorithm 1 of CAST: the largest index whose chord slopes to every earlier
-index stay at or above a threshold (CAST.md §3).
+index stay at or above a threshold (docs/design/cast.md §3).
 
 With utilities ``u`` and costs ``c`` (both increasing in the index), index ``j`` is
 *valid* when every ``i < j`` has ``(u[j] - u[i]) / (c[j] - c[i]) >= C``: going from

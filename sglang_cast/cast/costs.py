@@ -1,10 +1,10 @@
-"""Measured forward-latency tables ``f(B, c, n)`` (CAST.md §2).
+"""Measured forward-latency tables ``f(B, c, n)`` (docs/design/cast.md §2).
 
 A table answers "how many milliseconds does one forward take for a batch of ``B``
 sequences, each with ``c`` tokens of context, feeding ``n`` new tokens each".
 Profiles store it on a grid: context buckets ``L, 2L, …, M·L``, ``n = 1..N`` and
 a set of profiled batch sizes.  Everything off the grid is answered by the rules
-of CAST.md §2 so that every engine and the offline replay agree on the numbers.
+of docs/design/cast.md §2 so that every engine and the offline replay agree on the numbers.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ EPS = 1e-6
 
 def select_bucket(context_len: int, bucket: int, num_buckets: int) -> int:
     """``select(c) = (min(floor(c / L), M - 1) + 1) · L``: the bucket boundary a
-    context is charged at (CAST.md §2; the paper's ``max`` is a typo)."""
+    context is charged at (docs/design/cast.md §2; the paper's ``max`` is a typo)."""
     if context_len < 0:
         raise ValueError(f"context_len must be >= 0, got {context_len}")
     return (min(context_len // bucket, num_buckets - 1) + 1) * bucket
@@ -89,7 +89,7 @@ class CostTable:
         return select_bucket(context_len, self.bucket, self.num_buckets)
 
     def _batch_row(self, batch_size: int, bucket_index: int) -> torch.Tensor:
-        """Latency row over ``n`` for any batch size (CAST.md §2 batch rule)."""
+        """Latency row over ``n`` for any batch size (docs/design/cast.md §2 batch rule)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         rows = self.ms[:, bucket_index, :].double()

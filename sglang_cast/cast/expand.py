@@ -1,4 +1,4 @@
-"""The expansion loop (CAST.md §4), shared by the live engines and trace replay.
+"""The expansion loop (docs/design/cast.md §4), shared by the live engines and trace replay.
 
 Layer 1's candidates are the root's top-``K`` children; for layer ``i >= 2`` every
 node kept in layer ``i - 1`` proposes its top-``K`` children (value = parent value

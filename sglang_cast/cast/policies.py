@@ -1,5 +1,5 @@
 """Tree policies: the one place that decides how wide, how deep and how much of
-the draft tree to verify (CAST.md §4, §5, §7).
+the draft tree to verify (docs/design/cast.md §4, §5, §7).
 
 An engine calls ``policy.begin(batch_size, context_len)`` once per iteration and
 gets an ``IterationPlan`` bound to a snapshot of the settings, so a
@@ -139,7 +139,7 @@ class IterationPlan:
         raise NotImplementedError
 
     def verify_count(self, tree: DraftTree) -> int:
-        """Rerank (CAST.md §5): batch-average the ranked node values, ``u_k`` their
+        """Rerank (docs/design/cast.md §5): batch-average the ranked node values, ``u_k`` their
         prefix sums, and let the policy pick ``k`` against ``f_T(B, c, 1..k+1)``."""
         n = min(tree.size - 1, self.max_nodes)
         if n == 0:
@@ -191,7 +191,7 @@ class Policy:
         return self.plan_class(self, bucket, settings, batch_size, context_len)
 
     def observe_ratio(self, layer: int, ratio: float) -> None:
-        """Push ``φ_i`` into ``A_i`` (CAST.md §4)."""
+        """Push ``φ_i`` into ``A_i`` (docs/design/cast.md §4)."""
         self._fifo(layer).append(ratio)
 
     def expected_ratio(self, layer: int) -> float:

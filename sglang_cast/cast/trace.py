@@ -1,4 +1,4 @@
-"""Trace records and offline replay (CAST.md §8).
+"""Trace records and offline replay (docs/design/cast.md §8).
 
 A trace iteration stores the *full* EAGLE-2 expansion an engine drafted (every
 recorded node with the top-``K`` children the draft proposed for it) and the

@@ -1,4 +1,4 @@
-"""Draft-tree bookkeeping for a batch (CAST.md §4–§5).
+"""Draft-tree bookkeeping for a batch (docs/design/cast.md §4–§5).
 
 Every sequence in a batch grows the same number of nodes per layer (one ``n_i`` for
 the batch keeps tensors rectangular), so a batch of trees is a handful of
@@ -70,7 +70,7 @@ class DraftTree:
 
     def ranked_nodes(self) -> torch.Tensor:
         """Non-root node ids per sequence, best first: value descending, ties by
-        smaller depth, then creation order (CAST.md §5).  Because a child's value
+        smaller depth, then creation order (docs/design/cast.md §5).  Because a child's value
         never exceeds its parent's and ids grow with depth, a stable sort on value
         over ids already yields that order, so every prefix is a valid subtree."""
         values = self.values[:, 1:]

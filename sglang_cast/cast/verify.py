@@ -1,4 +1,4 @@
-"""Lossless verification of a verified tree against the target (CAST.md §6).
+"""Lossless verification of a verified tree against the target (docs/design/cast.md §6).
 
 Both functions return, per sequence, the accepted path (local indices into the
 ``VerifyTree``, root excluded) and the bonus token drawn from the target at the

@@ -1,5 +1,5 @@
 """Timing one forward of the target or the draft: the measurements behind
-``f_T(B, c, n)`` and ``f_D(B, c, n)`` (CAST.md §2).
+``f_T(B, c, n)`` and ``f_D(B, c, n)`` (docs/design/cast.md §2).
 
 A forward is timed exactly as the engine runs it: ``B`` cache slots holding ``c``
 committed tokens each, ``n`` new tokens per slot written to the scratch region.

@@ -1,4 +1,4 @@
-"""Trace recording (CAST.md §8) as a speculation strategy of the runner: the same
+"""Trace recording (docs/design/cast.md §8) as a speculation strategy of the runner: the same
 iteration, drafted and accepted differently.
 
 It drafts the full EAGLE-2 expansion, verifies every node, stores the iteration as

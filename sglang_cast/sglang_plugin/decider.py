@@ -36,7 +36,7 @@ class CastDecider:
         return widths_at_depth(self.widths, depth, self.shape.topk)
 
     def begin(self, batch_size: int, context_len: int) -> IterationPlan:
-        """CAST.md §2: a ragged batch is charged at its longest committed context."""
+        """docs/design/cast.md §2: a ragged batch is charged at its longest committed context."""
         return self.policy.begin(batch_size, context_len)
 
     def depth(self, plan: IterationPlan, root_values: torch.Tensor) -> int:

@@ -25,7 +25,7 @@ class VerifyLayout:
 
     ``top_scores_index`` lists the verified nodes' flat ids in rank order (best
     first), so parents precede children and siblings are tried best first by
-    SGLang's verify, as CAST.md §6 asks.
+    SGLang's verify, as docs/design/cast.md §6 asks.
     """
 
     parent_list: torch.Tensor  # [B, 1 + topk·(depth-1)]

@@ -22,7 +22,7 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--output": (None, "output_dir", Path, "directory that receives model.safetensors + config.json (default: "
                                            "the shipped sglang_cast/assets/smollm2-135m-eagle; quick: <work>/head)"),
     "--benchmark-dir": (None, "benchmark_dir", Path, "benchmark *.jsonl files: excluded from training data and "
-                                                     "used for evaluation (default ../shared/datasets)"),
+                                                     "used for evaluation (default datasets/)"),
     "--seed": (None, "seed", int, "seed of every random choice: prompt sampling, data split, batch order (0)"),
     "--threads": (None, "threads", int, "torch CPU threads (2)"),
     "--init-head": (None, "init_head", Path, "continue training this exported head (a directory with "

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_cast.cast import TreeShape
+from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
 
 PACKAGE = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = PACKAGE / "assets" / "smollm2-135m-eagle"
-DEFAULT_BENCHMARKS = PACKAGE.parent.parent / "shared" / "datasets"
+DEFAULT_BENCHMARKS = PACKAGE.parent / "datasets"  # the repository's datasets/
 DEFAULT_WORK_DIR = Path("~/.cache/sglang_cast/train_draft")
 EVAL_DATASETS = ("mt_bench", "humaneval")
 
@@ -68,7 +68,7 @@ class EvalConfig:
 
     prompts: int = 40  # per benchmark (mt_bench and humaneval have 80 each)
     max_new_tokens: int = 128
-    tree: TreeShape = TreeShape(top_k=10, max_depth=6, num_verify_tokens=60)  # EAGLE-2 default
+    tree: TreeShape = EAGLE2_SHAPE
     chain_depth: int = 6  # top-1 chain for α
 
 

@@ -13,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from sglang_cast.cast import SamplingParams, TreeShape
+from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
 
 from . import data
@@ -43,11 +44,12 @@ def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: T
     engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new)
     params = SamplingParams(max_new_tokens=max_new)
     outputs = []
+    log = StepLog()
     began = time.time()
     for ids in tqdm(prompts, desc=desc, unit="prompt"):
-        outputs.append(engine.generate([ids], params)[0].token_ids)
+        outputs.append(engine.generate([ids], params, on_step=log)[0].token_ids)
     seconds = time.time() - began
-    accepted = [a for record in engine.history for a in record.accepted]
+    accepted = [a for record in log.records for a in record.accepted]
     committed = sum(accepted) + len(accepted)
     return {"tau": committed / max(len(accepted), 1), "iterations": len(accepted), "accepted": accepted,
             "generated_tokens": sum(len(o) for o in outputs), "seconds": seconds, "outputs": outputs}

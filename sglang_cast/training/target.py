@@ -41,5 +41,4 @@ class Target:
         policy = "vanilla" if draft is None else "eagle2"
         settings = PolicySettings.single(CostModel.linear(1.0, 0.0), shape=shape)
         return Engine(self.model, self.tokenizer, draft, make_policy(policy, settings), max_batch_size=max_batch,
-                      context_length=context, eos_token_ids=self.eos_token_ids,
-                      eagle3_layers=self.feature_layers if draft is not None else ())
+                      context_length=context, eos_token_ids=self.eos_token_ids)
