@@ -3,6 +3,8 @@ against vanilla, a divergence is reported, eagle2-best is the replayed argmax.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from autotune.models import ModelPair
@@ -124,3 +126,63 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--batch-size", "1,8", "--num-prompts", "4"]) == 2
     assert "4 prompts cannot fill batch size 8" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ the llama.cpp anchor
+
+def test_anchor_method_parses_and_refuses_a_shape():
+    assert bench.Method.parse("llamacpp").is_anchor
+    assert not bench.Method.parse("vanilla").is_anchor
+    with pytest.raises(bench.BenchError, match="llama.cpp anchor has no tree shape"):
+        bench.Method.parse("llamacpp@eagle2")
+
+
+def test_anchor_is_skipped_with_one_line_without_the_extra(monkeypatch, capsys):
+    methods = [bench.Method.parse(m) for m in ("vanilla", "llamacpp", "cast")]
+    monkeypatch.setattr(bench, "llamacpp_missing", lambda: "llama-cpp-python is not installed (build it once)")
+    gguf, kept = bench.anchor_model(methods, None)
+    assert gguf is None and [m.label for m in kept] == ["vanilla", "cast"]
+    assert capsys.readouterr().err == "skipping llamacpp: llama-cpp-python is not installed (build it once)\n"
+    monkeypatch.setattr(bench, "llamacpp_missing", lambda: None)
+    gguf, kept = bench.anchor_model(methods, "some/hf-dir")
+    assert gguf is None and len(kept) == 2
+    assert "skipping llamacpp: the target some/hf-dir is not a GGUF file" in capsys.readouterr().err
+    gguf, kept = bench.anchor_model(methods, "model.Q4_1.gguf")
+    assert gguf is not None and gguf.name == "model.Q4_1.gguf" and kept == methods
+
+
+def test_anchor_runs_batch_1_greedy_only_and_every_record_there_carries_the_ratio(pair, monkeypatch):
+    seen = {}
+
+    def fake_llamacpp(gguf, token_ids, max_new_tokens, eos, threads, context_length):
+        seen["token_ids"] = token_ids
+        return bench.AnchorRun([[7] * max_new_tokens for _ in token_ids], 0.5, "test", threads)
+
+    monkeypatch.setattr(bench, "run_llamacpp", fake_llamacpp)
+    methods = [bench.Method.parse(m) for m in ("vanilla", "llamacpp", "cast")]
+    records = bench.bench(pair, methods, settings(), {}, PROMPTS, [1, 2], [0.0, 1.0], 12, 64, gguf=Path("m.gguf"))
+    anchors = [r for r in records if r.method == "llamacpp"]
+    assert [(r.batch_size, r.temperature) for r in anchors] == [(1, 0.0)]
+    assert anchors[0].tokens == 12 * len(PROMPTS) and anchors[0].tokens_per_s == pytest.approx(24 * len(PROMPTS))
+    assert anchors[0].lossless is None  # other kernels: never checked against our vanilla
+    assert seen["token_ids"] == [pair.tokenizer.encode(p) for p in PROMPTS]  # the engine's own tokens
+    for record in records:
+        there = (record.batch_size, record.temperature) == (1, 0.0)
+        assert (record.speedup_vs_llamacpp is not None) is there
+        if there:
+            assert record.speedup_vs_llamacpp == pytest.approx(record.tokens_per_s / anchors[0].tokens_per_s)
+        if record.method != "llamacpp" and record.temperature == 0:
+            assert record.lossless is True
+    table = bench.markdown(records, "tiny")
+    assert "× llama.cpp" in table and "| 2 | " in table and "| –" in table  # no anchor cell at batch 2
+
+
+@pytest.mark.skipif(bench.llamacpp_missing() is not None, reason="the anchors extra is not installed")
+def test_llamacpp_decodes_the_embedded_gguf_greedily():
+    from sglang_cast.models.loader import embedded_gguf_path
+
+    prompt = [1, 9690, 198]  # any short token sequence
+    first = bench.run_llamacpp(embedded_gguf_path(), [prompt], 6, (), threads=1)
+    second = bench.run_llamacpp(embedded_gguf_path(), [prompt], 6, (), threads=1)
+    assert len(first.token_ids[0]) == 6 and first.tokens_per_s > 0
+    assert first.token_ids == second.token_ids  # greedy: deterministic

@@ -27,6 +27,12 @@ Methods (docs/design/cast.md §7):
   ``eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2`` adds one
   component at a time to the same tree.
 
+* ``llamacpp`` – the anchor: llama.cpp (llama-cpp-python) on the same GGUF, the
+  same prompt tokens and thread count, greedy, batch 1 only (it decodes one sequence
+  at a time); see ``tools/llamacpp_anchor.py``.  Skipped with one line when the
+  optional extra is absent (``bash run.sh anchors`` builds it) or the model is not a
+  GGUF.  Every batch-1 greedy record then carries ``speedup_vs_llamacpp``.
+
 Greedy runs (temperature 0) check losslessness: every method's tokens must equal
 vanilla's for every prompt.  A mismatch is printed to stderr, recorded in the JSON
 (``lossless: false`` and where it diverged) and makes the exit status 1 after the
@@ -45,6 +51,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from tqdm import tqdm
@@ -57,9 +64,12 @@ from autotune.store import Store, default_db_path
 from autotune.tuner import assign_buckets, even_sample, replay_settings
 from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, StepLog
-from sglang_cast.hardware import cpu_name, device_name
+from sglang_cast.hardware import cpu_name, device_name, isa_class
+from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.profile import ProfileError, find_profile, load_profile
 
+ANCHOR = "llamacpp"
+DTYPE = "float32"  # the native engine's weights and activations in every method
 BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
 WARMUP_TOKENS = 8
 
@@ -74,14 +84,22 @@ class Method:
 
     label: str  # as given on the command line
     policy: str
-    shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default) or "best" (eagle2-best's grid choice)
+    shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default), "best" (eagle2-best's grid choice), "anchor"
+
+    @property
+    def is_anchor(self) -> bool:
+        return self.shape == "anchor"
 
     @classmethod
     def parse(cls, label: str) -> Method:
         name, _, suffix = label.partition("@")
+        if name == ANCHOR:
+            if suffix:
+                raise BenchError(f"--methods: {label!r}: the llama.cpp anchor has no tree shape")
+            return cls(label, ANCHOR, "anchor")
         if suffix not in ("", "eagle2"):
             raise BenchError(f"--methods: {label!r}: the only shape suffix is '@eagle2'")
-        known = sorted(set(POLICIES) | {"eagle2-best"})
+        known = sorted(set(POLICIES) | {"eagle2-best", ANCHOR})
         if name not in known:
             raise BenchError(f"--methods: unknown method {name!r}; accepted: {known} (optionally with '@eagle2')")
         if name == "eagle2-best":
@@ -110,6 +128,92 @@ class Record:
     lossless: bool | None  # greedy only: tokens identical to vanilla's
     shape: dict | None  # the static tree of eagle2 / eagle2-best / @eagle2 runs
     mismatches: list[dict] | None = None
+    speedup_vs_llamacpp: float | None = None  # batch 1, greedy, when the anchor ran
+    note: str | None = None
+
+
+# ------------------------------------------------------- the llama.cpp anchor
+
+# llama.cpp on the same GGUF: the speed a CPU user gets today.  It is an optional extra
+# (`bash run.sh anchors` builds llama-cpp-python from source with flags chosen from this
+# CPU's ISA; see `tools/install_anchors.sh`).
+#
+# Fairness rules (each one a way the comparison could silently favour one side):
+#
+# * the same GGUF file the native engine converts its weights from;
+# * the same prompt tokens: prompts are tokenized once by our tokenizer (chat template
+#   included) and handed to llama.cpp as token ids, so both decode identical inputs;
+# * the same thread count as torch uses in the benchmark process;
+# * greedy (llama.cpp's ``temp=0`` is argmax), the same ``max_new_tokens``, stopping
+#   at the same EOS ids;
+# * time from the prompt's submission to its last token, prefill included, prompts
+#   one after another after one warm-up prompt, as `tools/bench.py` times its methods.
+#
+# llama-cpp-python decodes one sequence at a time, so the anchor is a batch-1 number.
+
+@dataclass(frozen=True)
+class AnchorRun:
+    """What one anchor run produced: per-prompt new tokens and the time they took."""
+
+    token_ids: list[list[int]]  # generated tokens per prompt (EOS excluded)
+    seconds: float  # wall time over all prompts, prefill included, warm-up excluded
+    version: str  # llama-cpp-python's version
+    threads: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(t) for t in self.token_ids)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def llamacpp_missing() -> str | None:
+    """None when llama-cpp-python imports, else the one line that says how to get it."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return "llama-cpp-python is not installed (build it once with `bash run.sh anchors`, ~5 min on 2 cores)"
+    return None
+
+
+def run_llamacpp(
+    gguf_path: Path,
+    prompt_token_ids: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    threads: int,
+    context_length: int = 2048,
+) -> AnchorRun:
+    """Greedy-decode every prompt with llama.cpp; the first prompt is also run once as warm-up."""
+    import llama_cpp
+
+    if not prompt_token_ids:
+        raise ValueError("prompt_token_ids: at least one prompt is needed")
+    model = llama_cpp.Llama(
+        model_path=str(gguf_path), n_ctx=context_length, n_threads=threads, n_threads_batch=threads,
+        n_batch=512, verbose=False,
+    )
+    stop = set(eos_token_ids)
+    _decode(model, prompt_token_ids[0], 8, stop)  # warm-up: page in weights, size buffers
+    start = time.perf_counter()
+    outputs = [_decode(model, prompt, max_new_tokens, stop) for prompt in prompt_token_ids]
+    seconds = time.perf_counter() - start
+    return AnchorRun(outputs, seconds, llama_cpp.__version__, threads)
+
+
+def _decode(model, prompt: Sequence[int], max_new_tokens: int, stop: set[int]) -> list[int]:
+    """Greedy tokens after ``prompt`` until an EOS id or ``max_new_tokens``."""
+    out: list[int] = []
+    for token in model.generate(list(prompt), top_k=1, top_p=1.0, min_p=0.0, temp=0.0,
+                                repeat_penalty=1.0, reset=True):
+        if token in stop:
+            break
+        out.append(token)
+        if len(out) >= max_new_tokens:
+            break
+    return out
 
 
 # ---------------------------------------------------------------- inputs
@@ -204,6 +308,20 @@ def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: 
     return [r.token_ids for r in results], stats
 
 
+def run_anchor(pair: ModelPair, gguf: Path, prompts: list[str], max_new_tokens: int,
+               context_length: int) -> tuple[list[list[int]], dict, str]:
+    """llama.cpp on ``prompts`` tokenized exactly as the engine tokenizes them."""
+    token_ids = [pair.tokenizer.encode(p) for p in prompts]
+    run = run_llamacpp(gguf, token_ids, max_new_tokens, pair.eos_token_ids, torch.get_num_threads(),
+                       context_length)
+    stats = {"tokens": run.tokens, "seconds": run.seconds, "tokens_per_s": run.tokens_per_s,
+             "iterations": run.tokens, "tau": 1.0, "mean_verified_tokens": 0.0, "mean_depth": 0.0,
+             "draft_ms": 0.0, "verify_ms": 1000 * run.seconds / max(run.tokens, 1)}
+    note = (f"llama.cpp via llama-cpp-python {run.version}, {gguf.name} in its own kernels, "
+            f"{run.threads} threads, batch 1")
+    return run.token_ids, stats, note
+
+
 def divergences(outputs: list[list[int]], reference: list[list[int]]) -> list[dict]:
     """Where each prompt's tokens first differ from the reference's."""
     found = []
@@ -214,27 +332,43 @@ def divergences(outputs: list[list[int]], reference: list[list[int]]) -> list[di
     return found
 
 
+def anchor_runs(method: Method, batch_size: int, temperature: float) -> bool:
+    """The anchor is greedy and batch-1 only; every other method runs everywhere."""
+    return not method.is_anchor or (batch_size == 1 and temperature == 0)
+
+
 def bench(pair: ModelPair, methods: list[Method], settings: PolicySettings, best: dict[int, TreeShape],
           prompts: list[str], batch_sizes: list[int], temperatures: list[float], max_new_tokens: int,
-          context_length: int) -> list[Record]:
+          context_length: int, gguf: Path | None = None) -> list[Record]:
     records: list[Record] = []
     runs = list(itertools.product(temperatures, batch_sizes))
-    bar = tqdm(total=len(runs) * len(methods), desc="bench", unit="run")
+    planned = sum(anchor_runs(m, b, t) for (t, b) in runs for m in methods)
+    bar = tqdm(total=planned, desc="bench", unit="run")
     for temperature, batch_size in runs:
         outputs, rates = {}, {}
-        for method in methods:
+        current: list[Record] = []
+        for method in (m for m in methods if anchor_runs(m, batch_size, temperature)):
             bar.set_postfix_str(f"{method.label} B={batch_size} T={temperature:g}")
-            chosen, shape = method_settings(method, settings, best, batch_size)
-            outputs[method.label], stats = run_one(pair, method, chosen, prompts, batch_size, temperature,
-                                                   max_new_tokens, context_length)
+            note = shape = None
+            if method.is_anchor:
+                outputs[method.label], stats, note = run_anchor(pair, gguf, prompts, max_new_tokens, context_length)
+            else:
+                chosen, shape = method_settings(method, settings, best, batch_size)
+                outputs[method.label], stats = run_one(pair, method, chosen, prompts, batch_size, temperature,
+                                                       max_new_tokens, context_length)
             rates[method.label] = stats["tokens_per_s"]
-            records.append(Record(method=method.label, batch_size=batch_size, temperature=temperature,
+            current.append(Record(method=method.label, batch_size=batch_size, temperature=temperature,
                                   prompts=len(prompts), speedup_vs_vanilla=None, lossless=None,
-                                  shape=asdict(shape) if shape else None, **stats))
+                                  shape=asdict(shape) if shape else None, note=note, **stats))
             bar.update()
-        for record in records[-len(methods):]:
+        records += current
+        for record in current:
             if "vanilla" in rates:
                 record.speedup_vs_vanilla = record.tokens_per_s / rates["vanilla"]
+            if ANCHOR in rates:
+                record.speedup_vs_llamacpp = record.tokens_per_s / rates[ANCHOR]
+            if record.method == ANCHOR:
+                continue  # other kernels, other numerics: its tokens are not ours to match
             if temperature == 0 and "vanilla" in outputs:
                 record.mismatches = divergences(outputs[record.method], outputs["vanilla"])
                 record.lossless = not record.mismatches
@@ -258,11 +392,15 @@ def markdown(records: list[Record], dataset: str) -> str:
         for batch_size in sorted({r.batch_size for r in records}):
             cells = []
             for method in methods:
-                r = next(x for x in records if (x.method, x.batch_size, x.temperature) == (method, batch_size,
-                                                                                           temperature))
+                r = next((x for x in records if (x.method, x.batch_size, x.temperature) == (method, batch_size,
+                                                                                            temperature)), None)
+                if r is None:  # the anchor runs at batch 1, greedy, only
+                    cells.append("–")
+                    continue
                 speed = f"{r.speedup_vs_vanilla:.2f}×" if r.speedup_vs_vanilla is not None else "–"
                 flag = " ⚠ not lossless" if r.lossless is False else ""
-                cells.append(f"{r.tokens_per_s:.1f} tok/s, {speed}, τ {r.tau:.2f}{flag}")
+                anchor = f", {r.speedup_vs_llamacpp:.2f}× llama.cpp" if r.speedup_vs_llamacpp is not None else ""
+                cells.append(f"{r.tokens_per_s:.1f} tok/s, {speed}{anchor}, τ {r.tau:.2f}{flag}")
             lines.append(f"| {batch_size} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -278,7 +416,7 @@ def plot(records: list[Record], path: Path, title: str) -> None:
     for (method, temperature), group in itertools.groupby(
             sorted(records, key=lambda r: (r.method, r.temperature, r.batch_size)),
             key=lambda r: (r.method, r.temperature)):
-        group = [r for r in group if r.speedup_vs_vanilla is not None]
+        group = [r for r in group if r.speedup_vs_vanilla is not None and r.method != ANCHOR]
         ax.plot([r.batch_size for r in group], [r.speedup_vs_vanilla for r in group], marker="o",
                 label=f"{method} (T={temperature:g})")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
@@ -294,6 +432,20 @@ def plot(records: list[Record], path: Path, title: str) -> None:
 
 
 # ------------------------------------------------------------------ main
+
+def anchor_model(methods: list[Method], model_path: str | None) -> tuple[Path | None, list[Method]]:
+    """The GGUF the anchor runs, or drop the anchor with one line saying why it cannot run."""
+    if not any(m.is_anchor for m in methods):
+        return None, methods
+    gguf = embedded_gguf_path() if model_path is None else Path(model_path)
+    reason = llamacpp_missing()
+    if reason is None and gguf.suffix != ".gguf":
+        reason = f"the target {model_path} is not a GGUF file"
+    if reason is None:
+        return gguf, methods
+    print(f"skipping {ANCHOR}: {reason}", file=sys.stderr)
+    return None, [m for m in methods if not m.is_anchor]
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -341,9 +493,12 @@ def main(argv: list[str] | None = None) -> int:
         if len(prompt_set.texts) < args.num_prompts:
             raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
         settings, profile_name = load_settings(args.profile)
-        pair = load_model_pair(args.model_path, args.draft_path, "cpu", "float32")
+        pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE)
         if pair.random_draft and any(m.policy != "vanilla" for m in methods):
             print(f"WARNING: no trained draft head; speculative methods use {pair.draft_id}", file=sys.stderr)
+        gguf, methods = anchor_model(methods, args.model_path)
+        if not methods:
+            raise BenchError("--methods: nothing left to run")
         best = {}
         if any(m.shape == "best" for m in methods):
             best = best_static_shapes(pair, settings, batch_sizes, args.db or default_db_path(), args.best_traces)
@@ -354,13 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     longest = max(len(pair.tokenizer.encode(p)) for p in prompts)
     context_length = longest + args.max_new_tokens + 8
     records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
-                    context_length)
+                    context_length, gguf)
     result = {
         "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpu": cpu_name(), "device": device_name("cpu"), "cores": os.cpu_count(),
+        "machine": {"cpu": cpu_name(), "isa": isa_class(), "device": device_name("cpu"), "cores": os.cpu_count(),
                     "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
                     "load_average_1min_at_end": os.getloadavg()[0]},
-        "model": {"target": pair.target_id, "draft": pair.draft_id},
+        "model": {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE},
         "profile": profile_name,
         "dataset": args.dataset,
         "eagle2_best_shapes": {str(b): asdict(s) for b, s in best.items()},
