@@ -166,12 +166,16 @@ def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
     roots = torch.tensor([rng.randrange(12) for _ in range(3)])
     _, drafted, k, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
     width = decider.width(5, k, drafted.tree.size - 1)
-    layout = verify_layout(drafted, width)
+    layout = verify_layout(drafted, width, 5)
     assert layout.width == width and layout.top_scores_index.shape == (3, width - 1)
     expected = select_verified(drafted.tree, width - 1)
     assert torch.equal(layout.verified.parents, expected.parents)
     assert torch.equal(layout.draft_tokens, expected.tokens[:, 1:])
-    assert layout.parent_list.shape == (3, 1 + topk * (drafted.depth - 1))
+    # parent_list has the depth-5 state's row width; past the drafted layers it is padding
+    drafted_width = 1 + topk * (drafted.depth - 1)
+    assert layout.parent_list.shape == (3, 1 + topk * 4)
+    assert torch.equal(layout.parent_list[:, :drafted_width], drafted.parent_list())
+    assert (layout.parent_list[:, drafted_width:] == -1).all()
     for b in range(3):
         for i in range(1, width):
             assert kernel_parent_position(layout, topk, b, i) == int(expected.parents[b, i])

@@ -158,7 +158,7 @@ def random_layout(seed: int):
     roots = torch.tensor([rng.randrange(16) for _ in range(batch)])
     model = Float32Model(vocab=16, seed=seed)
     _, drafted, k, _ = worker_iteration(decider, model, roots, 200, topk, depth)
-    layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1))
+    layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1), depth)
     seq_lens = torch.tensor([rng.randrange(1, 9) for _ in range(batch)])
     return layout, roots, seq_lens, topk, depth, model, drafted
 

@@ -137,7 +137,7 @@ class CastDraftWorker(EagleDraftWorker):
         drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, draft_input.bonus_tokens,
                                     _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps)
         width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
-        layout = verify_layout(drafted, width)
+        layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
             layout.draft_tokens.to(self.device), None, num_draft_tokens=width, **verify_args)
