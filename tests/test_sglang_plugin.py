@@ -392,6 +392,30 @@ def test_profile_hot_reload_reconfigures_the_policy_and_keeps_it_on_bad_files(pr
     assert policy.settings.buckets[0].thresholds.c1 == 5.0
 
 
+def test_a_reload_between_catalogue_states_is_clamped_up_and_logged_once(profile_path, caplog):
+    from sglang_cast.profile import load_profile
+
+    loaded = load_profile(profile_path)
+    decider = CastDecider(make_policy("cast", loaded.profile.settings), StaticShape(6, 4, 20))
+    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
+    watcher = ProfileWatcher(loaded, decider.policy, decider.shape, clamps=decider.clamps)
+    between = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=3, num_verify_tokens=10),
+                                    Thresholds(0.05, 0.05, 0.05))
+    save_profile(replace(loaded.profile, settings=between), profile_path)
+    with caplog.at_level("WARNING", logger="sglang_cast.sglang_plugin.reload"):
+        assert watcher.check_now() is True
+        assert watcher.check_now() is False  # unchanged: nothing new to say
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "max_depth 3 runs in depth-4 states" in warnings[0]
+    assert "num_verify_tokens 10 is verified in width-12 states" in warnings[0]
+    # and the worker's choices do land in those states
+    plan = decider.begin(1, 100)
+    assert plan.max_depth == 3 and decider.depth(plan, torch.tensor([[0.9, 0.5, 0.4, 0.3]])) == 4
+    assert decider.width(4, 9, 12) == 12
+    assert decider.clamps(loaded.profile.settings) == []  # the startup profile has a state for every value
+
+
 def test_the_watcher_thread_picks_up_a_change(profile_path):
     import time
 

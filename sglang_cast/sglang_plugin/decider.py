@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..cast import IterationPlan, Policy
+from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
 from .runtime_shapes import choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
 
@@ -47,3 +47,19 @@ class CastDecider:
 
     def width(self, depth: int, wanted_nodes: int, available_nodes: int) -> int:
         return choose_width(wanted_nodes, available_nodes, self.widths_at(depth))
+
+    def clamps(self, settings: PolicySettings) -> list[str]:
+        """How ``settings`` (a reloaded profile that fits the static shape) map onto
+        the catalogue built at startup: a bucket value with no state of its own runs
+        in the next larger one.  Empty when every value has its own state."""
+        notes = []
+        for bucket in settings.buckets:
+            shape, where = bucket.shape, f"bucket max_batch_size={bucket.max_batch_size}"
+            if shape.max_depth not in self.depths:
+                notes.append(f"{where}: max_depth {shape.max_depth} runs in depth-"
+                             f"{choose_depth(shape.max_depth, self.depths)} states")
+            if shape.num_verify_tokens not in self.widths:
+                larger = next(w for w in self.widths if w >= shape.num_verify_tokens)
+                notes.append(f"{where}: num_verify_tokens {shape.num_verify_tokens} is verified in width-{larger} "
+                             "states (the extra slots take the next-ranked nodes)")
+        return notes

@@ -152,7 +152,7 @@ class CastWorker(EAGLEWorkerV2):
         self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
         self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
-        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape)
+        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps)
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
