@@ -202,14 +202,15 @@ def test_draft_depths_and_the_state_catalogue():
         draft_depths(0, [])
     assert choose_depth(3, (1, 2, 4, 6)) == 4 and choose_depth(1, (1, 2, 4, 6)) == 1
     assert choose_depth(0, (1, 2, 4)) == 1 and choose_depth(9, (1, 2, 4)) == 4
-    # topk 4: one layer offers 4 nodes, two layers 4 + 16
+    # topk 4: a CAST tree keeps at most 4 nodes per layer, so one layer fills
+    # width 5 at most and two layers width 9 (SGLang's layout would offer 4 + 16)
     assert widths_at_depth((2, 4, 8, 16, 20), 1, 4) == (2, 4)
-    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8, 16, 20)
-    assert widths_at_depth((2, 4, 8), 3, 1) == (4,)  # SGLang's chain verifies depth + 1 tokens
+    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8)
+    assert widths_at_depth((2, 4, 8, 16, 20), 4, 4) == (2, 4, 8, 16)
     decider = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
     assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
     assert decider.states[:3] == ((1, 2), (1, 4), (2, 2)) and decider.states[-1] == (6, 20)
-    assert len(decider.states) == 2 + 3 * 6
+    assert len(decider.states) == 2 + 3 + 5 + 6
 
 
 # ------------------------------------------------------ depth prediction
@@ -268,6 +269,10 @@ def test_static_shape_covers_and_names_what_does_not_fit():
                         "--speculative-num-draft-tokens 16"]
     with pytest.raises(ValueError, match=r"topk\*steps\+1 = 9"):
         StaticShape(2, 4, 10).check()
+    with pytest.raises(ValueError, match="--speculative-eagle-topk must be >= 2 for CAST, got 1"):
+        StaticShape(3, 1, 4).check()
+    chain = PolicySettings.single(steep_costs(), TreeShape(top_k=1, max_depth=3, num_verify_tokens=4))
+    assert StaticShape.covering(chain) == StaticShape(3, 2, 4)
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
     assert StaticShape.covering(off).misfits(off) == [
         f"bucket max_batch_size={1 << 30} has speculate=false, which only the native engine honours "

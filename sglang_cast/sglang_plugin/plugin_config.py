@@ -33,7 +33,8 @@ class StaticShape:
     def covering(cls, settings: PolicySettings) -> StaticShape:
         """The smallest static shape that holds every bucket of ``settings``."""
         shapes = [b.shape for b in settings.buckets]
-        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(s.top_k for s in shapes),
+        # top-k 1 buckets still need topk 2 in SGLang (see ``check``).
+        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(2, *(s.top_k for s in shapes)),
                    num_draft_tokens=max(s.num_verify_tokens for s in shapes))
 
     def require_fit(self, settings: PolicySettings, source: str | Path) -> None:
@@ -65,10 +66,15 @@ class StaticShape:
 
     def check(self) -> None:
         """A CAST tree holds at most ``topk`` nodes per layer: a verify width above
-        ``topk·steps + 1`` could never be filled."""
-        for name, value in (("--speculative-num-steps", self.num_steps), ("--speculative-eagle-topk", self.topk)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1 for CAST, got {value}")
+        ``topk·steps + 1`` could never be filled.  ``topk`` 1 is refused: SGLang then
+        verifies a fixed chain of ``steps + 1`` tokens, which a draft that stops
+        early (CAST's depth rule) cannot fill."""
+        if self.num_steps < 1:
+            raise ValueError(f"--speculative-num-steps must be >= 1 for CAST, got {self.num_steps}")
+        if self.topk < 2:
+            raise ValueError(f"--speculative-eagle-topk must be >= 2 for CAST, got {self.topk} (with 1 SGLang "
+                             "verifies a fixed chain, which a draft that stops early cannot fill; a profile "
+                             "bucket may still use top_k 1)")
         if not 2 <= self.num_draft_tokens <= self.topk * self.num_steps + 1:
             raise ValueError(
                 f"--speculative-num-draft-tokens must be in [2, topk*steps+1 = {self.topk * self.num_steps + 1}] "

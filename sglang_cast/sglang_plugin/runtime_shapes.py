@@ -46,13 +46,11 @@ def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ..
 
 
 def widths_at_depth(widths: Sequence[int], depth: int, topk: int) -> tuple[int, ...]:
-    """The widths a ``depth``-layer draft can fill: SGLang's layout offers ``topk``
-    nodes in layer 1 and ``topk²`` candidates per deeper layer.  A ``topk`` 1 draft
-    is SGLang's chain, whose verify width is always ``depth + 1``."""
-    if topk == 1:
-        return (depth + 1,)
-    capacity = topk + (depth - 1) * topk * topk
-    return tuple(w for w in widths if w - 1 <= capacity)
+    """The widths a ``depth``-layer CAST tree can fill.  SGLang's layout offers
+    ``topk²`` candidates per deeper layer, but a CAST tree keeps at most ``topk``
+    nodes per layer (``drafting``), so ``topk·depth`` nodes plus the root: a wider
+    state could never be chosen and is not built."""
+    return tuple(w for w in widths if w - 1 <= topk * depth)
 
 
 def choose_depth(predicted: int, depths: Sequence[int]) -> int:
