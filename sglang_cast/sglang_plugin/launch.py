@@ -175,6 +175,12 @@ def launch_sglang(args: argparse.Namespace) -> None:
     argv = translate_args(args)
     if _algorithm(args) in POLICY_OF_ALGORITHM:
         _require_entry_point()
+        from .contract import ContractError, check_installed_sglang
+
+        try:
+            check_installed_sglang()
+        except ContractError as err:
+            raise ValueError(str(err)) from None
     os.environ.update(plugin_environment(args))
 
     from sglang.launch_server import run_server
