@@ -13,6 +13,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import random  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
@@ -126,6 +127,41 @@ def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profi
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))
     with pytest.raises(ValueError, match=message):
         validate(cast_server_args(**overrides))
+
+
+def llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib: float) -> dict:
+    """Server args for Llama-3.1-8B (the hand-written config in profiles/models) with
+    an EAGLE-3 head and profiles/h100.yaml, on a GPU of ``gpu_gib`` as SGLang sees it."""
+    from pathlib import Path
+
+    from sglang.srt.utils import common
+
+    root = Path(__file__).resolve().parents[1]
+    head = tmp_path / "eagle3-llama-8b"
+    head.mkdir()
+    target = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
+    (head / "config.json").write_text(json.dumps(dict(target, architectures=["LlamaForCausalLMEagle3"],
+                                                      num_hidden_layers=1)))
+    monkeypatch.setattr(common, "get_device_memory_capacity", lambda device=None: gpu_gib * 1024)
+    monkeypatch.setenv(PROFILE_ENV, str(root / "profiles/h100.yaml"))
+    return dict(model_path=str(root / "profiles/models/llama-3.1-8b"), speculative_draft_model_path=str(head),
+                speculative_num_steps=13, speculative_eagle_topk=12, speculative_num_draft_tokens=72)
+
+
+def test_a_launch_that_would_not_fit_is_refused_before_loading_with_the_fix(tmp_path, monkeypatch):
+    args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=80)
+    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: .*pass --mem-fraction-static "
+                                         r"0\.\d{3}") as refused:
+        validate(cast_server_args(**args, context_length=8192))
+    fraction = float(str(refused.value).split("pass --mem-fraction-static ")[1].split()[0])
+    validate(cast_server_args(**args, context_length=8192, mem_fraction_static=fraction))
+    with pytest.raises(ValueError, match="pass --context-length \\d+ or less"):
+        validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context
+
+
+def test_the_memory_check_is_skipped_when_the_gpu_is_unknown(tmp_path, monkeypatch):
+    args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=0)
+    validate(cast_server_args(**args, context_length=8192))
 
 
 def test_server_args_without_a_profile_say_how_to_give_one(monkeypatch):

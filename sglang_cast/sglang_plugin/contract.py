@@ -81,11 +81,12 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
         "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
         "speculative_num_draft_tokens", "attention_backend", "device", "tp_size", "pp_size", "dp_size",
         "speculative_use_rejection_sampling", "speculative_adaptive", "enable_multi_layer_eagle",
-        "max_running_requests", "context_length", "mem_fraction_static")),
+        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path")),
     Callable("sglang.srt.server_args", "prepare_server_args", ("argv",)),
     Callable("sglang.launch_server", "run_server", ("server_args",)),
     Callable("sglang.srt.plugins", "load_plugins"),
     Callable("sglang.srt.utils", "kill_process_tree", ("parent_pid", "include_parent")),
+    Callable("sglang.srt.utils.common", "get_device_memory_capacity", ("device",)),
     # worker.py: the EAGLE v2 worker subclassed, the draft worker re-classed
     Callable(_V2, "EAGLEWorkerV2.__init__", ("server_args", "gpu_id", "nccl_port", "target_worker")),
     Callable(_V2, "EAGLEWorkerV2.init_cuda_graphs"),

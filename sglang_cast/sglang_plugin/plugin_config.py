@@ -101,3 +101,15 @@ def draft_is_eagle3(draft_model_path: str) -> bool:
 
         config, _ = PretrainedConfig.get_config_dict(draft_model_path)
     return any("eagle3" in str(arch).lower() for arch in config.get("architectures") or ())
+
+
+def cached_config(model_path: str) -> dict | None:
+    """A model's ``config.json`` from a local directory or the Hugging Face cache,
+    without touching the network; ``None`` when neither has it."""
+    local = Path(model_path) / "config.json"
+    if local.is_file():
+        return json.loads(local.read_text())
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(model_path, "config.json")
+    return json.loads(Path(cached).read_text()) if isinstance(cached, str) else None
