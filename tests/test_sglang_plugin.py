@@ -274,9 +274,26 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     chain = PolicySettings.single(steep_costs(), TreeShape(top_k=1, max_depth=3, num_verify_tokens=4))
     assert StaticShape.covering(chain) == StaticShape(3, 2, 4)
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
-    assert StaticShape.covering(off).misfits(off) == [
-        f"bucket max_batch_size={1 << 30} has speculate=false, which only the native engine honours "
-        "(SGLang's EAGLE worker drafts every iteration)"]
+    assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
+
+
+def no_draft_above_two() -> PolicySettings:
+    settings = two_bucket_settings(Thresholds(0.3, 0.5, 0.8))
+    return replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
+
+
+def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():
+    decider = CastDecider(make_policy("cast", no_draft_above_two()), StaticShape(6, 4, 20))
+    assert decider.states[0] == (0, 1) and decider.has_no_draft_state
+    assert [decider.drafts(b) for b in (1, 2, 3, 64)] == [True, True, False, False]
+    # EAGLE-2 drafts everywhere: no zero-step state is built for it
+    eagle2 = CastDecider(make_policy("eagle2", no_draft_above_two()), StaticShape(6, 4, 20))
+    assert (0, 1) not in eagle2.states and eagle2.drafts(64)
+    # a reload that turns drafting off without a zero-step state keeps drafting, and says so
+    drafting = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
+    drafting.policy.reconfigure(no_draft_above_two())
+    assert drafting.drafts(64)
+    assert "speculate: false buckets keep drafting" in drafting.clamps(no_draft_above_two())[0]
 
 
 # ------------------------------------------------------------ launch flags

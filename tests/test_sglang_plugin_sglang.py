@@ -391,3 +391,43 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
     assert worker.use_width(5, 30) == 8 and target_runner.attn_backend == "target-6x8"
     assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
     assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-6x20"
+
+
+def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state():
+    """Through SGLang's per-iteration hook: batch 5 falls in a ``speculate: false``
+    bucket (SGLang then decodes without drafting), batch 1 drafts again."""
+    from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+
+    from sglang_cast.sglang_plugin.worker import CastWorker
+    from test_sglang_plugin import no_draft_above_two
+
+    def state(depth: int, width: int) -> SpecRuntimeState:
+        name = f"{depth}x{width}"
+        return SpecRuntimeState(depth, width, f"draft-{name}", f"draft-graph-{name}", f"target-{name}",
+                                f"verify-graph-{name}", f"extend-{name}", f"extend-graph-{name}")
+
+    shape = StaticShape(6, 4, 20)
+    worker = CastWorker.__new__(CastWorker)
+    target_runner = argparse.Namespace(attn_backend="target-6x20", decode_cuda_graph_runner="verify-graph-6x20")
+    vars(worker).update(
+        speculative_num_steps=6, speculative_num_draft_tokens=20, static_shape=shape,
+        decider=CastDecider(make_policy("cast", no_draft_above_two()), shape),
+        _draft_worker=argparse.Namespace(speculative_num_steps=6, speculative_num_draft_tokens=20,
+                                         draft_runner=argparse.Namespace(), _rebuild_topk1_chain_buffers=lambda: None),
+        _target_worker=argparse.Namespace(model_runner=target_runner))
+    worker.states = {s: state(*s) for s in worker.decider.states}
+    assert (0, 1) in worker.states
+
+    worker.activate_step_by_batch(1)
+    assert (worker.speculative_num_steps, target_runner.attn_backend) == (6, "target-6x20")  # nothing to do
+    worker.activate_step_by_batch(5)
+    assert (worker.speculative_num_steps, worker.speculative_num_draft_tokens) == (0, 1)
+    assert worker._draft_worker.speculative_num_steps == 0  # SGLang's worker skips draft() at 0 steps
+    assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-0x1", "verify-graph-0x1")
+    worker.activate_step_by_batch(3)  # still off: no swap
+    assert worker.speculative_num_steps == 0
+    worker.activate_step_by_batch(2)
+    assert (worker.speculative_num_steps, target_runner.attn_backend) == (6, "target-6x20")
+    plan = worker.decider.begin(2, 100)
+    depth = worker.use_depth(plan, torch.tensor([[0.5, 0.2, 0.1, 0.05]] * 2))  # drafting resumes normally
+    assert depth in worker.decider.depths and worker.speculative_num_steps == depth >= 1

@@ -93,6 +93,8 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
     Callable(_V2, "EAGLEWorkerV2.build_adaptive_runtime_state",
              ("speculative_num_steps", "speculative_num_draft_tokens", "cuda_graph_bs")),
     Callable(_V2, "EAGLEWorkerV2.apply_runtime_state", ("state",)),
+    Callable(_V2, "EAGLEWorkerV2.activate_step_by_batch", ("batch_size",)),
+    Callable(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
     Fields(_V2, "EAGLEWorkerV2", ("_draft_worker", "_target_worker", "speculative_algorithm", "speculative_num_steps",
                                   "speculative_num_draft_tokens", "topk")),
     Callable(_V2, "EagleDraftWorker._capture_cuda_graphs"),

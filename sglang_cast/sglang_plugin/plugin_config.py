@@ -49,11 +49,6 @@ class StaticShape:
         problems = []
         for bucket in settings.buckets:
             shape, where = bucket.shape, f"bucket max_batch_size={bucket.max_batch_size}"
-            if not bucket.speculate:
-                # SGLang's EAGLE worker drafts and verifies every iteration; plain decoding
-                # would need the scheduler to switch workers, which it cannot do mid-run.
-                problems.append(f"{where} has speculate=false, which only the native engine honours "
-                                "(SGLang's EAGLE worker drafts every iteration)")
             for field, wanted, have, flag in (
                 ("max_depth", shape.max_depth, self.num_steps, "--speculative-num-steps"),
                 ("top_k", shape.top_k, self.topk, "--speculative-eagle-topk"),

@@ -14,11 +14,17 @@ over a small catalogue of (depth, width) pairs:
 Depths and widths are the powers of two below the startup shape, every profile
 bucket's own value and the startup value itself: few enough to capture, dense
 enough that a state is never more than twice what the policy asked for.
+
+A profile bucket with ``speculate: false`` adds SGLang's zero-step state
+(``NO_DRAFT``: no draft, one verified token, i.e. plain decoding), which
+SGLang's EAGLE v2 worker runs without calling the draft at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+NO_DRAFT = (0, 1)  # (depth, width) of SGLang's zero-step state
 
 
 def _catalogue(maximum: int, bucket_values: Sequence[int], minimum: int) -> tuple[int, ...]:

@@ -16,7 +16,12 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
   run eagerly (no multi-step draft CUDA graph);
 * **rerank and verify width** — the policy's ``verify_count`` orders the kept
   nodes; the worker swaps in the state of the smallest pre-built width (at the
-  chosen depth) that holds them (``runtime_shapes``).
+  chosen depth) that holds them (``runtime_shapes``);
+* **no draft** — at batch sizes whose profile bucket says ``speculate: false``,
+  SGLang's per-iteration hook ``activate_step_by_batch`` swaps in the zero-step
+  state, and SGLang's worker then decodes one token without calling the draft
+  (its draft-extend still runs, keeping the draft's KV current for when the
+  batch shrinks).  A switch is a few attribute assignments on the host.
 
 Every (depth, width) state — draft attention backend, target attention backend
 and verify CUDA graphs, draft-extend backend and graph — is built at startup with
@@ -50,6 +55,7 @@ from .decider import CastDecider
 from .drafting import draft_masked_tree
 from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
 from .reload import ProfileWatcher
+from .runtime_shapes import NO_DRAFT
 from .verify_layout import verify_layout
 
 log = logging.getLogger(__name__)
@@ -104,7 +110,7 @@ class CastDraftWorker(EagleDraftWorker):
         """Capture the draft-extend graph only: CAST drafts eagerly (a host decision
         per layer), and EagleDraftWorker skips the draft-decode graph for 1 step."""
         steps = self.speculative_num_steps
-        self.speculative_num_steps = 1
+        self.speculative_num_steps = min(steps, 1)  # the zero-step state keeps 0
         try:
             super()._capture_cuda_graphs()
         finally:
@@ -184,6 +190,17 @@ class CastWorker(EAGLEWorkerV2):
                     self.states[depth, width] = self.build_adaptive_runtime_state(
                         depth, width, cuda_graph_bs=graph_batch_sizes)
         log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
+
+    def activate_step_by_batch(self, batch_size: int) -> None:
+        """SGLang's hook at the start of every decode iteration: the zero-step state
+        when this batch size does not draft, else back to a drafting state (the
+        startup one; ``use_depth`` picks the depth once the plan is known)."""
+        if self.decider.drafts(batch_size):
+            if self.speculative_num_steps == 0:
+                self.apply_runtime_state(self.states[self.static_shape.num_steps,
+                                                     self.static_shape.num_draft_tokens])
+        else:
+            self.apply_runtime_state(self.states[NO_DRAFT])
 
     def use_depth(self, plan, root_probs: torch.Tensor) -> int:
         """Swap in a state of the depth ``plan`` predicts (see ``CastDecider.depth``),
