@@ -381,6 +381,17 @@ def test_unsupported_combinations_fail_with_a_clear_message(overrides, message):
         validate(launch_args(**overrides))
 
 
+def test_mem_fraction_static_is_passed_through_and_checked(profile_path, eagle3_head):
+    args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path=str(eagle3_head),
+                       cast_profile=profile_path, mem_fraction_static=0.316)
+    validate(args)
+    argv = translate_args(args)
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.316"
+    assert "--mem-fraction-static" not in translate_args(launch_args())  # SGLang's default when not given
+    with pytest.raises(ValueError, match=r"--mem-fraction-static must be a number in \(0, 1\), got 1.5"):
+        validate(launch_args(mem_fraction_static=1.5))
+
+
 def test_a_profile_larger_than_the_given_shape_is_refused(profile_path):
     args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path="head", cast_profile=profile_path,
                        speculative_num_steps=4)
