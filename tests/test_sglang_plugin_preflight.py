@@ -92,15 +92,6 @@ def test_a_context_longer_than_the_pool_is_refused_with_the_length_that_fits():
     assert f"pass --context-length {plan.kv_tokens} or less" in problem and plan.kv_tokens < 131072
 
 
-def test_a_shared_workspace_is_counted_once():
-    settings = load_profile(H100).profile.settings
-    states = CastDecider(make_policy("cast", settings), StaticShape(13, 12, 72)).states
-    launch = LaunchSettings(gpu_memory_gib=80, context_length=8192)
-    own = plan_memory(llama(), llama().eagle_head(), states, (13, 72), launch)
-    shared = plan_memory(llama(), llama().eagle_head(), states, (13, 72), launch, shared_workspace=True)
-    assert own.extra_states - shared.extra_states == len(own.states) * FLASHINFER_WORKSPACE
-
-
 # ------------------------------------------------------------------- CLI
 def test_preflight_passes_h100_yaml_for_llama_8b_on_80_gb_with_the_fraction_it_names(capsys):
     code, out, _ = preflight(capsys, "--context-length", "8192")

@@ -143,7 +143,7 @@ def default_mem_fraction_static(gpu_mib: float, chunked_prefill_size: int, graph
 class StateMemory:
     depth: int
     width: int
-    workspace: int  # bytes; 0 for the startup state (SGLang's own)
+    workspace: int  # bytes
     graph_buffers: int  # bytes
 
     @property
@@ -241,8 +241,7 @@ def state_graph_buffers(target: ModelShape, draft: ModelShape, width: int, graph
 
 
 def plan_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[int, int]],
-                startup: tuple[int, int], launch: LaunchSettings, eagle3: bool = True,
-                shared_workspace: bool = False) -> MemoryPlan:
+                startup: tuple[int, int], launch: LaunchSettings, eagle3: bool = True) -> MemoryPlan:
     """The memory of a CAST launch with runtime ``states`` ((depth, width) pairs,
     ``startup`` among them: SGLang builds and sizes that one itself)."""
     gpu_bytes = int(launch.gpu_memory_gib * GIB)
@@ -258,8 +257,7 @@ def plan_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[in
     kv_pool = before_load - target_weights - draft_weights - slack
     cell = target.kv_bytes_per_token(launch.dtype_bytes) + draft.kv_bytes_per_token(launch.dtype_bytes)
     extra = tuple(
-        StateMemory(depth, width, 0 if shared_workspace else FLASHINFER_WORKSPACE,
-                    state_graph_buffers(target, draft, width, graph_bs))
+        StateMemory(depth, width, FLASHINFER_WORKSPACE, state_graph_buffers(target, draft, width, graph_bs))
         for depth, width in sorted(states) if (depth, width) != startup)
     return MemoryPlan(gpu_bytes=gpu_bytes, mem_fraction_static=fraction, target_weights=target_weights,
                       draft_weights=draft_weights, kv_cell=cell, kv_pool=kv_pool,
