@@ -119,6 +119,21 @@ def test_worker_decisions_equal_the_native_engine(policy, thresholds):
             assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
 
 
+def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
+    """Host decisions between layers cost one device-to-host copy per layer (plus
+    the roots once), not one per tensor."""
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=5, num_verify_tokens=16))
+    plan = make_policy("eagle2", settings).begin(2, 10)
+    draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
+    root_probs, root_tokens = draft.root_children()
+    copies = []
+    real_cpu = torch.Tensor.cpu
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, torch.tensor([1, 2]), draft, 5)
+    assert drafted.depth == 5 and len(copies) == 5 + 1
+    assert copies.count(torch.Size([4, 2, 4])) == 5  # values, rows, tokens, flat ids together
+
+
 def test_cast_actually_prunes_in_these_comparisons():
     """Guard for the test above: the thresholds used there do prune breadth and depth."""
     settings = two_bucket_settings(Thresholds(2.0, 3.0, 1.5))
