@@ -96,7 +96,8 @@ def test_a_doctored_sglang_is_refused_in_one_line_naming_what_is_missing():
     assert "\n" not in message
     assert message.startswith("the installed SGLang 0.6.0 lacks what the CAST plugin uses: ")
     assert "SpecRuntimeState" in message and "num_draft_tokens" in message and "hot_token_id" in message
-    assert message.endswith(f"the plugin supports SGLang {SUPPORTED_VERSION} (pip install 'sglang=={SUPPORTED_VERSION}')")
+    assert message.endswith(f"the plugin supports SGLang {SUPPORTED_VERSION} "
+                            f"(pip install 'sglang=={SUPPORTED_VERSION}')")
     assert contract_problems() == []  # the real modules were not touched
 
 

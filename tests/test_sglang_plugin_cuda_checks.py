@@ -61,8 +61,8 @@ class _Matcher:
     strides checked where given (size-1 dims and -1 skipped), else the tensor must
     be contiguous; dtype; and one device shared by every matched tensor."""
 
-    def __init__(self, line: str) -> None:
-        self.line, self.sizes, self.device = line, {}, None
+    def __init__(self) -> None:
+        self.sizes, self.device = {}, None
 
     def size(self, name: str) -> int:
         return self.sizes[name]
@@ -90,7 +90,7 @@ def build_tree_host_checks(parent_list, selected_index, verified_seq_len, tree_m
                            retrive_next_token, retrive_next_sibling, topk, depth, draft_token_num,
                            tree_mask_mode) -> None:
     """Every host-side check of ``build_tree_kernel_efficient`` in tree.cuh (0.5.23), lines 45-89."""
-    m = _Matcher("48")
+    m = _Matcher()
     _require(topk > 0 and depth > 0, "45", f"topk > 0 && depth > 0 (topk {topk}, depth {depth})")
     _require(0 < draft_token_num <= 1024, "46", f"draft_token_num in (0, 1024] (got {draft_token_num})")
     _require(0 <= tree_mask_mode <= 2, "47", f"tree_mask_mode in [0, 2] (got {tree_mask_mode})")
@@ -123,7 +123,7 @@ def build_tree_host_checks(parent_list, selected_index, verified_seq_len, tree_m
 def verify_greedy_host_checks(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                               retrive_next_sibling, target_predict) -> None:
     """Every host-side check of ``verify_tree_greedy`` in tree.cuh (0.5.23), lines 137-152."""
-    m = _Matcher("139")
+    m = _Matcher()
     for tensor in (candidates, retrive_index, retrive_next_token, retrive_next_sibling, target_predict):
         m.match(tensor, ("batch_size", "draft_tokens"), torch.int64, "139-146")
     m.match(accept_index, ("batch_size", "spec_tokens"), torch.int32, "147")
@@ -214,7 +214,7 @@ def random_settings(rng: random.Random, shape: StaticShape) -> PolicySettings:
     return PolicySettings(buckets=(bucket(2), bucket(1 << 30)), costs=steep_costs())
 
 
-def fake_state(depth: int, width: int, target_runner) -> SpecRuntimeState:
+def fake_state(depth: int, width: int) -> SpecRuntimeState:
     """A runtime state whose attention backends are what the draft and tree paths read."""
     draft_backend = argparse.Namespace(attn_backends=[None] * depth, init_forward_metadata=lambda batch: None)
     target_backend = argparse.Namespace(verify_mask=None, max_context_len=4096, name=f"target-{depth}x{width}")
@@ -231,7 +231,7 @@ def build_worker(settings: PolicySettings, shape: StaticShape, runner: PathDraft
     decider = CastDecider(make_policy("cast", settings), shape)
     vars(cast).update(speculative_num_steps=shape.num_steps, speculative_num_draft_tokens=shape.num_draft_tokens,
                       decider=decider, _draft_worker=draft, _target_worker=target_worker, static_shape=shape)
-    cast.states = {s: fake_state(*s, target_runner) for s in decider.states}
+    cast.states = {s: fake_state(*s) for s in decider.states}
     startup = cast.states[shape.num_steps, shape.num_draft_tokens]
     target_runner.attn_backend = startup.target_attn_backend
     vars(draft).update(
