@@ -155,8 +155,9 @@ def test_a_launch_that_would_not_fit_is_refused_before_loading_with_the_fix(tmp_
         validate(cast_server_args(**args, context_length=8192))
     fraction = float(str(refused.value).split("pass --mem-fraction-static ")[1].split()[0])
     validate(cast_server_args(**args, context_length=8192, mem_fraction_static=fraction))
+    validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context fits too
     with pytest.raises(ValueError, match="pass --context-length \\d+ or less"):
-        validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context
+        validate(cast_server_args(**args, context_length=200_000, mem_fraction_static=fraction))
 
 
 def test_the_memory_check_is_skipped_when_the_gpu_is_unknown(tmp_path, monkeypatch):
@@ -431,3 +432,26 @@ def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state()
     plan = worker.decider.begin(2, 100)
     depth = worker.use_depth(plan, torch.tensor([[0.5, 0.2, 0.1, 0.05]] * 2))  # drafting resumes normally
     assert depth in worker.decider.depths and worker.speculative_num_steps == depth >= 1
+
+
+def test_runtime_states_are_built_on_sglangs_one_attention_workspace():
+    """SGLang's builder asks the target runner for a new FlashInfer workspace per
+    state; while the worker builds states, that request gets the shared one."""
+    import inspect
+
+    from sglang_cast.sglang_plugin.worker import shared_attention_workspace
+
+    source = inspect.getsource(EAGLEWorkerV2.build_adaptive_runtime_state)
+    assert "_get_attention_backend(" in source and "init_new_workspace=True" in source  # the call intercepted
+
+    class Runner:
+        def _get_attention_backend(self, init_new_workspace: bool = False):
+            return "new workspace" if init_new_workspace else "SGLang's workspace"
+
+    runner = Runner()
+    with shared_attention_workspace(runner):
+        assert runner._get_attention_backend(init_new_workspace=True) == "SGLang's workspace"
+    assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"  # restored afterwards
+    with pytest.raises(RuntimeError), shared_attention_workspace(runner):
+        raise RuntimeError("a failed build")
+    assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"

@@ -104,6 +104,8 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
         "speculative_num_steps", "speculative_num_draft_tokens", "topk", "draft_attn_backend", "cuda_graph_runner",
         "draft_extend_attn_backend", "cuda_graph_runner_for_draft_extend", "hot_token_id", "tree_mask_mode",
         "req_to_token_pool", "target_worker", "draft_runner", "parallel_layout", "device")),
+    Callable("sglang.srt.model_executor.model_runner", "ModelRunner._get_attention_backend",
+             ("init_new_workspace",)),
     Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
            ("attn_backend", "decode_cuda_graph_runner", "model_config")),
     Callable(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (

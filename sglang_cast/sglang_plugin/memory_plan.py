@@ -15,11 +15,11 @@ SGLang splits a GPU in two (``mem_fraction_static``, ``mfs``):
 
 Everything the CAST worker builds beyond SGLang's own startup shape is allocated
 after the KV pool, so it must fit in what the slack has beyond SGLang's reserve:
-per extra runtime state, the FlashInfer workspace SGLang's
-``build_adaptive_runtime_state`` allocates (``init_new_workspace=True``,
-``SGLANG_FLASHINFER_WORKSPACE_SIZE`` = 384 MiB) and the state's CUDA-graph
-output buffers (estimated as the verify graph's float32 logits and captured
-hidden states, and the draft-extend graph's, at the largest graph batch).
+per extra runtime state, its CUDA-graph output buffers (estimated as the verify
+graph's float32 logits and captured hidden states, and the draft-extend graph's,
+at the largest graph batch).  The states' attention backends reuse SGLang's one
+FlashInfer workspace (``worker.shared_attention_workspace``), so they add no
+workspace of their own.
 
 The numbers are an estimate built from SGLang's formulas and the model's
 config.json; they have never been compared with a real GPU's allocator.
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 MIB = 1 << 20
 GIB = 1 << 30
-FLASHINFER_WORKSPACE = 384 * MIB  # sglang/srt/environ.py: SGLANG_FLASHINFER_WORKSPACE_SIZE
 CUDA_CONTEXT = 512 * MIB  # the CUDA context and allocator overhead present before SGLang loads weights
 
 
@@ -143,12 +142,7 @@ def default_mem_fraction_static(gpu_mib: float, chunked_prefill_size: int, graph
 class StateMemory:
     depth: int
     width: int
-    workspace: int  # bytes
     graph_buffers: int  # bytes
-
-    @property
-    def total(self) -> int:
-        return self.workspace + self.graph_buffers
 
 
 @dataclass(frozen=True)
@@ -169,7 +163,7 @@ class MemoryPlan:
 
     @property
     def extra_states(self) -> int:
-        return sum(s.total for s in self.states)
+        return sum(s.graph_buffers for s in self.states)
 
     @property
     def slack_left(self) -> int:
@@ -209,11 +203,11 @@ class MemoryPlan:
             f"(--context-length {self.context_length}: {max(self.kv_tokens, 0) // self.context_length} full-length "
             f"requests; --max-running-requests {self.max_running_requests})",
             f"slack outside static     {_gib(self.slack)}, SGLang's own reserve {_gib(self.sglang_reserve)}",
-            f"runtime states           {len(self.states)} (depth x width), beyond SGLang's startup state:",
+            f"runtime states           {len(self.states)} (depth x width) beyond SGLang's startup state, on "
+            "SGLang's one FlashInfer workspace:",
         ]
         for s in self.states:
-            lines.append(f"  {s.depth:>3} x {s.width:<4} workspace {_mib(s.workspace):>9}  graph buffers "
-                         f"{_mib(s.graph_buffers):>9}  total {_mib(s.total):>9}")
+            lines.append(f"  {s.depth:>3} x {s.width:<4} graph buffers {_mib(s.graph_buffers):>9}")
         lines.append(f"states total             {_gib(self.extra_states)}")
         lines.append(f"slack left               {_gib(self.slack_left)}")
         problems = self.problems()
@@ -257,7 +251,7 @@ def plan_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[in
     kv_pool = before_load - target_weights - draft_weights - slack
     cell = target.kv_bytes_per_token(launch.dtype_bytes) + draft.kv_bytes_per_token(launch.dtype_bytes)
     extra = tuple(
-        StateMemory(depth, width, FLASHINFER_WORKSPACE, state_graph_buffers(target, draft, width, graph_bs))
+        StateMemory(depth, width, state_graph_buffers(target, draft, width, graph_bs))
         for depth, width in sorted(states) if (depth, width) != startup)
     return MemoryPlan(gpu_bytes=gpu_bytes, mem_fraction_static=fraction, target_weights=target_weights,
                       draft_weights=draft_weights, kv_cell=cell, kv_pool=kv_pool,

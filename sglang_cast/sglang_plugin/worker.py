@@ -25,14 +25,17 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
 
 Every (depth, width) state — draft attention backend, target attention backend
 and verify CUDA graphs, draft-extend backend and graph — is built at startup with
-SGLang's own ``build_adaptive_runtime_state``.  KV for every iteration is reserved
-for the startup (largest) shape, so a swap never outgrows an allocation.
+SGLang's own ``build_adaptive_runtime_state``, except that the states' target
+backends reuse SGLang's one process-wide FlashInfer workspace instead of a new
+384 MiB one each (``shared_attention_workspace``).  KV for every iteration is
+reserved for the startup (largest) shape, so a swap never outgrows an allocation.
 
 The policy reloads its profile while serving (``reload.ProfileWatcher``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -96,6 +99,24 @@ class _DraftForward:
             child_tokens = worker.hot_token_id[child_tokens]
         self.hidden = logits.hidden_states
         return child_probs, child_tokens
+
+
+@contextlib.contextmanager
+def shared_attention_workspace(model_runner):
+    """While building runtime states, make ``model_runner`` hand out attention
+    backends on SGLang's process-wide FlashInfer workspace.
+
+    ``build_adaptive_runtime_state`` asks for ``init_new_workspace=True``: 384 MiB
+    per state, allocated after the KV pool is sized.  Only one runtime state runs at
+    a time, and SGLang itself already shares that workspace between its target and
+    draft backends, which run one after the other in every iteration, so the
+    states share it too."""
+    build = model_runner._get_attention_backend
+    model_runner._get_attention_backend = lambda init_new_workspace=False: build(init_new_workspace=False)
+    try:
+        yield
+    finally:
+        del model_runner._get_attention_backend  # the class's method again
 
 
 class CastDraftWorker(EagleDraftWorker):
@@ -184,7 +205,8 @@ class CastWorker(EAGLEWorkerV2):
         graph_batch_sizes = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
                              else get_exec().graph.cuda_graph_bs_decode)
         with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
-              speculative_moe_a2a_backend_context()):
+              speculative_moe_a2a_backend_context(),
+              shared_attention_workspace(self._target_worker.model_runner)):
             for depth, width in self.decider.states:
                 if (depth, width) not in self.states:
                     self.states[depth, width] = self.build_adaptive_runtime_state(
