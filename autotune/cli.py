@@ -25,6 +25,7 @@ from sglang_cast.profile import PROFILE_DIR
 from .errors import USAGE, AutotuneError
 from .grid import AUTO_N, ProfileGrid
 from .labels import KNOWN_LABELS, check_label, check_label_syntax
+from .preflight import add_preflight_parser
 from .space import Grid, SearchSpace
 from .store import DEFAULT_TIMEOUT_S, default_db_path
 
@@ -567,6 +568,8 @@ def build_parser() -> Parser:
     add_confirm(p, default_prompts=4, default_tokens=48)
     add_db(p)
     p.set_defaults(run=cmd_bench)
+
+    add_preflight_parser(commands, fmt, int_in, float_in)
     return parser
 
 

@@ -71,7 +71,7 @@ def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
 def test_every_flag_of_every_command_has_help():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
-    assert set(commands) == {"profile", "collect", "tune", "daemon", "analytic", "show", "plot", "bench"}
+    assert set(commands) == {"profile", "collect", "tune", "daemon", "analytic", "show", "plot", "bench", "preflight"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings} has no help"

@@ -119,6 +119,21 @@ def test_worker_decisions_equal_the_native_engine(policy, thresholds):
             assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
 
 
+def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
+    """Host decisions between layers cost one device-to-host copy per layer (plus
+    the roots once), not one per tensor."""
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=5, num_verify_tokens=16))
+    plan = make_policy("eagle2", settings).begin(2, 10)
+    draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
+    root_probs, root_tokens = draft.root_children()
+    copies = []
+    real_cpu = torch.Tensor.cpu
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, torch.tensor([1, 2]), draft, 5)
+    assert drafted.depth == 5 and len(copies) == 5 + 1
+    assert copies.count(torch.Size([4, 2, 4])) == 5  # values, rows, tokens, flat ids together
+
+
 def test_cast_actually_prunes_in_these_comparisons():
     """Guard for the test above: the thresholds used there do prune breadth and depth."""
     settings = two_bucket_settings(Thresholds(2.0, 3.0, 1.5))
@@ -166,12 +181,16 @@ def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
     roots = torch.tensor([rng.randrange(12) for _ in range(3)])
     _, drafted, k, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
     width = decider.width(5, k, drafted.tree.size - 1)
-    layout = verify_layout(drafted, width)
+    layout = verify_layout(drafted, width, 5)
     assert layout.width == width and layout.top_scores_index.shape == (3, width - 1)
     expected = select_verified(drafted.tree, width - 1)
     assert torch.equal(layout.verified.parents, expected.parents)
     assert torch.equal(layout.draft_tokens, expected.tokens[:, 1:])
-    assert layout.parent_list.shape == (3, 1 + topk * (drafted.depth - 1))
+    # parent_list has the depth-5 state's row width; past the drafted layers it is padding
+    drafted_width = 1 + topk * (drafted.depth - 1)
+    assert layout.parent_list.shape == (3, 1 + topk * 4)
+    assert torch.equal(layout.parent_list[:, :drafted_width], drafted.parent_list())
+    assert (layout.parent_list[:, drafted_width:] == -1).all()
     for b in range(3):
         for i in range(1, width):
             assert kernel_parent_position(layout, topk, b, i) == int(expected.parents[b, i])
@@ -198,14 +217,15 @@ def test_draft_depths_and_the_state_catalogue():
         draft_depths(0, [])
     assert choose_depth(3, (1, 2, 4, 6)) == 4 and choose_depth(1, (1, 2, 4, 6)) == 1
     assert choose_depth(0, (1, 2, 4)) == 1 and choose_depth(9, (1, 2, 4)) == 4
-    # topk 4: one layer offers 4 nodes, two layers 4 + 16
+    # topk 4: a CAST tree keeps at most 4 nodes per layer, so one layer fills
+    # width 5 at most and two layers width 9 (SGLang's layout would offer 4 + 16)
     assert widths_at_depth((2, 4, 8, 16, 20), 1, 4) == (2, 4)
-    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8, 16, 20)
-    assert widths_at_depth((2, 4, 8), 3, 1) == (4,)  # SGLang's chain verifies depth + 1 tokens
+    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8)
+    assert widths_at_depth((2, 4, 8, 16, 20), 4, 4) == (2, 4, 8, 16)
     decider = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
     assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
     assert decider.states[:3] == ((1, 2), (1, 4), (2, 2)) and decider.states[-1] == (6, 20)
-    assert len(decider.states) == 2 + 3 * 6
+    assert len(decider.states) == 2 + 3 + 5 + 6
 
 
 # ------------------------------------------------------ depth prediction
@@ -264,10 +284,31 @@ def test_static_shape_covers_and_names_what_does_not_fit():
                         "--speculative-num-draft-tokens 16"]
     with pytest.raises(ValueError, match=r"topk\*steps\+1 = 9"):
         StaticShape(2, 4, 10).check()
+    with pytest.raises(ValueError, match="--speculative-eagle-topk must be >= 2 for CAST, got 1"):
+        StaticShape(3, 1, 4).check()
+    chain = PolicySettings.single(steep_costs(), TreeShape(top_k=1, max_depth=3, num_verify_tokens=4))
+    assert StaticShape.covering(chain) == StaticShape(3, 2, 4)
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
-    assert StaticShape.covering(off).misfits(off) == [
-        f"bucket max_batch_size={1 << 30} has speculate=false, which only the native engine honours "
-        "(SGLang's EAGLE worker drafts every iteration)"]
+    assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
+
+
+def no_draft_above_two() -> PolicySettings:
+    settings = two_bucket_settings(Thresholds(0.3, 0.5, 0.8))
+    return replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
+
+
+def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():
+    decider = CastDecider(make_policy("cast", no_draft_above_two()), StaticShape(6, 4, 20))
+    assert decider.states[0] == (0, 1) and decider.has_no_draft_state
+    assert [decider.drafts(b) for b in (1, 2, 3, 64)] == [True, True, False, False]
+    # EAGLE-2 drafts everywhere: no zero-step state is built for it
+    eagle2 = CastDecider(make_policy("eagle2", no_draft_above_two()), StaticShape(6, 4, 20))
+    assert (0, 1) not in eagle2.states and eagle2.drafts(64)
+    # a reload that turns drafting off without a zero-step state keeps drafting, and says so
+    drafting = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
+    drafting.policy.reconfigure(no_draft_above_two())
+    assert drafting.drafts(64)
+    assert "speculate: false buckets keep drafting" in drafting.clamps(no_draft_above_two())[0]
 
 
 # ------------------------------------------------------------ launch flags
@@ -355,6 +396,17 @@ def test_unsupported_combinations_fail_with_a_clear_message(overrides, message):
         validate(launch_args(**overrides))
 
 
+def test_mem_fraction_static_is_passed_through_and_checked(profile_path, eagle3_head):
+    args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path=str(eagle3_head),
+                       cast_profile=profile_path, mem_fraction_static=0.316)
+    validate(args)
+    argv = translate_args(args)
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.316"
+    assert "--mem-fraction-static" not in translate_args(launch_args())  # SGLang's default when not given
+    with pytest.raises(ValueError, match=r"--mem-fraction-static must be a number in \(0, 1\), got 1.5"):
+        validate(launch_args(mem_fraction_static=1.5))
+
+
 def test_a_profile_larger_than_the_given_shape_is_refused(profile_path):
     args = launch_args(speculative_algorithm="CAST", speculative_draft_model_path="head", cast_profile=profile_path,
                        speculative_num_steps=4)
@@ -386,6 +438,30 @@ def test_profile_hot_reload_reconfigures_the_policy_and_keeps_it_on_bad_files(pr
     assert watcher.check_now() is False
     assert "max_depth=9 but SGLang runs with --speculative-num-steps 6" in watcher.last_error
     assert policy.settings.buckets[0].thresholds.c1 == 5.0
+
+
+def test_a_reload_between_catalogue_states_is_clamped_up_and_logged_once(profile_path, caplog):
+    from sglang_cast.profile import load_profile
+
+    loaded = load_profile(profile_path)
+    decider = CastDecider(make_policy("cast", loaded.profile.settings), StaticShape(6, 4, 20))
+    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
+    watcher = ProfileWatcher(loaded, decider.policy, decider.shape, clamps=decider.clamps)
+    between = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=3, num_verify_tokens=10),
+                                    Thresholds(0.05, 0.05, 0.05))
+    save_profile(replace(loaded.profile, settings=between), profile_path)
+    with caplog.at_level("WARNING", logger="sglang_cast.sglang_plugin.reload"):
+        assert watcher.check_now() is True
+        assert watcher.check_now() is False  # unchanged: nothing new to say
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "max_depth 3 runs in depth-4 states" in warnings[0]
+    assert "num_verify_tokens 10 is verified in width-12 states" in warnings[0]
+    # and the worker's choices do land in those states
+    plan = decider.begin(1, 100)
+    assert plan.max_depth == 3 and decider.depth(plan, torch.tensor([[0.9, 0.5, 0.4, 0.3]])) == 4
+    assert decider.width(4, 9, 12) == 12
+    assert decider.clamps(loaded.profile.settings) == []  # the startup profile has a state for every value
 
 
 def test_the_watcher_thread_picks_up_a_change(profile_path):

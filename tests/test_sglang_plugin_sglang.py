@@ -13,6 +13,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import random  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
@@ -128,6 +129,42 @@ def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profi
         validate(cast_server_args(**overrides))
 
 
+def llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib: float) -> dict:
+    """Server args for Llama-3.1-8B (the hand-written config in profiles/models) with
+    an EAGLE-3 head and profiles/h100.yaml, on a GPU of ``gpu_gib`` as SGLang sees it."""
+    from pathlib import Path
+
+    from sglang.srt.utils import common
+
+    root = Path(__file__).resolve().parents[1]
+    head = tmp_path / "eagle3-llama-8b"
+    head.mkdir()
+    target = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
+    (head / "config.json").write_text(json.dumps(dict(target, architectures=["LlamaForCausalLMEagle3"],
+                                                      num_hidden_layers=1)))
+    monkeypatch.setattr(common, "get_device_memory_capacity", lambda device=None: gpu_gib * 1024)
+    monkeypatch.setenv(PROFILE_ENV, str(root / "profiles/h100.yaml"))
+    return dict(model_path=str(root / "profiles/models/llama-3.1-8b"), speculative_draft_model_path=str(head),
+                speculative_num_steps=13, speculative_eagle_topk=12, speculative_num_draft_tokens=72)
+
+
+def test_a_launch_that_would_not_fit_is_refused_before_loading_with_the_fix(tmp_path, monkeypatch):
+    args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=80)
+    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: .*pass --mem-fraction-static "
+                                         r"0\.\d{3}") as refused:
+        validate(cast_server_args(**args, context_length=8192))
+    fraction = float(str(refused.value).split("pass --mem-fraction-static ")[1].split()[0])
+    validate(cast_server_args(**args, context_length=8192, mem_fraction_static=fraction))
+    validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context fits too
+    with pytest.raises(ValueError, match="pass --context-length \\d+ or less"):
+        validate(cast_server_args(**args, context_length=200_000, mem_fraction_static=fraction))
+
+
+def test_the_memory_check_is_skipped_when_the_gpu_is_unknown(tmp_path, monkeypatch):
+    args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=0)
+    validate(cast_server_args(**args, context_length=8192))
+
+
 def test_server_args_without_a_profile_say_how_to_give_one(monkeypatch):
     monkeypatch.delenv(PROFILE_ENV, raising=False)
     with pytest.raises(ValueError, match=f"set {PROFILE_ENV}"):
@@ -158,7 +195,7 @@ def random_layout(seed: int):
     roots = torch.tensor([rng.randrange(16) for _ in range(batch)])
     model = Float32Model(vocab=16, seed=seed)
     _, drafted, k, _ = worker_iteration(decider, model, roots, 200, topk, depth)
-    layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1))
+    layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1), depth)
     seq_lens = torch.tensor([rng.randrange(1, 9) for _ in range(batch)])
     return layout, roots, seq_lens, topk, depth, model, drafted
 
@@ -355,3 +392,66 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
     assert worker.use_width(5, 30) == 8 and target_runner.attn_backend == "target-6x8"
     assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
     assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-6x20"
+
+
+def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state():
+    """Through SGLang's per-iteration hook: batch 5 falls in a ``speculate: false``
+    bucket (SGLang then decodes without drafting), batch 1 drafts again."""
+    from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+
+    from sglang_cast.sglang_plugin.worker import CastWorker
+    from test_sglang_plugin import no_draft_above_two
+
+    def state(depth: int, width: int) -> SpecRuntimeState:
+        name = f"{depth}x{width}"
+        return SpecRuntimeState(depth, width, f"draft-{name}", f"draft-graph-{name}", f"target-{name}",
+                                f"verify-graph-{name}", f"extend-{name}", f"extend-graph-{name}")
+
+    shape = StaticShape(6, 4, 20)
+    worker = CastWorker.__new__(CastWorker)
+    target_runner = argparse.Namespace(attn_backend="target-6x20", decode_cuda_graph_runner="verify-graph-6x20")
+    vars(worker).update(
+        speculative_num_steps=6, speculative_num_draft_tokens=20, static_shape=shape,
+        decider=CastDecider(make_policy("cast", no_draft_above_two()), shape),
+        _draft_worker=argparse.Namespace(speculative_num_steps=6, speculative_num_draft_tokens=20,
+                                         draft_runner=argparse.Namespace(), _rebuild_topk1_chain_buffers=lambda: None),
+        _target_worker=argparse.Namespace(model_runner=target_runner))
+    worker.states = {s: state(*s) for s in worker.decider.states}
+    assert (0, 1) in worker.states
+
+    worker.activate_step_by_batch(1)
+    assert (worker.speculative_num_steps, target_runner.attn_backend) == (6, "target-6x20")  # nothing to do
+    worker.activate_step_by_batch(5)
+    assert (worker.speculative_num_steps, worker.speculative_num_draft_tokens) == (0, 1)
+    assert worker._draft_worker.speculative_num_steps == 0  # SGLang's worker skips draft() at 0 steps
+    assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-0x1", "verify-graph-0x1")
+    worker.activate_step_by_batch(3)  # still off: no swap
+    assert worker.speculative_num_steps == 0
+    worker.activate_step_by_batch(2)
+    assert (worker.speculative_num_steps, target_runner.attn_backend) == (6, "target-6x20")
+    plan = worker.decider.begin(2, 100)
+    depth = worker.use_depth(plan, torch.tensor([[0.5, 0.2, 0.1, 0.05]] * 2))  # drafting resumes normally
+    assert depth in worker.decider.depths and worker.speculative_num_steps == depth >= 1
+
+
+def test_runtime_states_are_built_on_sglangs_one_attention_workspace():
+    """SGLang's builder asks the target runner for a new FlashInfer workspace per
+    state; while the worker builds states, that request gets the shared one."""
+    import inspect
+
+    from sglang_cast.sglang_plugin.worker import shared_attention_workspace
+
+    source = inspect.getsource(EAGLEWorkerV2.build_adaptive_runtime_state)
+    assert "_get_attention_backend(" in source and "init_new_workspace=True" in source  # the call intercepted
+
+    class Runner:
+        def _get_attention_backend(self, init_new_workspace: bool = False):
+            return "new workspace" if init_new_workspace else "SGLang's workspace"
+
+    runner = Runner()
+    with shared_attention_workspace(runner):
+        assert runner._get_attention_backend(init_new_workspace=True) == "SGLang's workspace"
+    assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"  # restored afterwards
+    with pytest.raises(RuntimeError), shared_attention_workspace(runner):
+        raise RuntimeError("a failed build")
+    assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"

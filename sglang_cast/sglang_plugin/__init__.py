@@ -2,8 +2,12 @@
 algorithms, registered through SGLang's ``sglang.srt.plugins`` entry point.
 
 Modules that import SGLang: ``register`` (the entry point), ``spec`` (how SGLang
-sees the algorithms), ``worker`` (the EAGLE v2 worker driven by our policies).
+sees the algorithms, and the start-up checks), ``worker`` (the EAGLE v2 worker
+driven by our policies).  ``contract`` lists everything of SGLang the plugin uses
+and checks the installed version against it (it imports SGLang only when run).
 Pure modules, importable without SGLang: ``drafting`` and ``verify_layout`` (the
-tree in SGLang's static layout), ``decider`` (the worker's policy side),
-``plugin_config``, ``reload`` and ``launch`` (``--backend sglang``).  The runbook is ``docs/gpu.md``.
+tree in SGLang's static layout), ``decider`` and ``runtime_shapes`` (the worker's
+policy side and its runtime-state catalogue), ``memory_plan`` (will a launch fit;
+``cast-autotune preflight``), ``plugin_config``, ``reload`` and ``launch``
+(``--backend sglang``).  The runbook is ``docs/gpu.md``.
 """

@@ -1,10 +1,11 @@
 """The policy side of the SGLang worker, free of SGLang objects.
 
-``CastWorker`` asks it three things per iteration: a plan (the shared policy's
-``begin``), the draft depth to run (before drafting, from the plan's
-prediction) and the verify width for the nodes the plan's rerank chose.  Both
-answers are picked from the runtime states pre-built at startup
-(``runtime_shapes``).  Keeping this apart from the worker lets tests check the
+``CastWorker`` asks it four things per iteration: whether this batch size drafts
+at all (a bucket with ``speculate: false`` runs SGLang's zero-step state), a
+plan (the shared policy's ``begin``), the draft depth to run (before drafting,
+from the plan's prediction) and the verify width for the nodes the plan's
+rerank chose.  The answers are picked from the runtime states pre-built at
+startup (``runtime_shapes``).  Keeping this apart from the worker lets tests check the
 worker's decisions against the native engine's with plain tensors.
 """
 
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ..cast import IterationPlan, Policy
+from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
-from .runtime_shapes import choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
+from .runtime_shapes import NO_DRAFT, choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
 
 
 class CastDecider:
@@ -26,11 +27,24 @@ class CastDecider:
         buckets = policy.settings.buckets
         self.depths = draft_depths(shape.num_steps, [b.shape.max_depth for b in buckets])
         self.widths = verify_widths(shape.num_draft_tokens, [b.shape.num_verify_tokens for b in buckets])
+        self.has_no_draft_state = not self.drafts_in_every_bucket(policy.settings)
+
+    def drafts_in_every_bucket(self, settings: PolicySettings) -> bool:
+        """Whether every bucket of ``settings`` drafts under this policy (EAGLE-2
+        drafts even where a bucket says ``speculate: false``)."""
+        return all(self.policy.begin(b.max_batch_size, 0).max_depth > 0 for b in settings.buckets)
 
     @property
     def states(self) -> tuple[tuple[int, int], ...]:
         """Every (depth, width) pair the worker builds a runtime state for."""
-        return tuple((d, w) for d in self.depths for w in self.widths_at(d))
+        drafting = tuple((d, w) for d in self.depths for w in self.widths_at(d))
+        return ((NO_DRAFT,) if self.has_no_draft_state else ()) + drafting
+
+    def drafts(self, batch_size: int) -> bool:
+        """Whether an iteration of ``batch_size`` sequences drafts: the policy's own
+        answer (a plan of depth 0 does not), unless no zero-step state was built
+        (a reload added ``speculate: false``), where it drafts anyway."""
+        return not self.has_no_draft_state or self.policy.begin(batch_size, 0).max_depth > 0
 
     def widths_at(self, depth: int) -> tuple[int, ...]:
         return widths_at_depth(self.widths, depth, self.shape.topk)
@@ -47,3 +61,21 @@ class CastDecider:
 
     def width(self, depth: int, wanted_nodes: int, available_nodes: int) -> int:
         return choose_width(wanted_nodes, available_nodes, self.widths_at(depth))
+
+    def clamps(self, settings: PolicySettings) -> list[str]:
+        """How ``settings`` (a reloaded profile that fits the static shape) map onto
+        the catalogue built at startup: a bucket value with no state of its own runs
+        in the next larger one.  Empty when every value has its own state."""
+        notes = []
+        if not self.has_no_draft_state and not self.drafts_in_every_bucket(settings):
+            notes.append("speculate: false buckets keep drafting (no zero-step state was built at startup)")
+        for bucket in settings.buckets:
+            shape, where = bucket.shape, f"bucket max_batch_size={bucket.max_batch_size}"
+            if shape.max_depth not in self.depths:
+                notes.append(f"{where}: max_depth {shape.max_depth} runs in depth-"
+                             f"{choose_depth(shape.max_depth, self.depths)} states")
+            if shape.num_verify_tokens not in self.widths:
+                larger = next(w for w in self.widths if w >= shape.num_verify_tokens)
+                notes.append(f"{where}: num_verify_tokens {shape.num_verify_tokens} is verified in width-{larger} "
+                             "states (the extra slots take the next-ranked nodes)")
+        return notes

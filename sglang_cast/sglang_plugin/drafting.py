@@ -66,6 +66,14 @@ def _first(count: int, width: int, device: torch.device) -> torch.Tensor:
     return torch.arange(width, device=device) < count
 
 
+def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, flat: torch.Tensor):
+    """One layer's ``[B, K]`` frontier on the host in a single device-to-host copy
+    (one sync per layer instead of one per tensor): float64 values, then parent
+    rows, tokens and flat ids, exact as float64 below 2^53."""
+    host = torch.stack([values, rows.double(), tokens.double(), flat.double()]).cpu()
+    return host[0], host[1].long(), host[2].long(), host[3].long()
+
+
 def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor,
                       bonus_tokens: torch.Tensor, step: StepFn, max_steps: int) -> DraftedTree:
     """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
@@ -76,8 +84,9 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     (``plan.top_k <= K``): the columns and candidates past it are masked too.  At
     most ``min(plan.max_depth, max_steps)`` layers are drafted.
 
-    The drafting tensors stay on the model's device; the kept nodes are copied to
-    the host layer by layer (a few hundred numbers), where the policy decides.
+    The drafting tensors stay on the model's device; each layer's frontier is
+    copied to the host in one transfer (a few hundred numbers), where the policy
+    decides.
     """
     batch, topk = root_probs.shape
     if plan.top_k > topk:
@@ -98,13 +107,14 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     flat = torch.arange(topk, device=device).expand(batch, topk)
     layer = 1
     while True:
+        host_values, host_rows, host_tokens, host_flat = _to_host(values, rows, tokens, flat)
         # The policy sees the same [B, top_k] candidate values the native engine does.
-        kept = plan.keep(layer, values[:, :width].cpu())
+        kept = plan.keep(layer, host_values[:, :width])
         # ``rows`` index the previous layer's kept nodes; layer 1 hangs off the root (id 0).
-        parents = rows[:, :kept].cpu() + (0 if layer == 1 else layer_ids[:, :1])
-        layer_ids = tree.add_layer(tokens[:, :kept].cpu(), parents, values[:, :kept].cpu())
-        flat_ids.append(flat[:, :kept].cpu())
-        frontier_flat.append(flat.cpu())
+        parents = host_rows[:, :kept] + (0 if layer == 1 else layer_ids[:, :1])
+        layer_ids = tree.add_layer(host_tokens[:, :kept], parents, host_values[:, :kept])
+        flat_ids.append(host_flat[:, :kept])
+        frontier_flat.append(host_flat)
         if layer >= depth_limit or not plan.grow(layer):
             break
         child_probs, child_tokens = step(tokens.reshape(-1), None if layer == 1 else rows, layer - 1)

@@ -14,6 +14,9 @@
 ``host``, ``port``             where SGLang's HTTP server listens
 ``max_running_requests``       SGLang's batch limit
 ``context_length``             SGLang's context length
+``mem_fraction_static``        SGLang's ``--mem-fraction-static`` (optional;
+                               ``cast-autotune preflight`` prints the value a
+                               profile's runtime states need)
 ``api_key``                    SGLang's ``--api-key``
 ``device``                     ``cuda`` or ``cuda:N`` (``None`` = ``cuda``)
 =============================  ===============================================
@@ -70,6 +73,9 @@ def _check_positive(args: argparse.Namespace) -> None:
     port = _get(args, "port")
     if port is not None and port > 65535:
         raise ValueError(f"--port must be in [1, 65535], got {port}")
+    fraction = _get(args, "mem_fraction_static")
+    if fraction is not None and (not isinstance(fraction, float) or not 0 < fraction < 1):
+        raise ValueError(f"--mem-fraction-static must be a number in (0, 1), got {fraction!r}")
 
 
 def static_shape(args: argparse.Namespace) -> StaticShape:
@@ -131,7 +137,8 @@ def translate_args(args: argparse.Namespace) -> list[str]:
     if gpu is not None:
         argv += ["--base-gpu-id", str(gpu)]
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
-                       ("context_length", "--context-length"), ("api_key", "--api-key")):
+                       ("context_length", "--context-length"), ("api_key", "--api-key"),
+                       ("mem_fraction_static", "--mem-fraction-static")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
     if algorithm == "NONE":
@@ -175,6 +182,12 @@ def launch_sglang(args: argparse.Namespace) -> None:
     argv = translate_args(args)
     if _algorithm(args) in POLICY_OF_ALGORITHM:
         _require_entry_point()
+        from .contract import ContractError, check_installed_sglang
+
+        try:
+            check_installed_sglang()
+        except ContractError as err:
+            raise ValueError(str(err)) from None
     os.environ.update(plugin_environment(args))
 
     from sglang.launch_server import run_server

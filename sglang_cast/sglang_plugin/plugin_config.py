@@ -33,7 +33,8 @@ class StaticShape:
     def covering(cls, settings: PolicySettings) -> StaticShape:
         """The smallest static shape that holds every bucket of ``settings``."""
         shapes = [b.shape for b in settings.buckets]
-        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(s.top_k for s in shapes),
+        # top-k 1 buckets still need topk 2 in SGLang (see ``check``).
+        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(2, *(s.top_k for s in shapes)),
                    num_draft_tokens=max(s.num_verify_tokens for s in shapes))
 
     def require_fit(self, settings: PolicySettings, source: str | Path) -> None:
@@ -48,11 +49,6 @@ class StaticShape:
         problems = []
         for bucket in settings.buckets:
             shape, where = bucket.shape, f"bucket max_batch_size={bucket.max_batch_size}"
-            if not bucket.speculate:
-                # SGLang's EAGLE worker drafts and verifies every iteration; plain decoding
-                # would need the scheduler to switch workers, which it cannot do mid-run.
-                problems.append(f"{where} has speculate=false, which only the native engine honours "
-                                "(SGLang's EAGLE worker drafts every iteration)")
             for field, wanted, have, flag in (
                 ("max_depth", shape.max_depth, self.num_steps, "--speculative-num-steps"),
                 ("top_k", shape.top_k, self.topk, "--speculative-eagle-topk"),
@@ -65,10 +61,15 @@ class StaticShape:
 
     def check(self) -> None:
         """A CAST tree holds at most ``topk`` nodes per layer: a verify width above
-        ``topk·steps + 1`` could never be filled."""
-        for name, value in (("--speculative-num-steps", self.num_steps), ("--speculative-eagle-topk", self.topk)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1 for CAST, got {value}")
+        ``topk·steps + 1`` could never be filled.  ``topk`` 1 is refused: SGLang then
+        verifies a fixed chain of ``steps + 1`` tokens, which a draft that stops
+        early (CAST's depth rule) cannot fill."""
+        if self.num_steps < 1:
+            raise ValueError(f"--speculative-num-steps must be >= 1 for CAST, got {self.num_steps}")
+        if self.topk < 2:
+            raise ValueError(f"--speculative-eagle-topk must be >= 2 for CAST, got {self.topk} (with 1 SGLang "
+                             "verifies a fixed chain, which a draft that stops early cannot fill; a profile "
+                             "bucket may still use top_k 1)")
         if not 2 <= self.num_draft_tokens <= self.topk * self.num_steps + 1:
             raise ValueError(
                 f"--speculative-num-draft-tokens must be in [2, topk*steps+1 = {self.topk * self.num_steps + 1}] "
@@ -95,3 +96,15 @@ def draft_is_eagle3(draft_model_path: str) -> bool:
 
         config, _ = PretrainedConfig.get_config_dict(draft_model_path)
     return any("eagle3" in str(arch).lower() for arch in config.get("architectures") or ())
+
+
+def cached_config(model_path: str) -> dict | None:
+    """A model's ``config.json`` from a local directory or the Hugging Face cache,
+    without touching the network; ``None`` when neither has it."""
+    local = Path(model_path) / "config.json"
+    if local.is_file():
+        return json.loads(local.read_text())
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(model_path, "config.json")
+    return json.loads(Path(cached).read_text()) if isinstance(cached, str) else None

@@ -14,11 +14,17 @@ over a small catalogue of (depth, width) pairs:
 Depths and widths are the powers of two below the startup shape, every profile
 bucket's own value and the startup value itself: few enough to capture, dense
 enough that a state is never more than twice what the policy asked for.
+
+A profile bucket with ``speculate: false`` adds SGLang's zero-step state
+(``NO_DRAFT``: no draft, one verified token, i.e. plain decoding), which
+SGLang's EAGLE v2 worker runs without calling the draft at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+NO_DRAFT = (0, 1)  # (depth, width) of SGLang's zero-step state
 
 
 def _catalogue(maximum: int, bucket_values: Sequence[int], minimum: int) -> tuple[int, ...]:
@@ -46,13 +52,11 @@ def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ..
 
 
 def widths_at_depth(widths: Sequence[int], depth: int, topk: int) -> tuple[int, ...]:
-    """The widths a ``depth``-layer draft can fill: SGLang's layout offers ``topk``
-    nodes in layer 1 and ``topk²`` candidates per deeper layer.  A ``topk`` 1 draft
-    is SGLang's chain, whose verify width is always ``depth + 1``."""
-    if topk == 1:
-        return (depth + 1,)
-    capacity = topk + (depth - 1) * topk * topk
-    return tuple(w for w in widths if w - 1 <= capacity)
+    """The widths a ``depth``-layer CAST tree can fill.  SGLang's layout offers
+    ``topk²`` candidates per deeper layer, but a CAST tree keeps at most ``topk``
+    nodes per layer (``drafting``), so ``topk·depth`` nodes plus the root: a wider
+    state could never be chosen and is not built."""
+    return tuple(w for w in widths if w - 1 <= topk * depth)
 
 
 def choose_depth(predicted: int, depths: Sequence[int]) -> int:

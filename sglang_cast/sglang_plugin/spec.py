@@ -11,16 +11,23 @@ class and the server-args checks are ours.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from typing import TYPE_CHECKING
 
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
-from .plugin_config import POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, draft_is_eagle3, load_fitting_profile
+from ..cast import PolicySettings, make_policy
+from .decider import CastDecider
+from .memory_plan import LaunchSettings, ModelShape, plan_memory
+from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, cached_config, draft_is_eagle3,
+                            load_fitting_profile)
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
+
+log = logging.getLogger(__name__)
 
 
 class CastSpecAlgo(CustomSpecAlgo):
@@ -116,5 +123,36 @@ def validate_server_args(server_args: ServerArgs) -> None:
     if not profile:
         raise ValueError(f"--speculative-algorithm {algorithm} needs a CAST profile: set {PROFILE_ENV} to its YAML "
                          "path (python -m sglang_cast.launch_server --backend sglang --cast-profile PATH does)")
-    load_fitting_profile(profile, shape)
+    settings = load_fitting_profile(profile, shape).profile.settings
     shape.check()
+    check_memory(server_args, settings, shape)
+
+
+def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape) -> None:
+    """``cast-autotune preflight``'s check, at startup: refuse, before any weights
+    load, a launch whose runtime states would not fit in GPU memory.  Skipped (with
+    a warning) when the GPU's size or a model's config.json is not known yet."""
+    from sglang.srt.utils.common import get_device_memory_capacity
+
+    gpu_mib = get_device_memory_capacity(server_args.device or "cuda")
+    target = cached_config(server_args.model_path)
+    draft = cached_config(server_args.speculative_draft_model_path)
+    if not gpu_mib or target is None or draft is None:
+        log.warning("CAST memory check skipped (GPU memory or a config.json not known before loading); run "
+                    "`cast-autotune preflight` for this launch")
+        return
+    launch = LaunchSettings(
+        gpu_memory_gib=gpu_mib / 1024,
+        context_length=server_args.context_length or int(target.get("max_position_embeddings") or 0),
+        max_running_requests=server_args.max_running_requests or LaunchSettings.max_running_requests,
+        mem_fraction_static=server_args.mem_fraction_static, chunked_prefill_size=server_args.chunked_prefill_size)
+    states = CastDecider(make_policy("cast", settings), shape).states
+    plan = plan_memory(ModelShape.from_config(target, server_args.model_path),
+                       ModelShape.from_config(draft, server_args.speculative_draft_model_path), states,
+                       (shape.num_steps, shape.num_draft_tokens), launch,
+                       eagle3=draft_is_eagle3(server_args.speculative_draft_model_path))
+    problems = plan.problems()
+    if problems:
+        algorithm = str(server_args.speculative_algorithm).upper()
+        raise ValueError(f"--speculative-algorithm {algorithm} would not fit in {gpu_mib / 1024:.0f} GiB of GPU "
+                         f"memory: {'; '.join(problems)}")

@@ -16,18 +16,26 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
   run eagerly (no multi-step draft CUDA graph);
 * **rerank and verify width** — the policy's ``verify_count`` orders the kept
   nodes; the worker swaps in the state of the smallest pre-built width (at the
-  chosen depth) that holds them (``runtime_shapes``).
+  chosen depth) that holds them (``runtime_shapes``);
+* **no draft** — at batch sizes whose profile bucket says ``speculate: false``,
+  SGLang's per-iteration hook ``activate_step_by_batch`` swaps in the zero-step
+  state, and SGLang's worker then decodes one token without calling the draft
+  (its draft-extend still runs, keeping the draft's KV current for when the
+  batch shrinks).  A switch is a few attribute assignments on the host.
 
 Every (depth, width) state — draft attention backend, target attention backend
 and verify CUDA graphs, draft-extend backend and graph — is built at startup with
-SGLang's own ``build_adaptive_runtime_state``.  KV for every iteration is reserved
-for the startup (largest) shape, so a swap never outgrows an allocation.
+SGLang's own ``build_adaptive_runtime_state``, except that the states' target
+backends reuse SGLang's one process-wide FlashInfer workspace instead of a new
+384 MiB one each (``shared_attention_workspace``).  KV for every iteration is
+reserved for the startup (largest) shape, so a swap never outgrows an allocation.
 
 The policy reloads its profile while serving (``reload.ProfileWatcher``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -50,6 +58,7 @@ from .decider import CastDecider
 from .drafting import draft_masked_tree
 from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
 from .reload import ProfileWatcher
+from .runtime_shapes import NO_DRAFT
 from .verify_layout import verify_layout
 
 log = logging.getLogger(__name__)
@@ -92,6 +101,24 @@ class _DraftForward:
         return child_probs, child_tokens
 
 
+@contextlib.contextmanager
+def shared_attention_workspace(model_runner):
+    """While building runtime states, make ``model_runner`` hand out attention
+    backends on SGLang's process-wide FlashInfer workspace.
+
+    ``build_adaptive_runtime_state`` asks for ``init_new_workspace=True``: 384 MiB
+    per state, allocated after the KV pool is sized.  Only one runtime state runs at
+    a time, and SGLang itself already shares that workspace between its target and
+    draft backends, which run one after the other in every iteration, so the
+    states share it too."""
+    build = model_runner._get_attention_backend
+    model_runner._get_attention_backend = lambda init_new_workspace=False: build(init_new_workspace=False)
+    try:
+        yield
+    finally:
+        del model_runner._get_attention_backend  # the class's method again
+
+
 class CastDraftWorker(EagleDraftWorker):
     """EAGLE's draft worker with CAST's expansion.  ``EAGLEWorkerV2`` builds its
     ``EagleDraftWorker`` inline (loading the draft model), so ``CastWorker``
@@ -104,7 +131,7 @@ class CastDraftWorker(EagleDraftWorker):
         """Capture the draft-extend graph only: CAST drafts eagerly (a host decision
         per layer), and EagleDraftWorker skips the draft-decode graph for 1 step."""
         steps = self.speculative_num_steps
-        self.speculative_num_steps = 1
+        self.speculative_num_steps = min(steps, 1)  # the zero-step state keeps 0
         try:
             super()._capture_cuda_graphs()
         finally:
@@ -137,7 +164,7 @@ class CastDraftWorker(EagleDraftWorker):
         drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, draft_input.bonus_tokens,
                                     _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps)
         width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
-        layout = verify_layout(drafted, width)
+        layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
             layout.draft_tokens.to(self.device), None, num_draft_tokens=width, **verify_args)
@@ -152,7 +179,7 @@ class CastWorker(EAGLEWorkerV2):
         self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
         self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
-        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape)
+        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps)
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
@@ -178,12 +205,24 @@ class CastWorker(EAGLEWorkerV2):
         graph_batch_sizes = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
                              else get_exec().graph.cuda_graph_bs_decode)
         with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
-              speculative_moe_a2a_backend_context()):
+              speculative_moe_a2a_backend_context(),
+              shared_attention_workspace(self._target_worker.model_runner)):
             for depth, width in self.decider.states:
                 if (depth, width) not in self.states:
                     self.states[depth, width] = self.build_adaptive_runtime_state(
                         depth, width, cuda_graph_bs=graph_batch_sizes)
         log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
+
+    def activate_step_by_batch(self, batch_size: int) -> None:
+        """SGLang's hook at the start of every decode iteration: the zero-step state
+        when this batch size does not draft, else back to a drafting state (the
+        startup one; ``use_depth`` picks the depth once the plan is known)."""
+        if self.decider.drafts(batch_size):
+            if self.speculative_num_steps == 0:
+                self.apply_runtime_state(self.states[self.static_shape.num_steps,
+                                                     self.static_shape.num_draft_tokens])
+        else:
+            self.apply_runtime_state(self.states[NO_DRAFT])
 
     def use_depth(self, plan, root_probs: torch.Tensor) -> int:
         """Swap in a state of the depth ``plan`` predicts (see ``CastDecider.depth``),

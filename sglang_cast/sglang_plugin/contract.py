@@ -1,0 +1,218 @@
+"""Every piece of SGLang the plugin relies on, and a check that it is there.
+
+The plugin subclasses SGLang's EAGLE v2 worker, re-classes its draft worker,
+calls a dozen of its functions by keyword and reads or sets private attributes.
+None of that is a public API, so an SGLang upgrade could break it silently, or
+fail deep inside a scheduler process after the weights are loaded.  This module
+is the one list of what the plugin touches (written against SGLang
+``SUPPORTED_VERSION``); :func:`check_installed_sglang` runs at registration and
+at launch and refuses, in one line naming what is missing, an SGLang that does
+not provide it.
+
+Three kinds of entries:
+
+* :class:`Callable` — a function, method or class the plugin calls (or
+  overrides) and the parameter names it passes or receives;
+* :class:`Fields` — attributes of SGLang objects the plugin reads or sets, found
+  as ``self.<name> =`` assignments in the class or one of its bases (or as
+  dataclass fields);
+* :class:`Present` — names the plugin only needs to exist (enum members,
+  context managers called without arguments).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable as CallableType
+from dataclasses import dataclass
+from types import ModuleType
+
+SUPPORTED_VERSION = "0.5.23"
+
+
+@dataclass(frozen=True)
+class Callable:
+    module: str
+    name: str  # dotted inside the module: "EAGLEWorkerV2.build_adaptive_runtime_state"
+    params: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fields:
+    module: str
+    cls: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Present:
+    module: str
+    names: tuple[str, ...]
+
+
+_SPEC = "sglang.srt.speculative"
+_V2 = f"{_SPEC}.eagle_worker_v2"
+
+CONTRACT: tuple[Callable | Fields | Present, ...] = (
+    # register.py: the algorithm registry
+    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.register",
+             ("name", "supports_overlap", "validate_server_args", "spec_class")),
+    Callable(f"{_SPEC}.spec_registry", "get_spec", ("name",)),
+    Present(f"{_SPEC}.spec_info", ("SpeculativeAlgorithm.EAGLE", "SpeculativeAlgorithm.EAGLE3")),
+    # spec.py: CastSpecAlgo (a CustomSpecAlgo) answers these questions SGLang asks of an
+    # algorithm, by asking the built-in EAGLE member the same
+    Callable(f"{_SPEC}.spec_registry", "CustomSpecAlgo.__init__"),
+    *(Callable(f"{_SPEC}.spec_info", f"SpeculativeAlgorithm.{method}") for method in (
+        "is_eagle", "is_eagle3", "supports_mixed_chunk", "supports_grammar_overlap", "has_draft_kv", "need_topk",
+        "carries_draft_hidden_states", "get_platform_worker_cls")),
+    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.create_future_map",
+             ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
+    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.build_disagg_draft_input",
+             ("batch", "last_tokens_tensor", "future_map")),
+    Callable(f"{_SPEC}.spec_registry", "CustomSpecAlgo.handle_server_args", ("server_args",)),
+    Callable("sglang.srt.managers.overlap_utils", "FutureMap",
+             ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
+    Callable("sglang.srt.runtime_context", "get_spec"),
+    Callable("sglang.srt.runtime_context", "get_exec"),
+    # spec.py / launch.py: server arguments read, the launcher's entry points
+    Callable("sglang.srt.server_args", "ServerArgs", (
+        "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+        "speculative_num_draft_tokens", "attention_backend", "device", "tp_size", "pp_size", "dp_size",
+        "speculative_use_rejection_sampling", "speculative_adaptive", "enable_multi_layer_eagle",
+        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path")),
+    Callable("sglang.srt.server_args", "prepare_server_args", ("argv",)),
+    Callable("sglang.launch_server", "run_server", ("server_args",)),
+    Callable("sglang.srt.plugins", "load_plugins"),
+    Callable("sglang.srt.utils", "kill_process_tree", ("parent_pid", "include_parent")),
+    Callable("sglang.srt.utils.common", "get_device_memory_capacity", ("device",)),
+    # worker.py: the EAGLE v2 worker subclassed, the draft worker re-classed
+    Callable(_V2, "EAGLEWorkerV2.__init__", ("server_args", "gpu_id", "nccl_port", "target_worker")),
+    Callable(_V2, "EAGLEWorkerV2.init_cuda_graphs"),
+    Callable(_V2, "EAGLEWorkerV2.build_adaptive_runtime_state",
+             ("speculative_num_steps", "speculative_num_draft_tokens", "cuda_graph_bs")),
+    Callable(_V2, "EAGLEWorkerV2.apply_runtime_state", ("state",)),
+    Callable(_V2, "EAGLEWorkerV2.activate_step_by_batch", ("batch_size",)),
+    Callable(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
+    Fields(_V2, "EAGLEWorkerV2", ("_draft_worker", "_target_worker", "speculative_algorithm", "speculative_num_steps",
+                                  "speculative_num_draft_tokens", "topk")),
+    Callable(_V2, "EagleDraftWorker._capture_cuda_graphs"),
+    Callable(_V2, "EagleDraftWorker.draft", ("batch", "with_topology")),
+    Callable(_V2, "EagleDraftWorker._rebuild_topk1_chain_buffers"),
+    Fields(_V2, "EagleDraftWorker", (
+        "speculative_num_steps", "speculative_num_draft_tokens", "topk", "draft_attn_backend", "cuda_graph_runner",
+        "draft_extend_attn_backend", "cuda_graph_runner_for_draft_extend", "hot_token_id", "tree_mask_mode",
+        "req_to_token_pool", "target_worker", "draft_runner", "parallel_layout", "device")),
+    Callable("sglang.srt.model_executor.model_runner", "ModelRunner._get_attention_backend",
+             ("init_new_workspace",)),
+    Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
+           ("attn_backend", "decode_cuda_graph_runner", "model_config")),
+    Callable(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (
+        "speculative_num_steps", "speculative_num_draft_tokens", "draft_attn_backend", "cuda_graph_runner",
+        "target_attn_backend", "target_graph_runner", "draft_extend_attn_backend",
+        "cuda_graph_runner_for_draft_extend")),
+    Callable(f"{_SPEC}.eagle_worker_common", "prepare_for_draft", (
+        "draft_input", "req_to_token_pool", "batch", "cuda_graph_runner", "draft_model_runner", "topk",
+        "num_steps")),
+    Callable(f"{_SPEC}.eagle_worker_common", "build_eagle_verify_input", (
+        "batch", "draft_input", "parent_list", "top_scores_index", "draft_tokens", "draft_probs", "target_worker",
+        "topk", "num_steps", "num_draft_tokens", "tree_mask_mode", "device")),
+    Callable(f"{_SPEC}.eagle_utils", "per_step_draft_out_cache_loc"),
+    Callable(f"{_SPEC}.spec_utils", "renorm_draft_probs"),
+    Callable(f"{_SPEC}.spec_utils", "draft_tp_context", ("layout",)),
+    Callable("sglang.srt.utils.common", "fast_topk", ("values", "topk", "dim")),
+    Callable("sglang.srt.model_executor.forward_context", "ForwardContext", ("attn_backend",)),
+    Callable("sglang.srt.model_executor.forward_context", "forward_context", ("forward_batch",)),
+    Callable("sglang.srt.model_executor.cuda_graph_config", "check_cuda_graph_backend"),
+    Present("sglang.srt.model_executor.cuda_graph_config", ("Phase.DECODE", "Backend.DISABLED")),
+    Present("sglang.srt.layers.moe.utils", ("speculative_moe_backend_context", "speculative_moe_a2a_backend_context")),
+    Present(f"{_SPEC}.eagle_info", ("EagleDraftInput", "EagleVerifyInput")),
+    Present("sglang.srt.model_executor.forward_batch_info", ("ForwardBatch",)),
+)
+
+
+class ContractError(RuntimeError):
+    """The installed SGLang lacks something the plugin relies on."""
+
+
+def _lookup(module: ModuleType, dotted: str):
+    target = module
+    for part in dotted.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _parameter_names(target) -> set[str]:
+    return set(inspect.signature(target).parameters)
+
+
+def _assigned_attributes(cls: type) -> set[str]:
+    """``self.<name>`` assignments (and dataclass/annotated fields) in ``cls`` and its bases."""
+    names: set[str] = set()
+    for klass in inspect.getmro(cls):
+        if klass is object:
+            continue
+        names |= set(getattr(klass, "__annotations__", {}))
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        names |= set(re.findall(r"self\.(\w+)\s*(?::[^=\n]*)?=(?!=)", source))
+    return names
+
+
+def _entry_problems(entry: Callable | Fields | Present, module: ModuleType) -> list[str]:
+    where = entry.module
+    if isinstance(entry, Present):
+        missing = []
+        for name in entry.names:
+            try:
+                _lookup(module, name)
+            except AttributeError:
+                missing.append(f"{where}.{name}")
+        return missing
+    if isinstance(entry, Fields):
+        try:
+            cls = _lookup(module, entry.cls)
+        except AttributeError:
+            return [f"{where}.{entry.cls}"]
+        have = _assigned_attributes(cls)
+        return [f"{where}.{entry.cls}.{name} (attribute)" for name in entry.names if name not in have]
+    try:
+        target = _lookup(module, entry.name)
+    except AttributeError:
+        return [f"{where}.{entry.name}"]
+    if not entry.params:
+        return []
+    have = _parameter_names(target)
+    return [f"{where}.{entry.name}(... {name}=...)" for name in entry.params if name not in have]
+
+
+def contract_problems(import_module: CallableType[[str], ModuleType] = importlib.import_module) -> list[str]:
+    """What of :data:`CONTRACT` the SGLang reachable through ``import_module`` lacks."""
+    problems: list[str] = []
+    modules: dict[str, ModuleType | None] = {}
+    for entry in CONTRACT:
+        if entry.module not in modules:
+            try:
+                modules[entry.module] = import_module(entry.module)
+            except ImportError:
+                modules[entry.module] = None
+                problems.append(f"module {entry.module}")
+        module = modules[entry.module]
+        if module is not None:
+            problems += _entry_problems(entry, module)
+    return problems
+
+
+def check_installed_sglang(import_module: CallableType[[str], ModuleType] = importlib.import_module,
+                           version: str | None = None) -> None:
+    """Raise :class:`ContractError` (one line) when SGLang lacks part of the contract."""
+    problems = contract_problems(import_module)
+    if problems:
+        if version is None:
+            version = getattr(import_module("sglang"), "__version__", "unknown")
+        raise ContractError(f"the installed SGLang {version} lacks what the CAST plugin uses: "
+                            f"{', '.join(problems)}; the plugin supports SGLang {SUPPORTED_VERSION} "
+                            f"(pip install 'sglang=={SUPPORTED_VERSION}')")

@@ -1,0 +1,149 @@
+"""The plugin's contract with SGLang, checked against the installed 0.5.23 and a
+doctored copy of it (three parts of it removed or changed)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import types
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+try:
+    import sglang
+    from sglang.srt.speculative import eagle_worker_v2  # noqa: F401
+except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
+    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
+                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+
+from sglang_cast.sglang_plugin.contract import (SUPPORTED_VERSION, ContractError, Fields,  # noqa: E402
+                                                check_installed_sglang, contract_problems)
+from sglang_cast.sglang_plugin.contract import CONTRACT  # noqa: E402
+
+
+def test_the_installed_sglang_is_the_supported_version_and_meets_the_contract():
+    assert sglang.__version__ == SUPPORTED_VERSION
+    assert contract_problems() == []
+    check_installed_sglang()
+
+
+def test_the_contract_names_every_sglang_module_the_plugin_imports():
+    """Every ``from sglang... import`` in the plugin's sources is a contract module."""
+    import re
+    from pathlib import Path
+
+    import sglang_cast.sglang_plugin as plugin
+
+    contract_modules = {entry.module for entry in CONTRACT}
+    for source in Path(plugin.__file__).parent.glob("*.py"):
+        for module in re.findall(r"from (sglang[\w.]*) import", source.read_text()):
+            assert module in contract_modules, f"{source.name} imports {module}, which the contract does not list"
+
+
+def doctored_import(edits: dict[str, dict[str, object]]):
+    """``importlib.import_module`` over copies of SGLang's modules with ``edits``
+    applied (name -> replacement, ``None`` deletes); the real modules stay intact."""
+    def import_module(name: str) -> types.ModuleType:
+        real = importlib.import_module(name)
+        if name not in edits:
+            return real
+        copy = types.ModuleType(name)
+        copy.__dict__.update(vars(real))
+        for attr, value in edits[name].items():
+            if value is None:
+                delattr(copy, attr)
+            else:
+                setattr(copy, attr, value)
+        return copy
+    return import_module
+
+
+def test_a_doctored_sglang_is_refused_in_one_line_naming_what_is_missing():
+    from sglang.srt.speculative.eagle_worker_common import build_eagle_verify_input
+
+    def renamed_keyword(batch, draft_input, parent_list, top_scores_index, draft_tokens, draft_probs, *,
+                        target_worker, topk, num_steps, num_verify_tokens, tree_mask_mode, device):
+        return build_eagle_verify_input  # never called: only its signature is read
+
+    class DraftWorkerWithoutHotTokens:
+        """An EagleDraftWorker that no longer keeps ``hot_token_id``."""
+
+        def __init__(self):
+            self.speculative_num_steps = self.speculative_num_draft_tokens = self.topk = 1
+            self.draft_attn_backend = self.cuda_graph_runner = self.draft_extend_attn_backend = None
+            self.cuda_graph_runner_for_draft_extend = self.tree_mask_mode = self.req_to_token_pool = None
+            self.target_worker = self.draft_runner = self.parallel_layout = self.device = None
+
+        def draft(self, batch, with_topology=False): ...
+        def _capture_cuda_graphs(self): ...
+        def _rebuild_topk1_chain_buffers(self): ...
+
+    doctored = doctored_import({
+        "sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": None},
+        "sglang.srt.speculative.eagle_worker_common": {"build_eagle_verify_input": renamed_keyword},
+        "sglang.srt.speculative.eagle_worker_v2": {"EagleDraftWorker": DraftWorkerWithoutHotTokens},
+    })
+    assert contract_problems(doctored) == [
+        "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.hot_token_id (attribute)",
+        "sglang.srt.speculative.adaptive_runtime_state.SpecRuntimeState",
+        "sglang.srt.speculative.eagle_worker_common.build_eagle_verify_input(... num_draft_tokens=...)",
+    ]
+    with pytest.raises(ContractError) as refused:
+        check_installed_sglang(doctored, version="0.6.0")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("the installed SGLang 0.6.0 lacks what the CAST plugin uses: ")
+    assert "SpecRuntimeState" in message and "num_draft_tokens" in message and "hot_token_id" in message
+    assert message.endswith(f"the plugin supports SGLang {SUPPORTED_VERSION} "
+                            f"(pip install 'sglang=={SUPPORTED_VERSION}')")
+    assert contract_problems() == []  # the real modules were not touched
+
+
+def test_a_missing_module_is_named():
+    def without_overlap_utils(name: str):
+        if name == "sglang.srt.managers.overlap_utils":
+            raise ImportError(name)
+        return importlib.import_module(name)
+
+    assert contract_problems(without_overlap_utils) == ["module sglang.srt.managers.overlap_utils"]
+
+
+def test_attribute_entries_are_found_in_the_class_or_its_bases():
+    """The attribute check reads assignments in the class and every base class."""
+    from sglang_cast.sglang_plugin.contract import _assigned_attributes
+
+    class Base:
+        def setup(self):
+            self.kept: int = 1
+
+    class Child(Base):
+        def __init__(self):
+            self.own = 2
+            self.compared == 3  # noqa: B015 (a comparison, not an assignment)
+
+    assert {"kept", "own"} <= _assigned_attributes(Child) and "compared" not in _assigned_attributes(Child)
+    assert any(isinstance(entry, Fields) for entry in CONTRACT)
+
+
+def test_registration_refuses_a_doctored_sglang(monkeypatch):
+    from sglang_cast.sglang_plugin import register as register_module
+
+    registered = []
+
+    def record(name, supports_overlap=False, validate_server_args=None, spec_class=None):
+        registered.append(name)
+        return lambda worker_class: worker_class
+
+    monkeypatch.setattr(register_module.SpeculativeAlgorithm, "register", record)
+    monkeypatch.setattr(register_module, "get_spec", lambda name: None)  # as in a fresh process
+    doctored = doctored_import({"sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": None}})
+    monkeypatch.setattr(register_module, "check_installed_sglang",
+                        lambda: check_installed_sglang(doctored, version="0.6.0"))
+    with pytest.raises(ContractError, match="lacks what the CAST plugin uses: .*SpecRuntimeState"):
+        register_module.register()
+    assert registered == []  # refused before registering anything
+    monkeypatch.setattr(register_module, "check_installed_sglang", check_installed_sglang)
+    register_module.register()
+    assert registered == ["CAST", "GOODPUT"]
