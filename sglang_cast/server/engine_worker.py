@@ -1,4 +1,5 @@
-"""The engine thread: the only thread that touches the Engine (or its tokenizer).
+"""The engine thread: the only thread that touches the Engine (or its tokenizer;
+prompts arrive already tokenized, see `prompt_encoder`).
 
 HTTP handlers run on the asyncio loop.  They never call the engine; they queue
 closures on a thread-safe inbox (`submit`, `cancel`, `reconfigure`), and this
@@ -192,7 +193,7 @@ class EngineWorker:
             return
         started = time.perf_counter()
         try:
-            prompt_ids = self._encode(job.prompt)
+            prompt_ids = job.prompt_ids
             if job.logprobs is not None:
                 check_logprob_start(job.logprobs, len(prompt_ids))
             if isinstance(job, ScoreJob):
@@ -215,16 +216,6 @@ class EngineWorker:
             return
         self._tracked[stream] = _Tracked(stream, job, request, TextStream(params.stop), started)
         self._publish(stream, Accepted(len(prompt_ids)))
-
-    def _encode(self, prompt: str | list[int]) -> list[int]:
-        ids = self.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids:
-            raise ValueError("prompt must contain at least one token")
-        vocab = self.engine.target.config.vocab_size
-        bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise ValueError(f"input_ids: token id {bad[0]} is outside the vocabulary [0, {vocab})")
-        return ids
 
     def _score(self, stream: RequestStream, job: ScoreJob, prompt_ids: list[int], started: float) -> None:
         if len(prompt_ids) > self.engine.context_length:

@@ -1,6 +1,6 @@
 """What the HTTP side hands to the engine thread, and what comes back.
 
-Handlers build jobs; the engine thread answers each with a short sequence of
+Handlers build jobs from prompts already tokenized (see `prompt_encoder`); the engine thread answers each with a short sequence of
 events on the job's stream: ``Accepted`` or ``Rejected`` first, then ``Delta``s,
 then one ``Finished`` (or ``Failed`` if the engine broke or the server stopped).
 """
@@ -19,7 +19,7 @@ class GenerateJob:
     whatever the context leaves after the prompt (OpenAI chat without ``max_tokens``);
     only the engine thread knows the prompt's token count."""
 
-    prompt: str | list[int]
+    prompt_ids: list[int]
     params: SamplingParams
     fill_context: bool = False
     logprobs: LogprobOptions | None = None
@@ -31,7 +31,7 @@ class ScoreJob:
     nothing (what SGLang frontends send to learn prompt lengths and to rank
     ``sgl.select`` choices)."""
 
-    prompt: str | list[int]
+    prompt_ids: list[int]
     logprobs: LogprobOptions | None = None
 
 
