@@ -76,7 +76,8 @@ def validation_error(exc: RequestValidationError) -> ApiError:
                            f"({first.get('msg')})")
     if first.get("type") == "missing":
         return bad_request(f"{field}: field required", param=field)
-    return bad_request(f"{field}: {first.get('msg')} (got {_quote(first.get('input'))})", param=field)
+    message = str(first.get("msg")).removeprefix("Value error, ")  # our own validators' messages, as written
+    return bad_request(f"{field}: {message} (got {_quote(first.get('input'))})", param=field)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -27,7 +27,13 @@ def valid_unicode(text: str) -> str:
     return text
 
 
+def seed_in_range(seed: int) -> int:
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise ValueError(f"must be an integer in [{SEED_MIN}, {SEED_MAX}] (64-bit generator seeds)")
+    return seed
+
+
 Text = Annotated[str, AfterValidator(valid_unicode)]
-Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)]
+Seed = Annotated[int, AfterValidator(seed_in_range)]
 StopStrings = Text | Annotated[list[Text], Field(max_length=MAX_STOP_STRINGS)]
 StopTokenIds = Annotated[list[int], Field(max_length=MAX_STOP_TOKEN_IDS)]
