@@ -224,3 +224,15 @@ def test_admin_key_alone_leaves_serving_routes_open():
         assert status_with(c, "POST", "/v1/completions", None) == 200
         assert status_with(c, "GET", "/server_info", None) == 401
         assert status_with(c, "GET", "/server_info", "admin") == 200
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/v1/completions", {"prompt": "x" * 300, "max_tokens": 8}, "prompt"),
+    ("/v1/completions", {"prompt": [1] * 300, "max_tokens": 8}, "prompt"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 260}]}, "messages"),
+    ("/generate", {"text": "x" * 300, "sampling_params": {"max_new_tokens": 0}}, "text"),
+    ("/generate", {"input_ids": [[1] * 300], "sampling_params": {"max_new_tokens": 4}}, "input_ids"),
+    ("/generate", {"text": "hello", "return_logprob": True, "logprob_start_len": 9}, "logprob_start_len"),
+])
+def test_context_refusals_name_the_field(client, path, body, param):
+    assert_error(post_json(client, path, body), 400, param)

@@ -45,7 +45,7 @@ async def admitted(stream: RequestStream) -> int:
     if isinstance(event, Accepted):
         return event.prompt_tokens
     if isinstance(event, Rejected):
-        raise bad_request(event.message)
+        raise bad_request(event.message, event.param)
     raise _failure(event)
 
 
@@ -55,7 +55,7 @@ async def outcome_of(stream: RequestStream) -> Outcome:
         if isinstance(event, Finished):
             return event.outcome
         if isinstance(event, Rejected):
-            raise bad_request(event.message)
+            raise bad_request(event.message, event.param)
         if isinstance(event, Failed):
             raise _failure(event)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from ..cast import PolicySettings
 from ..engine import Engine, Request
 from .jobs import Accepted, Delta, Event, Failed, Finished, GenerateJob, Job, Outcome, Rejected, ScoreJob
-from .logprobs import LogprobOptions, report_logprobs
+from .logprobs import report_logprobs
 from .metrics import ServerMetrics
 from .text_stream import TextStream
 
@@ -194,8 +194,6 @@ class EngineWorker:
         started = time.perf_counter()
         try:
             prompt_ids = job.prompt_ids
-            if job.logprobs is not None:
-                check_logprob_start(job.logprobs, len(prompt_ids))
             if isinstance(job, ScoreJob):
                 self._score(stream, job, prompt_ids, started)
                 return
@@ -208,7 +206,7 @@ class EngineWorker:
                 params = replace(params, max_new_tokens=room)
             request = self.engine.add_request(prompt_ids, params)
         except ValueError as err:
-            self._publish(stream, Rejected(str(err)))
+            self._publish(stream, Rejected(str(err), job.prompt_field))  # the prompt does not fit the context
             return
         except Exception as err:
             log.exception("admitting a request failed")
@@ -301,8 +299,3 @@ class EngineWorker:
             except Exception:
                 log.exception("could not release request %d", entry.request.request_id)
 
-
-def check_logprob_start(options: LogprobOptions, prompt_tokens: int) -> None:
-    if options.start is not None and options.start > prompt_tokens:
-        raise ValueError(f"logprob_start_len ({options.start}) is larger than the number of input tokens "
-                         f"({prompt_tokens})")

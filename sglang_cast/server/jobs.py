@@ -23,6 +23,7 @@ class GenerateJob:
     params: SamplingParams
     fill_context: bool = False
     logprobs: LogprobOptions | None = None
+    prompt_field: str = "prompt"  # the request field a context-length refusal names
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ScoreJob:
 
     prompt_ids: list[int]
     logprobs: LogprobOptions | None = None
+    prompt_field: str = "text"
 
 
 Job = GenerateJob | ScoreJob
@@ -64,9 +66,10 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Rejected:
-    """The job cannot run as asked (a 400: the message names the numbers or the field)."""
+    """The job cannot run as asked (a 400: the message names the numbers, ``param`` the field)."""
 
     message: str
+    param: str | None = None
 
 
 @dataclass(frozen=True)

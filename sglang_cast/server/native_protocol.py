@@ -98,10 +98,15 @@ class JobSpec:
     params: SamplingParams | None
     logprobs: LogprobOptions | None
 
-    def job(self, prompt_ids: list[int]) -> Job:
+    def job(self, prompt_ids: list[int], prompt_field: str) -> Job:
+        """400 if ``logprob_start_len`` lies past the prompt."""
+        start = self.logprobs.start if self.logprobs is not None else None
+        if start is not None and start > len(prompt_ids):
+            raise bad_request(f"logprob_start_len ({start}) is larger than the number of input tokens "
+                              f"({len(prompt_ids)})", param="logprob_start_len")
         if self.params is None:
-            return ScoreJob(prompt_ids, self.logprobs)
-        return GenerateJob(prompt_ids, self.params, logprobs=self.logprobs)
+            return ScoreJob(prompt_ids, self.logprobs, prompt_field)
+        return GenerateJob(prompt_ids, self.params, logprobs=self.logprobs, prompt_field=prompt_field)
 
 
 class GenerateRequest(BaseModel):

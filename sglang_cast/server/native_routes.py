@@ -72,7 +72,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     check_batch_fits(state.worker, len(prompts), field)
     specs = body.job_specs(len(prompts), state.config.max_top_logprobs)
     ids = [rid or uuid.uuid4().hex for rid in body.request_ids(len(prompts))]
-    jobs = [spec.job(await _encode(state, prompt, field)) for spec, prompt in zip(specs, prompts)]
+    jobs = [spec.job(await _encode(state, prompt, field), field) for spec, prompt in zip(specs, prompts)]
     streams = submit(state.worker, jobs)
     try:
         prompt_tokens = [await admitted(stream) for stream in streams]

@@ -99,7 +99,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     limit = body.token_limit
     params = body.sampling_params(limit or 1)
     prompt_ids = await state.encoder.encode_chat(body.template_messages())
-    job = GenerateJob(prompt_ids, params, fill_context=limit is None)
+    job = GenerateJob(prompt_ids, params, fill_context=limit is None, prompt_field="messages")
     return await _respond(state, request, body, job, ChatFormat())
 
 
