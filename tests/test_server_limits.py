@@ -4,10 +4,11 @@ surrogates, loose types, unbounded logprobs, batches that can never fit; plus
 SGLang's model-name rule and the admin key."""
 
 import json
+import threading
 
 import httpx
 import pytest
-from test_server_harness import MODEL, reference, serve, tiny_engine
+from test_server_harness import MODEL, reference, serve, tiny_engine, wait_for
 
 from sglang_cast.server.access import required_key
 from sglang_cast.server.config import default_max_request_bytes
@@ -236,3 +237,33 @@ def test_admin_key_alone_leaves_serving_routes_open():
 ])
 def test_context_refusals_name_the_field(client, path, body, param):
     assert_error(post_json(client, path, body), 400, param)
+
+
+def test_tokenizer_queue_is_bounded(live, client):
+    """With the tokenizer thread stuck, at most max_pending (6) prompts wait for it;
+    the next is a 503 to retry, and the queue drains once the thread is free."""
+    encoder = live.app.state.server.encoder
+    gate = threading.Event()
+    encode = encoder.tokenizer.encode
+    encoder.tokenizer.encode = lambda text: gate.wait(30) and encode(text)
+    results = []
+
+    def send(i):
+        with live.client() as c:
+            results.append(post_json(c, "/v1/completions", {"prompt": f"p{i}", "max_tokens": 1}))
+
+    waiting = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+    try:
+        for thread in waiting:
+            thread.start()
+        wait_for(lambda: encoder.pending == 6)
+        response = post_json(client, "/v1/completions", {"prompt": "one more", "max_tokens": 1})
+        assert_error(response, 503, None, "waiting to be tokenized")
+        assert response.headers["retry-after"] == "1"
+    finally:
+        gate.set()
+        for thread in waiting:
+            if thread.ident is not None:  # started
+                thread.join(30)
+        encoder.tokenizer.encode = encode
+    assert [r.status_code for r in results] == [200] * 6 and encoder.pending == 0

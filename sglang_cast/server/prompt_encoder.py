@@ -6,7 +6,10 @@ tokenized on one thread of their own, with a copy of the tokenizer (the engine
 thread keeps using the original), and a text is first checked against a cheap
 bound: a token never covers more than ``max_token_bytes`` bytes, so a text of
 ``B`` UTF-8 bytes has at least ``ceil(B / max_token_bytes)`` tokens, and a text
-that cannot fit the context is refused before any tokenizing at all.
+that cannot fit the context is refused before any tokenizing at all.  At most
+``max_pending`` prompts wait for or run on that thread; beyond that a request is
+a 503 to retry, so a flood of large prompts cannot queue without bound (each
+waiting prompt holds its text in memory).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .errors import bad_request
+from .errors import bad_request, service_unavailable
 
 
 def longest_token_bytes(tokenizer: Any) -> int | None:
@@ -30,18 +33,26 @@ def longest_token_bytes(tokenizer: Any) -> int | None:
 
 
 class PromptEncoder:
-    def __init__(self, tokenizer: Any, vocab_size: int, context_length: int) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: int, context_length: int, max_pending: int) -> None:
         self.tokenizer = copy.deepcopy(tokenizer)
         self.vocab_size = vocab_size
         self.context_length = context_length
         self.max_token_bytes = longest_token_bytes(tokenizer)
+        self.max_pending = max_pending
+        self.pending = 0  # prompts waiting for or on the tokenizer thread (touched on the event loop only)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cast-tokenize")
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _off_loop(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        if self.pending >= self.max_pending:
+            raise service_unavailable(f"{self.pending} prompts are waiting to be tokenized; retry later")
+        self.pending += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        finally:
+            self.pending -= 1
 
     def check_text_size(self, text: str, field: str) -> None:
         """400 if ``text`` has more tokens than the context holds, judged from its byte length alone."""
