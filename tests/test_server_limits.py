@@ -8,7 +8,7 @@ import threading
 
 import httpx
 import pytest
-from test_server_harness import MODEL, reference, serve, tiny_engine, wait_for
+from test_server_harness import MODEL, StepGate, reference, serve, tiny_engine, wait_for
 
 from sglang_cast.server.access import required_key
 from sglang_cast.server.config import default_max_request_bytes
@@ -267,3 +267,26 @@ def test_tokenizer_queue_is_bounded(live, client):
                 thread.join(30)
         encoder.tokenizer.encode = encode
     assert [r.status_code for r in results] == [200] * 6 and encoder.pending == 0
+
+
+def test_requests_past_the_in_flight_cap_get_503_before_their_body_is_read():
+    engine = tiny_engine("cast", max_batch=2)
+    gate = StepGate(engine)
+    gate.hold()
+    with serve(engine, max_in_flight_requests=2) as server, server.client() as c:
+        streams = []
+        try:
+            for i in range(2):
+                request = c.build_request("POST", "/v1/completions", json={
+                    "model": MODEL, "prompt": f"held {i}", "max_tokens": 4, "stream": True})
+                streams.append(c.send(request, stream=True))
+            response = post_json(c, "/v1/completions", {"prompt": "x" * 10_000})  # too long, were it read
+            assert_error(response, 503, None, "2 requests in flight")
+            assert response.headers["retry-after"] == "1"
+            assert c.get("/health").status_code == 200 and c.get("/metrics").status_code == 200
+        finally:
+            gate.release()
+            for stream in streams:
+                stream.read()
+                stream.close()
+        assert post_json(c, "/v1/completions", {"prompt": "room again", "max_tokens": 2}).status_code == 200

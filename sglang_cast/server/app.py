@@ -22,6 +22,7 @@ from .body_limit import BodyLimitMiddleware
 from .config import ServerConfig
 from .engine_worker import EngineWorker
 from .errors import install_error_handlers
+from .in_flight import IN_FLIGHT_HEADROOM, InFlightLimitMiddleware
 from .metrics import ServerMetrics
 from .profile_reload import ProfileReloader
 from .prompt_encoder import PromptEncoder
@@ -81,9 +82,12 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     routers = (openai_routes.router, native_routes.router, admin_routes.router)
     for router in routers:
         app.include_router(router)
-    # Added innermost first: metrics see every answer, a caller without the key
-    # is refused before its body is read, and the body is capped before parsing.
+    # Added innermost first: metrics see every answer, a caller without the key is
+    # refused before its body is read, so is a request past the in-flight cap, and
+    # the body is capped before parsing.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.request_bytes_limit(engine.context_length))
+    app.add_middleware(InFlightLimitMiddleware,
+                       max_in_flight=config.max_in_flight_requests or worker.max_outstanding + IN_FLIGHT_HEADROOM)
     if config.api_key or config.admin_api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, admin_api_key=config.admin_api_key)
     endpoints = frozenset(route.path for router in routers for route in router.routes)

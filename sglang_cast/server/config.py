@@ -64,6 +64,7 @@ class ServerConfig:
     admin_api_key: str | None = None  # guards the admin routes instead of api_key when set
     max_request_bytes: int | None = None  # None: default_max_request_bytes(engine context length)
     max_top_logprobs: int = DEFAULT_MAX_TOP_LOGPROBS
+    max_in_flight_requests: int | None = None  # None: running + queued + IN_FLIGHT_HEADROOM
     profile: LoadedProfile | None = None
     shape_override: ShapeOverride = field(default_factory=ShapeOverride)
     profile_poll_seconds: float = 0.5
@@ -76,6 +77,8 @@ class ServerConfig:
             raise ValueError(f"profile_poll_seconds must be > 0, got {self.profile_poll_seconds}")
         if self.max_request_bytes is not None and self.max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be >= 1, got {self.max_request_bytes}")
+        if self.max_in_flight_requests is not None and self.max_in_flight_requests < 1:
+            raise ValueError(f"max_in_flight_requests must be >= 1, got {self.max_in_flight_requests}")
         if self.max_top_logprobs < 0:
             raise ValueError(f"max_top_logprobs must be >= 0, got {self.max_top_logprobs}")
 
