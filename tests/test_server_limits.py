@@ -290,3 +290,8 @@ def test_requests_past_the_in_flight_cap_get_503_before_their_body_is_read():
                 stream.read()
                 stream.close()
         assert post_json(c, "/v1/completions", {"prompt": "room again", "max_tokens": 2}).status_code == 200
+
+
+def test_token_id_prompt_longer_than_the_context_is_refused_by_its_length(client):
+    response = post_json(client, "/generate", {"input_ids": [10 ** 9] * 300})  # checked before the ids
+    assert_error(response, 400, "input_ids", "300 tokens exceed the context length 256")

@@ -20,7 +20,7 @@ from .engine_worker import RequestStream
 from .errors import ApiError, service_unavailable
 from .jobs import Delta, Finished, GenerateJob, Outcome
 from .native_protocol import GenerateRequest
-from .state import ServerState, server_state
+from .state import server_state
 
 router = APIRouter()
 HEALTH_GENERATE_TIMEOUT_SECONDS = 60.0
@@ -72,7 +72,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     check_batch_fits(state.worker, len(prompts), field)
     specs = body.job_specs(len(prompts), state.config.max_top_logprobs)
     ids = [rid or uuid.uuid4().hex for rid in body.request_ids(len(prompts))]
-    jobs = [spec.job(await _encode(state, prompt, field), field) for spec, prompt in zip(specs, prompts)]
+    jobs = [spec.job(await state.encoder.encode(prompt, field), field) for spec, prompt in zip(specs, prompts)]
     streams = submit(state.worker, jobs)
     try:
         prompt_tokens = [await admitted(stream) for stream in streams]
@@ -88,12 +88,6 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
         cancel_all(streams)
     items = [item(rid, outcome) for rid, outcome in zip(ids, outcomes)]
     return items if batch else items[0]
-
-
-async def _encode(state: ServerState, prompt: str | list[int], field: str) -> list[int]:
-    if isinstance(prompt, str):
-        return await state.encoder.encode_text(prompt, field)
-    return state.encoder.check_ids(prompt, field)
 
 
 async def _stream(stream: RequestStream, request_id: str, prompt_tokens: int) -> AsyncIterator[str]:

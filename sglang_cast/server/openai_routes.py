@@ -82,11 +82,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     state.check_model(body.model)
     body.check_supported()
     params = body.sampling_params(body.max_tokens or 1)
-    prompt = body.single_prompt()
-    if isinstance(prompt, str):
-        prompt_ids = await state.encoder.encode_text(prompt, "prompt")
-    else:
-        prompt_ids = state.encoder.check_ids(prompt, "prompt")
+    prompt_ids = await state.encoder.encode(body.single_prompt(), "prompt")
     job = GenerateJob(prompt_ids, params, fill_context=body.max_tokens is None)
     return await _respond(state, request, body, job, CompletionFormat())
 

@@ -65,6 +65,15 @@ class PromptEncoder:
                               f"most {self.max_token_bytes} bytes), more than the context length "
                               f"{self.context_length}", param=field)
 
+    async def encode(self, prompt: str | list[int], field: str) -> list[int]:
+        """A text or token-id prompt as checked token ids."""
+        if isinstance(prompt, str):
+            return await self.encode_text(prompt, field)
+        if len(prompt) > self.context_length:  # before the per-id scan: a body may carry ~10^6 ids
+            raise bad_request(f"{field}: {len(prompt)} tokens exceed the context length {self.context_length}",
+                              param=field)
+        return self.check_ids(prompt, field)
+
     async def encode_text(self, text: str, field: str) -> list[int]:
         self.check_text_size(text, field)
         ids = await self._off_loop(self.tokenizer.encode, text)
