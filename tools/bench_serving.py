@@ -21,7 +21,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import httpx
 

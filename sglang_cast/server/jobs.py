@@ -1,8 +1,9 @@
 """What the HTTP side hands to the engine thread, and what comes back.
 
-Handlers build jobs from prompts already tokenized (see `prompt_encoder`); the engine thread answers each with a short sequence of
-events on the job's stream: ``Accepted`` or ``Rejected`` first, then ``Delta``s,
-then one ``Finished`` (or ``Failed`` if the engine broke or the server stopped).
+Handlers build jobs from prompts already tokenized (see `prompt_encoder`); the
+engine thread answers each with a short sequence of events on the job's stream:
+``Accepted`` or ``Rejected`` first, then ``Delta``s, then one ``Finished`` (or
+``Failed`` if the engine broke or the server stopped).
 """
 
 from __future__ import annotations

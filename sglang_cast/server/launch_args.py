@@ -175,7 +175,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       cast_profile=ns.cast_profile, host=ns.host, port=ns.port,
                       max_running_requests=ns.max_running_requests, max_queued_requests=ns.max_queued_requests,
                       context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
-                      max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs, device=ns.device, dtype=ns.dtype,
+                      max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs, device=ns.device,
+                      dtype=ns.dtype,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 
 
