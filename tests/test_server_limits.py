@@ -295,3 +295,19 @@ def test_requests_past_the_in_flight_cap_get_503_before_their_body_is_read():
 def test_token_id_prompt_longer_than_the_context_is_refused_by_its_length(client):
     response = post_json(client, "/generate", {"input_ids": [10 ** 9] * 300})  # checked before the ids
     assert_error(response, 400, "input_ids", "300 tokens exceed the context length 256")
+
+
+def test_chat_that_cannot_fit_is_refused_before_the_template_renders():
+    with serve(tiny_engine("cast")) as server, server.client() as c:
+        encoder = server.app.state.server.encoder
+        render = encoder._render_chat
+        calls = []
+        encoder._render_chat = lambda messages: calls.append(len(messages)) or render(messages)
+        many = [{"role": "user", "content": ""}] * 257
+        assert_error(post_json(c, "/v1/chat/completions", {"messages": many}), 400, "messages",
+                     "257 messages cannot fit the context length 256")
+        long = [{"role": "user", "content": "x" * 600}, {"role": "user", "content": "y" * 600}]
+        assert_error(post_json(c, "/v1/chat/completions", {"messages": long}), 400, "messages", "1200 bytes")
+        assert calls == []
+        fits = post_json(c, "/v1/chat/completions", {"messages": many[:10], "max_tokens": 2})
+        assert fits.status_code == 200 and calls == [10]

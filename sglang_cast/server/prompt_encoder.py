@@ -83,6 +83,12 @@ class PromptEncoder:
         """Render the chat template and tokenize the result, both on the tokenizer thread."""
         if not hasattr(self.tokenizer, "apply_chat_template"):
             raise bad_request("this model's tokenizer has no chat template; use /v1/completions", param=field)
+        # Rendering holds the GIL, so what cannot fit is refused before it: a chat
+        # template writes every message's content and at least one token per message.
+        if len(messages) > self.context_length:
+            raise bad_request(f"{field}: {len(messages)} messages cannot fit the context length "
+                              f"{self.context_length} (each adds at least one token)", param=field)
+        self.check_text_size("".join(message["content"] for message in messages), field)
         try:
             text = await self._off_loop(self._render_chat, messages)
         except (ValueError, TypeError) as err:  # no template set, or the template rejected the messages
