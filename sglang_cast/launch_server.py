@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     model_path = args.model_path or EMBEDDED_NAME
     config = ServerConfig(
         served_model_name=args.served_model_name or model_path, model_path=model_path,
-        max_queued_requests=args.max_queued_requests, api_key=args.api_key, profile=profile,
+        max_queued_requests=args.max_queued_requests, api_key=args.api_key, admin_api_key=args.admin_api_key,
+        max_request_bytes=args.max_request_bytes, max_top_logprobs=args.max_logprobs, profile=profile,
         shape_override=args.shape,
         server_args={"host": args.host, "port": args.port, "device": args.device, "dtype": args.dtype,
                      "speculative_algorithm": args.algorithm, "draft_path": args.draft_path},

@@ -180,7 +180,7 @@ BAD_INPUTS = [
     ("/v1/completions", {"model": MODEL, "prompt": ["a", "b"]}, 400, "one prompt per request"),
     ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "at least one token"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
-    ("/v1/completions", {"prompt": "hi"}, 400, "model: field required"),
+    ("/v1/chat/completions", {"model": MODEL}, 400, "messages: field required"),
     ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
     ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, "role"),
     ("/v1/completions", {"model": "gpt-4", "prompt": "hi"}, 404, "The model `gpt-4` does not exist"),

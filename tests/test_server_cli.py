@@ -23,7 +23,8 @@ def test_help_explains_every_flag():
     for flag in ("--model-path", "--speculative-draft-model-path", "--speculative-algorithm",
                  "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                  "--cast-profile", "--host", "--port", "--max-running-requests", "--max-queued-requests",
-                 "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level"):
+                 "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level",
+                 "--admin-api-key", "--max-request-bytes", "--max-logprobs"):
         assert flag in result.stdout
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
@@ -50,6 +51,8 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--port", "http"], "expected an integer"),
     (["--max-running-requests", "0"], "must be >= 1"),
     (["--max-queued-requests", "-1"], "must be >= 0"),
+    (["--max-request-bytes", "0"], "must be >= 1"),
+    (["--max-logprobs", "-1"], "must be >= 0"),
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
     (["--no-such-flag"], "unrecognized arguments"),
@@ -107,3 +110,19 @@ def test_gpu_profile_labels(monkeypatch, name, label):
     monkeypatch.setattr("sglang_cast.hardware.device_name", lambda device: name)
     assert hardware_label("cuda:0") == label
     assert hardware_label("cpu") == "cpu"
+
+
+def test_limit_and_key_flags_reach_the_app(monkeypatch):
+    import uvicorn
+    from test_server_harness import tiny_engine
+
+    served = {}
+    monkeypatch.setattr("sglang_cast.engine.build_engine", lambda engine_args: tiny_engine("vanilla"))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app))
+    launch_server.main(["--speculative-algorithm", "NONE", "--api-key", "u", "--admin-api-key", "a",
+                        "--max-request-bytes", "5000", "--max-logprobs", "3"])
+    config = served["app"].state.server.config
+    assert (config.api_key, config.admin_api_key, config.max_request_bytes, config.max_top_logprobs) == \
+        ("u", "a", 5000, 3)
+    defaults = parse_launch_args([])
+    assert (defaults.admin_api_key, defaults.max_request_bytes, defaults.max_logprobs) == (None, None, 20)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from test_engine import SETTINGS, CharTokenizer, MirrorDraft, tiny_target
+from test_engine import SETTINGS, VOCAB, CharTokenizer, MirrorDraft, tiny_target
 
 from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape,
                               make_policy)
@@ -26,7 +26,12 @@ SHAPE = TreeShape(top_k=4, max_depth=4, num_verify_tokens=12)
 
 
 class ChatCharTokenizer(CharTokenizer):
-    """CharTokenizer plus a toy chat template, so the chat endpoint can be tested."""
+    """CharTokenizer plus a toy chat template, so the chat endpoint can be tested,
+    and a vocabulary whose entries are single characters of up to 4 UTF-8 bytes
+    (what `PromptEncoder`'s byte bound reads)."""
+
+    def get_vocab(self) -> dict[str, int]:
+        return {chr(0x10000 + i): i for i in range(VOCAB)}
 
     def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=False):
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages)

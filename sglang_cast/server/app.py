@@ -9,7 +9,6 @@ serving, stopped after its graceful shutdown has let open requests finish.
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,32 +17,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import Engine
 from . import admin_routes, native_routes, openai_routes
+from .access import ApiKeyMiddleware
+from .body_limit import BodyLimitMiddleware
 from .config import ServerConfig
 from .engine_worker import EngineWorker
-from .errors import ApiError, install_error_handlers
+from .errors import install_error_handlers
+from .in_flight import IN_FLIGHT_HEADROOM, InFlightLimitMiddleware
 from .metrics import ServerMetrics
 from .profile_reload import ProfileReloader
+from .prompt_encoder import PromptEncoder
 from .state import ServerState
-
-OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics"})  # reachable without the API key
-
-
-class ApiKeyMiddleware:
-    """``--api-key``: every other path needs ``Authorization: Bearer <key>``."""
-
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'",
-                                 code="invalid_api_key")
-                await error.response()(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class RequestMetricsMiddleware:
@@ -79,6 +62,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     worker = EngineWorker(engine, metrics, max_outstanding=engine.max_batch_size + config.max_queued_requests)
     profiles = ProfileReloader(config.profile, config.shape_override, engine.tree_room, worker.reconfigure,
                                metrics, config.profile_poll_seconds)
+    encoder = PromptEncoder(engine.tokenizer, engine.target.config.vocab_size, engine.context_length,
+                            max_pending=worker.max_outstanding)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -89,15 +74,22 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         finally:
             profiles.stop()
             await asyncio.to_thread(worker.stop)
+            encoder.close()
 
     app = FastAPI(title="sglang-cast", lifespan=lifespan)
-    app.state.server = ServerState(engine, config, worker, metrics, profiles)
+    app.state.server = ServerState(engine, config, worker, metrics, profiles, encoder)
     install_error_handlers(app)
     routers = (openai_routes.router, native_routes.router, admin_routes.router)
     for router in routers:
         app.include_router(router)
-    if config.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
+    # Added innermost first: metrics see every answer, a caller without the key is
+    # refused before its body is read, so is a request past the in-flight cap, and
+    # the body is capped before parsing.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.request_bytes_limit(engine.context_length))
+    app.add_middleware(InFlightLimitMiddleware,
+                       max_in_flight=config.max_in_flight_requests or worker.max_outstanding + IN_FLIGHT_HEADROOM)
+    if config.api_key or config.admin_api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, admin_api_key=config.admin_api_key)
     endpoints = frozenset(route.path for router in routers for route in router.routes)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics, endpoints=endpoints)  # outermost: counts 401s too
     return app

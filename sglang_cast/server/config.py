@@ -36,6 +36,17 @@ class ShapeOverride:
         return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs)) for b in settings.buckets))
 
 
+MIN_REQUEST_BYTES = 1 << 20
+REQUEST_BYTES_PER_CONTEXT_TOKEN = 1024
+DEFAULT_MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs and OpenAI's top_logprobs maximum
+
+
+def default_max_request_bytes(context_length: int) -> int:
+    """``max(1 MiB, context_length x 1 KiB)``: room for a prompt that fills the
+    context even with long tokens written as JSON ``\\uXXXX`` escapes, and no more."""
+    return max(MIN_REQUEST_BYTES, context_length * REQUEST_BYTES_PER_CONTEXT_TOKEN)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything the app reads besides the Engine.
@@ -50,6 +61,10 @@ class ServerConfig:
     model_path: str
     max_queued_requests: int = 64
     api_key: str | None = None
+    admin_api_key: str | None = None  # guards the admin routes instead of api_key when set
+    max_request_bytes: int | None = None  # None: default_max_request_bytes(engine context length)
+    max_top_logprobs: int = DEFAULT_MAX_TOP_LOGPROBS
+    max_in_flight_requests: int | None = None  # None: running + queued + IN_FLIGHT_HEADROOM
     profile: LoadedProfile | None = None
     shape_override: ShapeOverride = field(default_factory=ShapeOverride)
     profile_poll_seconds: float = 0.5
@@ -60,3 +75,12 @@ class ServerConfig:
             raise ValueError(f"max_queued_requests must be >= 0, got {self.max_queued_requests}")
         if self.profile_poll_seconds <= 0:
             raise ValueError(f"profile_poll_seconds must be > 0, got {self.profile_poll_seconds}")
+        if self.max_request_bytes is not None and self.max_request_bytes < 1:
+            raise ValueError(f"max_request_bytes must be >= 1, got {self.max_request_bytes}")
+        if self.max_in_flight_requests is not None and self.max_in_flight_requests < 1:
+            raise ValueError(f"max_in_flight_requests must be >= 1, got {self.max_in_flight_requests}")
+        if self.max_top_logprobs < 0:
+            raise ValueError(f"max_top_logprobs must be >= 0, got {self.max_top_logprobs}")
+
+    def request_bytes_limit(self, context_length: int) -> int:
+        return self.max_request_bytes or default_max_request_bytes(context_length)

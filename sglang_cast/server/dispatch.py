@@ -23,10 +23,19 @@ T = TypeVar("T")
 
 
 def submit(worker: EngineWorker, jobs: list[Job]) -> list[RequestStream]:
+    """Hand jobs to the engine thread: 503 (retry later) when the server is full now."""
     try:
         return worker.submit(jobs)
     except (QueueFull, ShuttingDown) as err:
         raise service_unavailable(str(err)) from None
+
+
+def check_batch_fits(worker: EngineWorker, count: int, param: str) -> None:
+    """A batch larger than every slot and queue place together could never be
+    taken, so it is a 400, not a 503 to retry."""
+    if count > worker.max_outstanding:
+        raise bad_request(f"{param}: a batch of {count} prompts can never fit this server, which holds at most "
+                          f"{worker.max_outstanding} requests running or queued", param=param)
 
 
 async def admitted(stream: RequestStream) -> int:
@@ -36,7 +45,7 @@ async def admitted(stream: RequestStream) -> int:
     if isinstance(event, Accepted):
         return event.prompt_tokens
     if isinstance(event, Rejected):
-        raise bad_request(event.message)
+        raise bad_request(event.message, event.param)
     raise _failure(event)
 
 
@@ -46,7 +55,7 @@ async def outcome_of(stream: RequestStream) -> Outcome:
         if isinstance(event, Finished):
             return event.outcome
         if isinstance(event, Rejected):
-            raise bad_request(event.message)
+            raise bad_request(event.message, event.param)
         if isinstance(event, Failed):
             raise _failure(event)
 

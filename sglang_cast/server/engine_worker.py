@@ -1,4 +1,5 @@
-"""The engine thread: the only thread that touches the Engine (or its tokenizer).
+"""The engine thread: the only thread that touches the Engine (or its tokenizer;
+prompts arrive already tokenized, see `prompt_encoder`).
 
 HTTP handlers run on the asyncio loop.  They never call the engine; they queue
 closures on a thread-safe inbox (`submit`, `cancel`, `reconfigure`), and this
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from ..cast import PolicySettings
 from ..engine import Engine, Request
 from .jobs import Accepted, Delta, Event, Failed, Finished, GenerateJob, Job, Outcome, Rejected, ScoreJob
-from .logprobs import LogprobOptions, report_logprobs
+from .logprobs import report_logprobs
 from .metrics import ServerMetrics
 from .text_stream import TextStream
 
@@ -192,9 +193,7 @@ class EngineWorker:
             return
         started = time.perf_counter()
         try:
-            prompt_ids = self._encode(job.prompt)
-            if job.logprobs is not None:
-                check_logprob_start(job.logprobs, len(prompt_ids))
+            prompt_ids = job.prompt_ids
             if isinstance(job, ScoreJob):
                 self._score(stream, job, prompt_ids, started)
                 return
@@ -207,7 +206,7 @@ class EngineWorker:
                 params = replace(params, max_new_tokens=room)
             request = self.engine.add_request(prompt_ids, params)
         except ValueError as err:
-            self._publish(stream, Rejected(str(err)))
+            self._publish(stream, Rejected(str(err), job.prompt_field))  # the prompt does not fit the context
             return
         except Exception as err:
             log.exception("admitting a request failed")
@@ -215,16 +214,6 @@ class EngineWorker:
             return
         self._tracked[stream] = _Tracked(stream, job, request, TextStream(params.stop), started)
         self._publish(stream, Accepted(len(prompt_ids)))
-
-    def _encode(self, prompt: str | list[int]) -> list[int]:
-        ids = self.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids:
-            raise ValueError("prompt must contain at least one token")
-        vocab = self.engine.target.config.vocab_size
-        bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise ValueError(f"input_ids: token id {bad[0]} is outside the vocabulary [0, {vocab})")
-        return ids
 
     def _score(self, stream: RequestStream, job: ScoreJob, prompt_ids: list[int], started: float) -> None:
         if len(prompt_ids) > self.engine.context_length:
@@ -303,8 +292,3 @@ class EngineWorker:
             except Exception:
                 log.exception("could not release request %d", entry.request.request_id)
 
-
-def check_logprob_start(options: LogprobOptions, prompt_tokens: int) -> None:
-    if options.start is not None and options.start > prompt_tokens:
-        raise ValueError(f"logprob_start_len ({options.start}) is larger than the number of input tokens "
-                         f"({prompt_tokens})")

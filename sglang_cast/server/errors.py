@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger(__name__)
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-               405: "invalid_request_error", 503: "service_unavailable_error"}
+               405: "invalid_request_error", 413: "invalid_request_error", 503: "service_unavailable_error"}
+ECHO_CHARS = 80  # how much of a rejected value an error message quotes
 
 
 class ApiError(Exception):
@@ -55,9 +56,17 @@ def _is_field(part: object) -> bool:
     return not (text == "body" or text in _TYPE_TAGS or "[" in text or text[:1].isupper())
 
 
+def _quote(value: object) -> str:
+    text = repr(value)  # repr escapes lone surrogates, so the message stays encodable
+    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS]}... ({len(text)} characters)"
+
+
 def validation_error(exc: RequestValidationError) -> ApiError:
-    """The first problem pydantic found, as a 400 naming the field."""
-    first = exc.errors()[0]
+    """The most telling problem pydantic found, as a 400 naming the field: a value
+    error (bad range, bad text) rather than the type mismatch of a union member
+    the value was never meant for."""
+    errors = exc.errors()
+    first = next((e for e in errors if not str(e.get("type", "")).endswith("_type")), errors[0])
     if first.get("type") == "json_invalid":
         detail = first.get("ctx", {}).get("error", first.get("msg"))
         return bad_request(f"request body is not valid JSON: {detail}")
@@ -67,7 +76,8 @@ def validation_error(exc: RequestValidationError) -> ApiError:
                            f"({first.get('msg')})")
     if first.get("type") == "missing":
         return bad_request(f"{field}: field required", param=field)
-    return bad_request(f"{field}: {first.get('msg')} (got {first.get('input')!r})", param=field)
+    message = str(first.get("msg")).removeprefix("Value error, ")  # our own validators' messages, as written
+    return bad_request(f"{field}: {message} (got {_quote(first.get('input'))})", param=field)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,8 +1,9 @@
 """What the HTTP side hands to the engine thread, and what comes back.
 
-Handlers build jobs; the engine thread answers each with a short sequence of
-events on the job's stream: ``Accepted`` or ``Rejected`` first, then ``Delta``s,
-then one ``Finished`` (or ``Failed`` if the engine broke or the server stopped).
+Handlers build jobs from prompts already tokenized (see `prompt_encoder`); the
+engine thread answers each with a short sequence of events on the job's stream:
+``Accepted`` or ``Rejected`` first, then ``Delta``s, then one ``Finished`` (or
+``Failed`` if the engine broke or the server stopped).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ class GenerateJob:
     whatever the context leaves after the prompt (OpenAI chat without ``max_tokens``);
     only the engine thread knows the prompt's token count."""
 
-    prompt: str | list[int]
+    prompt_ids: list[int]
     params: SamplingParams
     fill_context: bool = False
     logprobs: LogprobOptions | None = None
+    prompt_field: str = "prompt"  # the request field a context-length refusal names
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,9 @@ class ScoreJob:
     nothing (what SGLang frontends send to learn prompt lengths and to rank
     ``sgl.select`` choices)."""
 
-    prompt: str | list[int]
+    prompt_ids: list[int]
     logprobs: LogprobOptions | None = None
+    prompt_field: str = "text"
 
 
 Job = GenerateJob | ScoreJob
@@ -64,9 +67,10 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Rejected:
-    """The job cannot run as asked (a 400: the message names the numbers or the field)."""
+    """The job cannot run as asked (a 400: the message names the numbers, ``param`` the field)."""
 
     message: str
+    param: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from .config import ShapeOverride
+from .config import (DEFAULT_MAX_TOP_LOGPROBS, MIN_REQUEST_BYTES, REQUEST_BYTES_PER_CONTEXT_TOKEN,
+                     ShapeOverride)
 
 ALGORITHMS = {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "goodput"}
 BACKENDS = ("native", "sglang")
@@ -68,6 +69,9 @@ class LaunchArgs:
     max_queued_requests: int
     context_length: int
     api_key: str | None
+    admin_api_key: str | None
+    max_request_bytes: int | None
+    max_logprobs: int
     device: str
     dtype: str
     backend: str
@@ -129,6 +133,17 @@ def build_parser() -> OneLineParser:
     serving.add_argument("--api-key", metavar="KEY", default=None,
                          help="require 'Authorization: Bearer <key>' on every endpoint but /health, "
                               "/health_generate and /metrics")
+    serving.add_argument("--admin-api-key", metavar="KEY", default=None,
+                         help="key for the admin endpoints (/cast/reload, /cast/profile, /flush_cache, "
+                              "/server_info, /get_server_info) instead of --api-key, which they then refuse; "
+                              "without it they need --api-key when that is set")
+    serving.add_argument("--max-request-bytes", metavar="BYTES", type=_positive_int, default=None,
+                         help="largest request body; bigger ones get 413 before they are read (default: "
+                              f"max({MIN_REQUEST_BYTES >> 20} MiB, context length x "
+                              f"{REQUEST_BYTES_PER_CONTEXT_TOKEN} bytes), 2 MiB at the default context length)")
+    serving.add_argument("--max-logprobs", metavar="N", type=_int_at_least(0), default=DEFAULT_MAX_TOP_LOGPROBS,
+                         help="most alternatives per position a request may ask for with top_logprobs_num "
+                              f"(default: {DEFAULT_MAX_TOP_LOGPROBS}, as vLLM's --max-logprobs)")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
                          help="native: this package's engine (default); sglang: real SGLang with the CAST "
                               "plugin (CUDA GPUs only; needs the 'sglang' extra)")
@@ -159,7 +174,9 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       algorithm_given=algorithm_given, shape=shape,
                       cast_profile=ns.cast_profile, host=ns.host, port=ns.port,
                       max_running_requests=ns.max_running_requests, max_queued_requests=ns.max_queued_requests,
-                      context_length=ns.context_length, api_key=ns.api_key, device=ns.device, dtype=ns.dtype,
+                      context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
+                      max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs, device=ns.device,
+                      dtype=ns.dtype,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 
 

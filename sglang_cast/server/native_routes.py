@@ -14,8 +14,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from ..cast import SamplingParams
-from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, outcome_of, progress, sse, submit,
-                       unless_disconnected)
+from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, check_batch_fits, outcome_of, progress,
+                       sse, submit, unless_disconnected)
 from .engine_worker import RequestStream
 from .errors import ApiError, service_unavailable
 from .jobs import Delta, Finished, GenerateJob, Outcome
@@ -66,8 +66,13 @@ def item(request_id: str, outcome: Outcome) -> dict[str, Any]:
 @router.post("/generate")
 async def generate(body: GenerateRequest, request: Request) -> Any:
     state = server_state(request)
-    jobs, batch = body.jobs()
-    ids = [rid or uuid.uuid4().hex for rid in body.request_ids(len(jobs))]
+    prompts, batch = body.prompts()
+    body.check_supported(batch)
+    field = body.prompt_field
+    check_batch_fits(state.worker, len(prompts), field)
+    specs = body.job_specs(len(prompts), state.config.max_top_logprobs)
+    ids = [rid or uuid.uuid4().hex for rid in body.request_ids(len(prompts))]
+    jobs = [spec.job(await state.encoder.encode(prompt, field), field) for spec, prompt in zip(specs, prompts)]
     streams = submit(state.worker, jobs)
     try:
         prompt_tokens = [await admitted(stream) for stream in streams]
@@ -137,7 +142,8 @@ async def health(request: Request) -> PlainTextResponse:
 async def health_generate(request: Request) -> PlainTextResponse:
     """Healthy only if the engine really generates a token within the timeout."""
     state = server_state(request)
-    streams = submit(state.worker, [GenerateJob("ping", SamplingParams(max_new_tokens=1))])
+    ping = await state.encoder.encode_text("ping", "text")
+    streams = submit(state.worker, [GenerateJob(ping, SamplingParams(max_new_tokens=1))])
     try:
         await asyncio.wait_for(outcome_of(streams[0]), HEALTH_GENERATE_TIMEOUT_SECONDS)
     except TimeoutError:

@@ -4,7 +4,9 @@ engine's `SamplingParams`.
 Fields OpenAI clients commonly send but this server cannot honour are accepted
 only at their neutral value; anything else is a 400 naming the field, never a
 silently ignored option.  Unknown fields are ignored, as OpenAI-compatible
-servers do.
+servers do.  Types are strict, as OpenAI's schema is: no boolean for a number,
+no string for a boolean.  ``model`` defaults to ``"default"``, SGLang's name for
+whatever model is loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..cast import SamplingParams
 from .errors import bad_request
+from .fields import Seed, StopStrings, StopTokenIds, Text
 
 # Accepted only with one of these values (OpenAI field -> neutral values).
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
@@ -36,7 +39,12 @@ NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
 }
 
 
+DEFAULT_MODEL_NAME = "default"  # SGLang's protocol default; always served
+
+
 class StreamOptions(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     include_usage: bool = False
 
 
@@ -44,16 +52,16 @@ class SamplingRequest(BaseModel):
     """Fields shared by completions and chat completions (plus SGLang's extensions
     ``top_k``, ``ignore_eos``, ``stop_token_ids``)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
-    model: str
+    model: Text = DEFAULT_MODEL_NAME
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, ge=-1)
     n: int = Field(1, ge=1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    seed: Seed | None = None
+    stop: StopStrings | None = None
+    stop_token_ids: StopTokenIds | None = None
     ignore_eos: bool = False
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -81,10 +89,11 @@ class SamplingRequest(BaseModel):
 
 
 class CompletionRequest(SamplingRequest):
-    prompt: str | list[str] | list[int] | list[list[int]]
+    prompt: Text | list[Text] | list[int] | list[list[int]]
     max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for completions
 
     def single_prompt(self) -> str | list[int]:
+        """The one prompt: text, or token ids."""
         prompt = self.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
@@ -95,13 +104,17 @@ class CompletionRequest(SamplingRequest):
 
 
 class TextPart(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     type: Literal["text"]
-    text: str
+    text: Text
 
 
 class ChatMessage(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+    content: Text | list[TextPart] | None = None
 
     def text(self) -> str:
         if isinstance(self.content, list):

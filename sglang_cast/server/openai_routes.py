@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, outcome_of, progress, sse, submit,
                        unless_disconnected)
 from .engine_worker import RequestStream
-from .errors import ApiError, bad_request
+from .errors import ApiError
 from .jobs import Delta, Finished, GenerateJob, Outcome
 from .openai_protocol import ChatCompletionRequest, CompletionRequest, SamplingRequest
 from .state import ServerState, server_state
@@ -81,8 +81,9 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     state = server_state(request)
     state.check_model(body.model)
     body.check_supported()
-    job = GenerateJob(body.single_prompt(), body.sampling_params(body.max_tokens or 1),
-                      fill_context=body.max_tokens is None)
+    params = body.sampling_params(body.max_tokens or 1)
+    prompt_ids = await state.encoder.encode(body.single_prompt(), "prompt")
+    job = GenerateJob(prompt_ids, params, fill_context=body.max_tokens is None)
     return await _respond(state, request, body, job, CompletionFormat())
 
 
@@ -92,20 +93,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     state.check_model(body.model)
     body.check_supported()
     limit = body.token_limit
-    job = GenerateJob(_apply_chat_template(state, body), body.sampling_params(limit or 1), fill_context=limit is None)
+    params = body.sampling_params(limit or 1)
+    prompt_ids = await state.encoder.encode_chat(body.template_messages())
+    job = GenerateJob(prompt_ids, params, fill_context=limit is None, prompt_field="messages")
     return await _respond(state, request, body, job, ChatFormat())
-
-
-def _apply_chat_template(state: ServerState, body: ChatCompletionRequest) -> str:
-    """Rendering the template is pure Jinja (no tokenizer state), so it may run here
-    rather than on the engine thread."""
-    tokenizer = state.engine.tokenizer
-    if not hasattr(tokenizer, "apply_chat_template"):
-        raise bad_request("this model's tokenizer has no chat template; use /v1/completions", param="messages")
-    try:
-        return tokenizer.apply_chat_template(body.template_messages(), add_generation_prompt=True, tokenize=False)
-    except (ValueError, TypeError) as err:  # no template set, or the template rejected the messages
-        raise bad_request(f"messages: the chat template could not be applied: {err}", param="messages") from None
 
 
 async def _respond(state: ServerState, request: Request, body: SamplingRequest, job: GenerateJob,

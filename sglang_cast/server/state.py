@@ -12,7 +12,9 @@ from .config import ServerConfig
 from .engine_worker import EngineWorker
 from .errors import ApiError
 from .metrics import ServerMetrics
+from .openai_protocol import DEFAULT_MODEL_NAME
 from .profile_reload import ProfileReloader
+from .prompt_encoder import PromptEncoder
 
 
 @dataclass
@@ -22,11 +24,14 @@ class ServerState:
     worker: EngineWorker
     metrics: ServerMetrics
     profiles: ProfileReloader
+    encoder: PromptEncoder
     created: int = field(default_factory=lambda: int(time.time()))
 
     def check_model(self, name: str) -> None:
-        """OpenAI answers an unknown model with a 404 naming it."""
-        if name != self.config.served_model_name:
+        """``"default"`` (also what an omitted ``model`` means) and the served name
+        serve the loaded model, as SGLang does; any other name is a 404 naming it,
+        as OpenAI answers (a typo is not silently served by another model)."""
+        if name not in (DEFAULT_MODEL_NAME, self.config.served_model_name):
             raise ApiError(404, f"The model `{name}` does not exist; this server serves "
                                 f"`{self.config.served_model_name}`.", param="model", code="model_not_found")
 
