@@ -70,7 +70,8 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
         speculative_eagle_topk=args.shape.top_k, speculative_num_draft_tokens=args.shape.num_verify_tokens,
         cast_profile=str(args.cast_profile) if args.cast_profile else None, host=args.host, port=args.port,
         max_running_requests=args.max_running_requests, context_length=args.context_length,
-        api_key=args.api_key, device=args.device,
+        api_key=args.api_key, admin_api_key=args.admin_api_key, mem_fraction_static=args.mem_fraction_static,
+        device=args.device,
     )
     try:
         validate(namespace)

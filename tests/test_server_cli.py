@@ -24,7 +24,7 @@ def test_help_explains_every_flag():
                  "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                  "--cast-profile", "--host", "--port", "--max-running-requests", "--max-queued-requests",
                  "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level",
-                 "--admin-api-key", "--max-request-bytes", "--max-logprobs"):
+                 "--admin-api-key", "--max-request-bytes", "--max-logprobs", "--mem-fraction-static"):
         assert flag in result.stdout
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
@@ -53,6 +53,8 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--max-queued-requests", "-1"], "must be >= 0"),
     (["--max-request-bytes", "0"], "must be >= 1"),
     (["--max-logprobs", "-1"], "must be >= 0"),
+    (["--mem-fraction-static", "1.5", "--backend", "sglang"], "must be in (0, 1), got 1.5"),
+    (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
     (["--no-such-flag"], "unrecognized arguments"),

@@ -403,6 +403,8 @@ def test_mem_fraction_static_is_passed_through_and_checked(profile_path, eagle3_
     argv = translate_args(args)
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.316"
     assert "--mem-fraction-static" not in translate_args(launch_args())  # SGLang's default when not given
+    argv = translate_args(launch_args(admin_api_key="root"))
+    assert argv[argv.index("--admin-api-key") + 1] == "root"
     with pytest.raises(ValueError, match=r"--mem-fraction-static must be a number in \(0, 1\), got 1.5"):
         validate(launch_args(mem_fraction_static=1.5))
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from ..cast import PolicySettings
 from ..engine import Engine, Request
+from ..engine.prompts import check_prompt
 from .jobs import Accepted, Delta, Event, Failed, Finished, GenerateJob, Job, Outcome, Rejected, ScoreJob
 from .logprobs import report_logprobs
 from .metrics import ServerMetrics
@@ -216,9 +217,8 @@ class EngineWorker:
         self._publish(stream, Accepted(len(prompt_ids)))
 
     def _score(self, stream: RequestStream, job: ScoreJob, prompt_ids: list[int], started: float) -> None:
-        if len(prompt_ids) > self.engine.context_length:
-            raise ValueError(f"prompt ({len(prompt_ids)} tokens) exceeds the context length "
-                             f"{self.engine.context_length}")
+        check_prompt(prompt_ids, vocab_size=self.engine.target.config.vocab_size,
+                     context_length=self.engine.context_length)
         report = None
         if job.logprobs is not None:
             report = report_logprobs(self.engine.target, self.engine.tokenizer, prompt_ids, [], job.logprobs)

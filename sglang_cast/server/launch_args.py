@@ -48,6 +48,16 @@ def _int_at_least(minimum: int):
 _positive_int = _int_at_least(1)
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _positive_int(text)
     if value > 65535:
@@ -72,6 +82,7 @@ class LaunchArgs:
     admin_api_key: str | None
     max_request_bytes: int | None
     max_logprobs: int
+    mem_fraction_static: float | None  # --backend sglang only
     device: str
     dtype: str
     backend: str
@@ -144,6 +155,10 @@ def build_parser() -> OneLineParser:
     serving.add_argument("--max-logprobs", metavar="N", type=_int_at_least(0), default=DEFAULT_MAX_TOP_LOGPROBS,
                          help="most alternatives per position a request may ask for with top_logprobs_num "
                               f"(default: {DEFAULT_MAX_TOP_LOGPROBS}, as vLLM's --max-logprobs)")
+    serving.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
+                         help="--backend sglang only: SGLang's share of GPU memory for weights and KV pool, in "
+                              "(0, 1); `cast-autotune preflight` prints the value a profile's runtime states "
+                              "need (default: SGLang's)")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
                          help="native: this package's engine (default); sglang: real SGLang with the CAST "
                               "plugin (CUDA GPUs only; needs the 'sglang' extra)")
@@ -168,6 +183,9 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                                           ("--speculative-draft-model-path", ns.draft_path)) if value is not None]
         if given:
             parser.error(f"{', '.join(given)} cannot be used with --speculative-algorithm NONE (no draft tree)")
+    if ns.mem_fraction_static is not None and ns.backend != "sglang":
+        parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
+                     "cache from --context-length and --max-running-requests)")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", ns.device):
         parser.error(f"--device must be cpu, cuda or cuda:N, got {ns.device!r}")
     return LaunchArgs(model_path=ns.model_path, draft_path=ns.draft_path, algorithm=ns.algorithm,
@@ -175,7 +193,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       cast_profile=ns.cast_profile, host=ns.host, port=ns.port,
                       max_running_requests=ns.max_running_requests, max_queued_requests=ns.max_queued_requests,
                       context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
-                      max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs, device=ns.device,
+                      max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
+                      mem_fraction_static=ns.mem_fraction_static, device=ns.device,
                       dtype=ns.dtype,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 

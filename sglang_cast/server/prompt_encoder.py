@@ -19,6 +19,7 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..engine.prompts import check_prompt
 from .errors import bad_request, service_unavailable
 
 
@@ -99,10 +100,9 @@ class PromptEncoder:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def check_ids(self, ids: list[int], field: str) -> list[int]:
-        if not ids:
-            raise bad_request(f"{field}: the prompt must contain at least one token", param=field)
-        bad = next((t for t in ids if not 0 <= t < self.vocab_size), None)
-        if bad is not None:
-            raise bad_request(f"{field}: token id {bad} is outside the vocabulary [0, {self.vocab_size})",
-                              param=field)
+        """The engine's own prompt checks (`check_prompt`), answered as a 400 naming ``field``."""
+        try:
+            check_prompt(ids, vocab_size=self.vocab_size, context_length=None)  # fit: the engine, with max_tokens
+        except ValueError as err:
+            raise bad_request(f"{field}: {err}", param=field) from None
         return list(ids)

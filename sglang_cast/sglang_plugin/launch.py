@@ -18,6 +18,7 @@
                                ``cast-autotune preflight`` prints the value a
                                profile's runtime states need)
 ``api_key``                    SGLang's ``--api-key``
+``admin_api_key``              SGLang's ``--admin-api-key``
 ``device``                     ``cuda`` or ``cuda:N`` (``None`` = ``cuda``)
 =============================  ===============================================
 
@@ -138,7 +139,7 @@ def translate_args(args: argparse.Namespace) -> list[str]:
         argv += ["--base-gpu-id", str(gpu)]
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
                        ("context_length", "--context-length"), ("api_key", "--api-key"),
-                       ("mem_fraction_static", "--mem-fraction-static")):
+                       ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
     if algorithm == "NONE":
