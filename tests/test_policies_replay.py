@@ -68,7 +68,7 @@ def test_cast_prunes_where_costs_are_steep_and_records_depth_ratios():
     assert tree.size < 1 + SHAPE.top_k * SHAPE.max_depth
     assert plan.verify_count(tree) <= tree.size - 1
     if len(plan.kept) >= 2:
-        assert len(policy._fifo(1)) == 2  # initial 1.0 plus one observed ratio
+        assert len(policy.depth_ratios(1).history(1)) == 2  # initial 1.0 plus one observed ratio
 
 
 def grown(name, c, roots=(4, 7)):
