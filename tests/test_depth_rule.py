@@ -74,7 +74,7 @@ def test_predict_depth_foresees_a_probe_without_counting_it():
         depth_of_iteration(policy, 0.001)
     while True:  # advance to the iteration just before a probe
         plan = policy.begin(1, 10)
-        if plan.depth.probe_due(1):
+        if plan.depth_ratios.probe_due(1):
             break
         assert plan.predict_depth(LAYER1) == 1
         assert depth_of_iteration(policy, 0.001) == 1

@@ -137,13 +137,13 @@ class IterationPlan:
         return costs.draft.row(self.batch_size, ctx, n) / costs.target(self.batch_size, ctx, 1)
 
     @property
-    def depth(self) -> DepthRatios:
+    def depth_ratios(self) -> DepthRatios:
         """The depth rule's FIFOs of this plan's bucket."""
         return self.policy.bucket_ratios(self.bucket)
 
     def _record_layer(self, layer: int, utility: torch.Tensor, cost: torch.Tensor, n: int) -> int:
         if self.learns and layer >= 2 and self.utility[-1] > 0:
-            self.depth.push(layer - 1, float(utility[n - 1]) / self.utility[-1])
+            self.depth_ratios.push(layer - 1, float(utility[n - 1]) / self.utility[-1])
         self.kept.append(n)
         self.utility.append(float(utility[n - 1]))
         self.draft_cost.append(float(cost[n - 1]))
@@ -154,8 +154,8 @@ class IterationPlan:
         is overruled by a probe (``DepthRatios``).  ``predict_depth``'s probe copy
         only asks, so it predicts the probe without counting the stop."""
         if not self.learns:
-            return not self.depth.probe_due(layer)
-        return not self.depth.count_stop(layer)
+            return not self.depth_ratios.probe_due(layer)
+        return not self.depth_ratios.count_stop(layer)
 
     def _charge_expansion(self, layer: int) -> None:
         self.draft_ms += self.settings.costs.draft(self.batch_size, self.layer_context(layer), self.kept[layer - 1])
@@ -196,7 +196,7 @@ class IterationPlan:
             probe.keep(layer, values)
             if not probe.grow(layer):  # every policy's grow stops at max_depth
                 return layer
-            values = values * self.depth.mean(layer)
+            values = values * self.depth_ratios.mean(layer)
             layer += 1
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
@@ -328,7 +328,7 @@ class CastPlan(IterationPlan):
 
     def grow(self, layer: int) -> bool:
         if self.prune_depth and layer < self.max_depth:
-            score = self.depth.mean(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
+            score = self.depth_ratios.mean(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
             if score < self.bucket.thresholds.c2 and self._stops_after(layer):
                 return False
         return self._grow_to_max_depth(layer)
@@ -384,7 +384,7 @@ class GoodputPlan(IterationPlan):
         nodes, expected = self._tree_size()
         width = self.kept[-1]
         verify_ms = self._verify_ms(nodes + width + 1)
-        gain = self.depth.mean(layer) * self.utility[-1]
+        gain = self.depth_ratios.mean(layer) * self.utility[-1]
         expand_ms = self.settings.costs.draft(self.batch_size, self.layer_context(layer), width)
         now = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
         deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + float(verify_ms[nodes + width]))
