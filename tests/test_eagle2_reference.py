@@ -41,7 +41,8 @@ def ours(shape: TreeShape, expander, roots: torch.Tensor):
 def test_eagle2_verifies_what_brute_force_eagle2_verifies(seed):
     rng = random.Random(seed)
     top_k, depth = rng.randint(1, 4), rng.randint(1, 4)
-    shape = TreeShape(top_k=top_k, max_depth=depth, num_verify_tokens=rng.randint(2, shape_pool(top_k, depth) + 3))
+    pool = TreeShape(top_k=top_k, max_depth=depth).pool_size
+    shape = TreeShape(top_k=top_k, max_depth=depth, num_verify_tokens=rng.randint(2, pool + 3))
     model = PathModel(vocab=9, seed=seed)
     roots = torch.tensor([rng.randrange(9) for _ in range(rng.randint(1, 3))])
 
@@ -55,10 +56,6 @@ def test_eagle2_verifies_what_brute_force_eagle2_verifies(seed):
         want = eagle2_reference(children, root, top_k, depth, shape.num_verify_tokens)
         assert [path for path, _ in got[b]] == [path for path, _ in want]
         assert [v for _, v in got[b]] == pytest.approx([v for _, v in want], rel=1e-12)
-
-
-def shape_pool(top_k: int, depth: int) -> int:
-    return TreeShape(top_k=top_k, max_depth=depth).pool_size
 
 
 class ConstantChildren:

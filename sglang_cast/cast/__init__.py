@@ -16,7 +16,8 @@ __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "Expander", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
     "SamplingParams", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
-    "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay", "replay_iteration",
+    "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay",
+    "replay_iteration",
     "DraftTree", "VerifyTree", "ancestor_mask", "select_verified",
     "VerifyResult", "verify_greedy", "verify_sampling",
 ]
