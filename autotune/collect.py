@@ -1,7 +1,8 @@
 """``collect``: record full-expansion traces (docs/design/cast.md §8) into the database.
 
-The engine drafts the full EAGLE-2 expansion with ``shape`` (every node's top-K
-children, depth H) and verifies every node, so any CAST tree with ``top_k <= K``
+The engine drafts the full EAGLE-2 expansion with ``shape`` (every drafted child,
+the ``K + (H-1)·K²``-node rerank pool, stored as trace format
+``sglang_cast.cast.TRACE_FORMAT``) and verifies every node, so any CAST tree with ``top_k <= K``
 and ``depth <= H`` can be replayed from the record.  The tuning space must
 therefore stay inside ``shape``; ``tune`` checks it.  Greedy decoding only:
 replay is defined for greedy verification.
@@ -26,8 +27,9 @@ from .store import Store
 
 
 def full_shape(top_k: int, max_depth: int) -> TreeShape:
-    """The recording shape: every drafted node is verified (``m = 1 + K·H``)."""
-    return TreeShape(top_k=top_k, max_depth=max_depth, num_verify_tokens=1 + top_k * max_depth)
+    """The recording shape: every drafted node is verified (``m = 1 + K + (H-1)·K²``)."""
+    pool = TreeShape(top_k=top_k, max_depth=max_depth).pool_size
+    return TreeShape(top_k=top_k, max_depth=max_depth, num_verify_tokens=1 + pool)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ published profile can be traced back to its inputs:
 * ``measurements`` — one row per timed grid point ``(role, B, c, n)`` of a setup
   (device, model pair, dtype, threads, software versions), committed as soon as
   it is measured so an interrupted ``profile`` resumes where it stopped;
-* ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON);
+* ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON), each
+  with the trace format it was written in; only the current format
+  (``sglang_cast.cast.TRACE_FORMAT``) is ever read back;
 * ``published_profiles`` — every YAML profile written, with its study and trial;
 * Optuna's own tables (``tune`` stores its studies in the same file).
 
@@ -34,7 +36,7 @@ from sqlalchemy import DateTime, Float, Integer, String, Text, create_engine, ev
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sglang_cast.cast import TraceIteration
+from sglang_cast.cast import TRACE_FORMAT, TraceIteration
 from sglang_cast.engine.timing import Timing
 
 from .errors import RUNTIME, AutotuneError
@@ -106,6 +108,8 @@ class TraceRecord(Base):
     max_depth: Mapped[int] = mapped_column(Integer)
     data: Mapped[str] = mapped_column(Text)  # TraceIteration.to_dict() as JSON
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The TraceIteration format of ``data``; rows written before this column existed are format 1.
+    trace_format: Mapped[int] = mapped_column(Integer, server_default="1")
 
 
 class PublishedProfile(Base):
@@ -201,6 +205,15 @@ class Store:
         event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         with self._errors():
             Base.metadata.create_all(self.engine)
+            self._add_trace_format_column()
+
+    def _add_trace_format_column(self) -> None:
+        """A database created before traces were versioned lacks ``trace_format``:
+        add it, marking the existing rows as format 1."""
+        with self.engine.begin() as conn:
+            columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(traces)")}
+            if "trace_format" not in columns:
+                conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN trace_format INTEGER NOT NULL DEFAULT 1")
 
     @property
     def url(self) -> str:
@@ -274,23 +287,35 @@ class Store:
                     device=device, target_model=target_model, draft_model=draft_model, dataset=dataset,
                     run_id=run_id, prompt_ids=json.dumps(list(prompt_ids)), iteration=index,
                     batch_size=trace.batch_size, top_k=trace.top_k, max_depth=int(trace.tree.depths.max()),
-                    data=json.dumps(trace.to_dict()), created=now))
+                    data=json.dumps(trace.to_dict()), created=now, trace_format=TRACE_FORMAT))
 
-    def _trace_filter(self, target_model: str, draft_model: str, dataset: str | None):
-        conditions = [TraceRecord.target_model == target_model, TraceRecord.draft_model == draft_model]
+    def _trace_filter(self, target_model: str, draft_model: str, dataset: str | None, current: bool = True):
+        same_format = TraceRecord.trace_format == TRACE_FORMAT
+        conditions = [TraceRecord.target_model == target_model, TraceRecord.draft_model == draft_model,
+                      same_format if current else ~same_format]
         if dataset is not None:
             conditions.append(TraceRecord.dataset == dataset)
         return conditions
 
-    def trace_count(self, target_model: str, draft_model: str, dataset: str | None = None) -> int:
+    def trace_count(self, target_model: str, draft_model: str, dataset: str | None = None,
+                    current: bool = True) -> int:
+        """Stored traces of the current format (``current=False``: of older formats)."""
         with self.session() as session:
             return session.scalar(select(func.count(TraceRecord.id))
-                                  .where(*self._trace_filter(target_model, draft_model, dataset)))
+                                  .where(*self._trace_filter(target_model, draft_model, dataset, current)))
 
     def traces(self, target_model: str, draft_model: str, dataset: str | None = None) -> list[StoredTrace]:
+        """The traces of the current format.  Older ones are never mixed in; when they
+        are all there is, the error says to record again."""
         conditions = self._trace_filter(target_model, draft_model, dataset)
         with self.session() as session:
             rows = session.scalars(select(TraceRecord).where(*conditions).order_by(TraceRecord.id)).all()
+        if not rows:
+            stale = self.trace_count(target_model, draft_model, dataset, current=False)
+            if stale:
+                raise AutotuneError(f"{self.path} holds {stale} trace(s) for {target_model} + {draft_model} in an "
+                                    f"older trace format (before format {TRACE_FORMAT}, the full candidate pool); "
+                                    "they cannot be replayed: record new ones with `cast-autotune collect`")
         return [StoredTrace(r.batch_size, r.run_id, tuple(json.loads(r.prompt_ids)), r.iteration,
                             TraceIteration.from_dict(json.loads(r.data))) for r in rows]
 

@@ -236,3 +236,21 @@ def test_feature_layers_come_from_the_draft():
     eagle3 = SimpleNamespace(config=SimpleNamespace(layout="eagle3"))
     assert feature_layers(deep_target, eagle3) == eagle3_feature_layers(30)
     assert feature_layers(deep_target, SimpleNamespace(config=SimpleNamespace(layout="eagle"))) == ()
+
+
+def test_recording_reserves_room_for_the_whole_candidate_pool():
+    """A recording verifies every node of the pool (1 + K + (H-1)·K² tokens), more
+    than the policy's trees need; near the context limit that must still fit."""
+    eng = engine("cast", tiny_target(), max_batch=1, context=64)
+    pool = SETTINGS.buckets[0].shape.pool_size
+    assert eng.tree_room < 1 + pool
+    eng.record_traces()
+    assert eng.tree_room >= 1 + pool and eng.target_cache.capacity >= 64 + 1 + pool
+    log = StepLog()
+    eng.generate(["x" * 40], SamplingParams(max_new_tokens=24, ignore_eos=True), on_step=log)  # up to 64 tokens
+    assert max(t.tree.size for t in log.traces) == 1 + pool  # every iteration drafted the full pool
+    busy = engine("cast", tiny_target(), max_batch=1)
+    busy.add_request("hello", SamplingParams(max_new_tokens=8))
+    busy.step()  # prefill: a request now holds a slot
+    with pytest.raises(ValueError, match="start recording before any request runs"):
+        busy.record_traces()

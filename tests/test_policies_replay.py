@@ -56,7 +56,9 @@ def test_eagle2_grows_the_fixed_tree():
     model = PathModel()
     plan = make_policy("eagle2", settings()).begin(2, 10)
     tree = grow_tree(plan, model, torch.tensor([1, 2]))
-    assert tree.size == 1 + SHAPE.top_k * SHAPE.max_depth
+    # K kept per layer, and every drafted child in the rerank pool: K + (H-1)·K² nodes
+    assert plan.kept == [SHAPE.top_k] * SHAPE.max_depth
+    assert tree.size == 1 + SHAPE.top_k + (SHAPE.max_depth - 1) * SHAPE.top_k**2 == 1 + SHAPE.pool_size
     assert plan.verify_count(tree) == SHAPE.num_verify_tokens - 1
 
 
@@ -65,10 +67,10 @@ def test_cast_prunes_where_costs_are_steep_and_records_depth_ratios():
     policy = make_policy("cast", settings(c=(2.0, 3.0, 2.0)))
     plan = policy.begin(1, 10)
     tree = grow_tree(plan, model, torch.tensor([4]))
-    assert tree.size < 1 + SHAPE.top_k * SHAPE.max_depth
+    assert tree.size < 1 + SHAPE.pool_size
     assert plan.verify_count(tree) <= tree.size - 1
     if len(plan.kept) >= 2:
-        assert len(policy._fifo(1)) == 2  # initial 1.0 plus one observed ratio
+        assert len(policy.depth_ratios(1).history(1)) == 2  # initial 1.0 plus one observed ratio
 
 
 def grown(name, c, roots=(4, 7)):
@@ -79,7 +81,7 @@ def grown(name, c, roots=(4, 7)):
 
 def test_ablation_switches_off_one_component_at_a_time():
     steep = (3.0, 3.0, 3.0)  # prunes everything CAST can prune on these costs
-    full_tree = 1 + SHAPE.top_k * SHAPE.max_depth
+    full_tree = 1 + SHAPE.pool_size
     # rerank only: EAGLE-2's full tree, but fewer nodes verified than EAGLE-2's budget
     plan, tree, verified = grown("cast-rerank", steep)
     assert tree.size == full_tree and plan.kept == [SHAPE.top_k] * SHAPE.max_depth

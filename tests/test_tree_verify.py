@@ -162,3 +162,31 @@ def test_incremental_ancestors_equal_the_walk(seed, batch, size):
     assert torch.equal(tree.ancestors, ancestor_mask(tree.parents))
     chosen = select_verified(tree, random.Random(seed).randrange(tree.size))
     assert torch.equal(chosen.ancestor_mask(), ancestor_mask(chosen.parents))
+
+
+def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
+    """A leaf has no child to try, so the bonus is drawn from the target's
+    distribution *at the leaf*; here it differs sharply from the root's."""
+    tree = DraftTree.from_roots(torch.tensor([5]))
+    tree.add_layer(torch.tensor([[3, 1]]), torch.tensor([[0, 0]]), torch.tensor([[0.6, 0.3]], dtype=torch.float64))
+    tree.add_layer(torch.tensor([[0]]), torch.tensor([[1]]), torch.tensor([[0.24]], dtype=torch.float64))
+    vt = select_verified(tree, 3)  # local order: root, 3, 1, 0 (under 3)
+    logits = torch.tensor([[[0.0, 0.5, -1.0, 2.5, 0.0, -3.0],  # root: mostly 3
+                            [2.5, -1.0, 0.0, 0.0, -1.0, -3.0],  # after 3: mostly 0
+                            [-2.0, 0.0, 1.5, -2.0, 0.0, 1.0],  # after 1 (a leaf)
+                            [-3.0, -2.0, 1.0, -2.0, 0.5, 1.5]]])  # after 3, 0 (a leaf)
+    draws = 6000
+    sampler = RequestSampler.create(SamplingParams(temperature=0.9, top_k=5, top_p=0.95, seed=11))
+    batch_tree = type(vt)(*(t.expand(draws, *t.shape[1:]) for t in (vt.node_ids, vt.tokens, vt.parents,
+                                                                      vt.depths, vt.values)))
+    result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), [sampler] * draws)
+    after_leaf_1, after_leaf_0 = [], []
+    for b in range(draws):
+        tokens = result.accepted_tokens(batch_tree, b)
+        if tokens[:1] == [1]:
+            after_leaf_1.append(tokens[1])
+        if tokens[:2] == [3, 0]:
+            after_leaf_0.append(tokens[2])
+    assert len(after_leaf_1) > 300 and len(after_leaf_0) > 1000
+    assert _p_value(after_leaf_1, target_probs(logits[0, 2], PARAMS)) > 1e-3
+    assert _p_value(after_leaf_0, target_probs(logits[0, 3], PARAMS)) > 1e-3

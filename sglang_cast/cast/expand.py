@@ -2,10 +2,14 @@
 
 Layer 1's candidates are the root's top-``K`` children; for layer ``i >= 2`` every
 node kept in layer ``i - 1`` proposes its top-``K`` children (value = parent value
-× child probability) and the candidates are the best ``K`` of those, per
-sequence.  The plan decides how many candidates to keep and whether to go on;
-an ``Expander`` supplies the children — from the draft model in an engine, from
-a recorded trace in replay — so the decisions are made by one piece of code.
+× child probability), and the layer's candidates are the best ``K`` of those, per
+sequence.  The plan decides how many candidates to keep (and so expand next) and
+whether to go on.  Every drafted child — all ``n·K`` of a layer, kept or not —
+joins the tree as a node, so the rerank chooses from the full pool EAGLE-2 ranks
+(``K + (H-1)·K²`` nodes at full width); the children that are not kept stay
+leaves and cost no draft forward.  An ``Expander`` supplies the children — from
+the draft model in an engine, from a recorded trace in replay — so the decisions
+are made by one piece of code.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ class Expander(Protocol):
         ...
 
 
-def top_candidates(tree: DraftTree, frontier: torch.Tensor, child_probs: torch.Tensor,
-                   child_tokens: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The best ``top_k`` children of ``frontier`` by value, best first:
-    ``(values, tokens, parent ids)``, each ``[B, min(top_k, n·K)]``.  Ties keep the
-    earlier parent and the more probable child (stable sort)."""
+def ranked_children(tree: DraftTree, frontier: torch.Tensor, child_probs: torch.Tensor,
+                    child_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All children of ``frontier`` (``[B, n]``) by value, best first:
+    ``(values, tokens, parent ids)``, each ``[B, n·K]``.  Ties keep the earlier parent
+    and the more probable child (stable sort)."""
     batch, n, k = child_probs.shape
     values = (tree.values.gather(1, frontier).unsqueeze(-1) * child_probs.to(tree.values.dtype)).view(batch, n * k)
-    order = torch.sort(values, dim=1, descending=True, stable=True).indices[:, :top_k]
+    order = torch.sort(values, dim=1, descending=True, stable=True).indices
     parents = frontier.gather(1, order // k)
     return values.gather(1, order), child_tokens.reshape(batch, n * k).gather(1, order), parents
 
@@ -46,9 +50,10 @@ def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor
     layer = 1
     while True:
         probs, tokens = expander.expand(tree, frontier, plan.top_k)
-        values, cand_tokens, parents = top_candidates(tree, frontier, probs, tokens, plan.top_k)
-        keep = plan.keep(layer, values)
-        frontier = tree.add_layer(cand_tokens[:, :keep], parents[:, :keep], values[:, :keep])
+        values, child_tokens, parents = ranked_children(tree, frontier, probs, tokens)  # [B, n·K]
+        keep = plan.keep(layer, values[:, : plan.top_k])  # the layer's candidates: the best K
+        # Every child enters the rerank pool; the kept ones (the first ``keep``) are the next frontier.
+        frontier = tree.add_layer(child_tokens, parents, values)[:, :keep]
         if not plan.grow(layer):
             return tree
         layer += 1

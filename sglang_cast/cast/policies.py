@@ -12,8 +12,9 @@ engine (or the trace replay) grows the tree:
 * ``grow(layer)`` – depth: whether to draft another layer;
 * ``verify_count(tree)`` – rerank: how many ranked nodes each sequence verifies.
 
-Policies keep their own cross-iteration state: the depth-pruning FIFO buffers
-``A_i`` of observed layer-to-layer utility ratios.
+Policies keep their own cross-iteration state: per batch-size bucket, the
+depth-pruning FIFO buffers ``A_i`` of observed layer-to-layer utility ratios
+(``DepthRatios``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,59 @@ import torch
 from .algorithm1 import largest_valid_index
 from .settings import BucketSettings, PolicySettings
 from .tree import DraftTree
+
+
+class DepthRatios:
+    """The depth rule's memory for one batch-size bucket (docs/design/cast.md §4,
+    docs/cast_decisions.md D9): ``A_i`` per layer, and how many iterations in a row
+    the rule stopped after layer ``i``.
+
+    ``φ_i`` is only observed when layer ``i + 1`` is drafted, so a stretch of low
+    ratios could switch layer ``i + 1`` off for good.  Every ``probe_every``-th stop
+    in a row is therefore overruled once (a *probe*): the layer is drafted, a fresh
+    ``φ_i`` enters ``A_i``, and the layer comes back once acceptance has.
+    """
+
+    def __init__(self, fifo_len: int, probe_every: int) -> None:
+        self.fifo_len = fifo_len
+        self.probe_every = probe_every
+        self._fifos: dict[int, deque[float]] = {}
+        self._stops: dict[int, int] = {}
+
+    def resize(self, fifo_len: int) -> None:
+        """Apply a new ``fifo_len`` from a reconfigure (newest entries kept)."""
+        if fifo_len != self.fifo_len:
+            self.fifo_len = fifo_len
+            self._fifos = {i: deque(q, maxlen=fifo_len) for i, q in self._fifos.items()}
+
+    def history(self, layer: int) -> tuple[float, ...]:
+        """``A_layer``, oldest first; an unseen layer starts from the prior ``[1.0]``."""
+        return tuple(self._fifo(layer))
+
+    def push(self, layer: int, ratio: float) -> None:
+        """Push an observed ``φ_layer`` into ``A_layer``; the stop streak ends."""
+        self._fifo(layer).append(ratio)
+        self._stops[layer] = 0
+
+    def mean(self, layer: int) -> float:
+        """``mean(A_layer)``."""
+        fifo = self._fifo(layer)
+        return sum(fifo) / len(fifo)
+
+    def probe_due(self, layer: int) -> bool:
+        """Would the next stop after ``layer`` be overruled by a probe?"""
+        return self._stops.get(layer, 0) + 1 >= self.probe_every
+
+    def count_stop(self, layer: int) -> bool:
+        """The rule says stop after ``layer``: count it, and say whether to probe instead."""
+        probe = self.probe_due(layer)
+        self._stops[layer] = 0 if probe else self._stops.get(layer, 0) + 1
+        return probe
+
+    def _fifo(self, layer: int) -> deque[float]:
+        if layer not in self._fifos:
+            self._fifos[layer] = deque([1.0], maxlen=self.fifo_len)
+        return self._fifos[layer]
 
 
 def batch_utility(sorted_values: torch.Tensor) -> torch.Tensor:
@@ -82,13 +136,26 @@ class IterationPlan:
         costs = self.settings.costs
         return costs.draft.row(self.batch_size, ctx, n) / costs.target(self.batch_size, ctx, 1)
 
+    @property
+    def depth_ratios(self) -> DepthRatios:
+        """The depth rule's FIFOs of this plan's bucket."""
+        return self.policy.bucket_ratios(self.bucket)
+
     def _record_layer(self, layer: int, utility: torch.Tensor, cost: torch.Tensor, n: int) -> int:
         if self.learns and layer >= 2 and self.utility[-1] > 0:
-            self.policy.observe_ratio(layer - 1, float(utility[n - 1]) / self.utility[-1])
+            self.depth_ratios.push(layer - 1, float(utility[n - 1]) / self.utility[-1])
         self.kept.append(n)
         self.utility.append(float(utility[n - 1]))
         self.draft_cost.append(float(cost[n - 1]))
         return n
+
+    def _stops_after(self, layer: int) -> bool:
+        """The depth rule said stop after ``layer``: True to stop, False when this stop
+        is overruled by a probe (``DepthRatios``).  ``predict_depth``'s probe copy
+        only asks, so it predicts the probe without counting the stop."""
+        if not self.learns:
+            return not self.depth_ratios.probe_due(layer)
+        return not self.depth_ratios.count_stop(layer)
 
     def _charge_expansion(self, layer: int) -> None:
         self.draft_ms += self.settings.costs.draft(self.batch_size, self.layer_context(layer), self.kept[layer - 1])
@@ -129,7 +196,7 @@ class IterationPlan:
             probe.keep(layer, values)
             if not probe.grow(layer):  # every policy's grow stops at max_depth
                 return layer
-            values = values * self.policy.expected_ratio(layer)
+            values = values * self.depth_ratios.mean(layer)
             layer += 1
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
@@ -153,16 +220,18 @@ class IterationPlan:
 
 
 class Policy:
-    """Base class: settings snapshotting, reconfiguration and the FIFO buffers."""
+    """Base class: settings snapshotting, reconfiguration and the depth rule's FIFOs."""
 
     name = "base"
     plan_class: type[IterationPlan] = IterationPlan
+    # A layer switched off by the depth rule is re-tested after this many stops in a
+    # row (docs/cast_decisions.md D9).
+    depth_probe_every = 16
 
     def __init__(self, settings: PolicySettings) -> None:
         self._settings = settings
         self._lock = threading.Lock()
-        self._fifos: dict[int, deque[float]] = {}
-        self._fifo_len: int | None = None
+        self._ratios: dict[int, DepthRatios] = {}  # per bucket, keyed by its max_batch_size
 
     @property
     def settings(self) -> PolicySettings:
@@ -185,24 +254,27 @@ class Policy:
         bucket = settings.for_batch(batch_size)
         if not bucket.speculate and self.plan_class.cost_aware:
             return VanillaPlan(self, bucket, settings, batch_size, context_len)
-        if bucket.fifo_len != self._fifo_len:
-            self._fifo_len = bucket.fifo_len
-            self._fifos = {i: deque(q, maxlen=bucket.fifo_len) for i, q in self._fifos.items()}
+        self.bucket_ratios(bucket).resize(bucket.fifo_len)
         return self.plan_class(self, bucket, settings, batch_size, context_len)
 
-    def observe_ratio(self, layer: int, ratio: float) -> None:
-        """Push ``φ_i`` into ``A_i`` (docs/design/cast.md §4)."""
-        self._fifo(layer).append(ratio)
+    def bucket_ratios(self, bucket: BucketSettings) -> DepthRatios:
+        """The FIFOs ``A_i`` of ``bucket``: each bucket learns its own, so a batch size
+        of another bucket neither reads nor truncates them."""
+        if bucket.max_batch_size not in self._ratios:
+            self._ratios[bucket.max_batch_size] = DepthRatios(bucket.fifo_len, self.depth_probe_every)
+        return self._ratios[bucket.max_batch_size]
 
-    def expected_ratio(self, layer: int) -> float:
-        """``mean(A_i)``; an unseen layer starts from ``[1.0]``."""
-        fifo = self._fifo(layer)
-        return sum(fifo) / len(fifo)
+    def depth_ratios(self, batch_size: int = 1) -> DepthRatios:
+        """The FIFOs the current settings use at ``batch_size``."""
+        return self.bucket_ratios(self.settings.for_batch(batch_size))
 
-    def _fifo(self, layer: int) -> deque[float]:
-        if layer not in self._fifos:
-            self._fifos[layer] = deque([1.0], maxlen=self._fifo_len)
-        return self._fifos[layer]
+    def observe_ratio(self, layer: int, ratio: float, batch_size: int = 1) -> None:
+        """Push ``φ_layer`` into ``A_layer`` of ``batch_size``'s bucket (docs/design/cast.md §4)."""
+        self.depth_ratios(batch_size).push(layer, ratio)
+
+    def expected_ratio(self, layer: int, batch_size: int = 1) -> float:
+        """``mean(A_layer)`` of ``batch_size``'s bucket; an unseen layer starts from ``[1.0]``."""
+        return self.depth_ratios(batch_size).mean(layer)
 
 
 class VanillaPlan(IterationPlan):
@@ -256,8 +328,8 @@ class CastPlan(IterationPlan):
 
     def grow(self, layer: int) -> bool:
         if self.prune_depth and layer < self.max_depth:
-            score = self.policy.expected_ratio(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
-            if score < self.bucket.thresholds.c2:
+            score = self.depth_ratios.mean(layer) * self.utility[layer - 1] / self.draft_cost[layer - 1]
+            if score < self.bucket.thresholds.c2 and self._stops_after(layer):
                 return False
         return self._grow_to_max_depth(layer)
 
@@ -312,11 +384,11 @@ class GoodputPlan(IterationPlan):
         nodes, expected = self._tree_size()
         width = self.kept[-1]
         verify_ms = self._verify_ms(nodes + width + 1)
-        gain = self.policy.expected_ratio(layer) * self.utility[-1]
+        gain = self.depth_ratios.mean(layer) * self.utility[-1]
         expand_ms = self.settings.costs.draft(self.batch_size, self.layer_context(layer), width)
         now = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
         deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + float(verify_ms[nodes + width]))
-        if deeper <= now:
+        if deeper <= now and self._stops_after(layer):
             return False
         self._charge_expansion(layer)
         return True

@@ -53,9 +53,15 @@ class TreeShape:
             raise ValueError(f"num_verify_tokens must be >= 2 (root + one draft token), got {self.num_verify_tokens}")
 
     @property
+    def pool_size(self) -> int:
+        """Draft nodes of the full EAGLE-2 expansion, the rerank pool: the root's ``K``
+        children, then ``K²`` children of the ``K`` kept nodes per further layer."""
+        return self.top_k + (self.max_depth - 1) * self.top_k**2
+
+    @property
     def kv_room(self) -> int:
         """KV positions past the context one iteration with this shape may use: the
-        root, every drafted node (``top_k`` per level, ``max_depth`` levels) and the
+        root, every node fed to the draft (``top_k`` per level, ``max_depth`` levels) and the
         verified tokens.  Engines reserve the largest of these once, with their caches."""
         return 1 + self.top_k * self.max_depth + self.num_verify_tokens
 

@@ -1,8 +1,9 @@
 """Trace records and offline replay (docs/design/cast.md §8).
 
-A trace iteration stores the *full* EAGLE-2 expansion an engine drafted (every
-recorded node with the top-``K`` children the draft proposed for it) and the
-target's greedy next token after *every* recorded node (full verification).  In
+A trace iteration stores the *full* EAGLE-2 expansion an engine drafted — every
+drafted child, the whole rerank pool (docs/design/cast.md §4), with the top-``K``
+children the draft proposed for each expanded node — and the target's greedy next
+token after *every* recorded node (full verification).  In
 EAGLE a node's draft value depends only on its ancestors, so any policy's tree
 that stays inside the recording can be regrown from it with the very same
 :func:`grow_tree` and verified with the very same :func:`verify_greedy` — no model
@@ -28,6 +29,12 @@ from .verify import verify_greedy
 
 NO_TOKEN = -1  # token of a child the recording does not know
 NO_MATCH = -2  # target "argmax" that no draft token equals
+# What a stored trace means.  1: the tree held only the kept top-K nodes of each
+# layer, and the recording run could commit only what those verified.  2: it holds
+# every drafted child (the full rerank pool), all verified, so the run commits what
+# the policy accepts from the pool.  The two record different iterations of the
+# same prompts, so they are never mixed: only the current format is read.
+TRACE_FORMAT = 2
 
 
 @dataclass
@@ -56,6 +63,7 @@ class TraceIteration:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "format": TRACE_FORMAT,
             "context_lens": self.context_lens.tolist(),
             "tokens": self.tree.tokens.tolist(),
             "parents": self.tree.parents.tolist(),
@@ -67,6 +75,11 @@ class TraceIteration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TraceIteration:
+        found = data.get("format", 1) if isinstance(data, dict) else None
+        if found != TRACE_FORMAT:
+            raise ValueError(f"trace iteration: format must be {TRACE_FORMAT} (every drafted child recorded), "
+                             f"got {found!r}; traces recorded before the full candidate pool cannot be "
+                             "replayed: record them again (`cast-autotune collect`)")
         missing = {"context_lens", "tokens", "parents", "values", "child_tokens", "child_probs",
                    "target_argmax"} - set(data)
         if missing:

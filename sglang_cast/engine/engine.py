@@ -96,14 +96,18 @@ class Engine:
         """From now on, record every iteration as a full-expansion trace with
         ``shape`` (default: the policy's shape for each batch size); each step's
         trace comes back in its `StepOutput`.  Greedy requests only: replay is
-        defined for greedy."""
+        defined for greedy.  Every node of the candidate pool is verified, so the KV
+        reservation grows to the pool when the policy's trees need less; that
+        reallocates the caches, hence recording must start before requests run."""
         if self.draft is None:
             raise ValueError("trace recording needs a draft head (the policy is vanilla)")
         settings = self.policy.settings if shape is None else self.policy.settings.with_shape(shape)
-        if shape is not None and 1 + shape.top_k * shape.max_depth > self.tree_room:
-            raise ValueError(f"recording shape needs {1 + shape.top_k * shape.max_depth} tree tokens but the engine "
-                             f"reserved {self.tree_room}; build the engine with a policy whose shape is at least "
-                             "as large")
+        needed = max(1 + bucket.shape.pool_size for bucket in settings.buckets)  # root + the full candidate pool
+        if needed > self.tree_room:
+            if self.running:
+                raise ValueError(f"recording needs {needed} tree tokens per slot but the engine reserved "
+                                 f"{self.tree_room}; start recording before any request runs")
+            self.runner.reserve_tree_room(needed)
         self.runner.speculation = TraceRecording(make_policy("eagle2", settings))
 
     # ----------------------------------------------------------------- requests

@@ -150,12 +150,10 @@ class SpeculativeRunner:
         self.feature_layers = feature_layers(target, self.draft)
         weight = next(target.parameters())
         self.device, self.dtype = weight.device, weight.dtype
+        self.max_batch_size, self.context_length = max_batch_size, context_length
         self.tree_room = policy.settings.kv_room
-        capacity = context_length + self.tree_room
-        self.target_cache = KVCache.for_model(target.config, max_batch_size, capacity, self.device, self.dtype)
+        self._allocate_caches()
         if self.draft is not None:
-            self.draft_cache = KVCache.for_model(target.config, max_batch_size, capacity, self.device, self.dtype,
-                                                 num_layers=1)
             hidden, vocab = target.config.hidden_size, self.draft.output_vocab_size
             self.root_hidden = torch.zeros(max_batch_size, hidden, device=self.device, dtype=self.dtype)
             self.root_logits = torch.zeros(max_batch_size, vocab, device=self.device, dtype=self.dtype)
@@ -163,6 +161,22 @@ class SpeculativeRunner:
         # not speculate, per slot: fed to the draft only when a tree is next needed, so
         # a bucket with speculation off costs exactly a plain decode step.
         self.draft_backlog: dict[int, tuple[list[int], list[torch.Tensor]]] = {}
+
+    def _allocate_caches(self) -> None:
+        """Empty target and draft caches of ``context_length + tree_room`` positions per slot."""
+        capacity, config = self.context_length + self.tree_room, self.target.config
+        self.target_cache = KVCache.for_model(config, self.max_batch_size, capacity, self.device, self.dtype)
+        if self.draft is not None:
+            self.draft_cache = KVCache.for_model(config, self.max_batch_size, capacity, self.device, self.dtype,
+                                                 num_layers=1)
+
+    def reserve_tree_room(self, room: int) -> None:
+        """Reserve at least ``room`` tree positions per slot: trace recording verifies
+        the whole candidate pool, more than any policy tree.  The caches are allocated
+        anew, so no request may hold a slot."""
+        if room > self.tree_room:
+            self.tree_room = room
+            self._allocate_caches()
 
     def release(self, slot: int) -> None:
         """Forget a finished or cancelled request's cache contents."""
