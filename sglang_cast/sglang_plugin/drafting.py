@@ -105,25 +105,31 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     tokens = root_tokens.long()
     rows = torch.zeros((batch, topk), dtype=torch.long, device=device)
     flat = torch.arange(topk, device=device).expand(batch, topk)
+    drafted = width  # children drafted in this layer: all of them join the rerank pool, best first
     layer = 1
     while True:
         host_values, host_rows, host_tokens, host_flat = _to_host(values, rows, tokens, flat)
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
-        # ``rows`` index the previous layer's kept nodes; layer 1 hangs off the root (id 0).
-        parents = host_rows[:, :kept] + (0 if layer == 1 else layer_ids[:, :1])
-        layer_ids = tree.add_layer(host_tokens[:, :kept], parents, host_values[:, :kept])
-        flat_ids.append(host_flat[:, :kept])
-        frontier_flat.append(host_flat)
+        # Every drafted child joins the pool (the kept ones first: they are the best);
+        # ``rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
+        parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids[:, :1])
+        layer_ids = tree.add_layer(host_tokens[:, :drafted], parents, host_values[:, :drafted])
+        flat_ids.append(host_flat[:, :drafted])
+        frontier_flat.append(host_flat[:, :topk])
         if layer >= depth_limit or not plan.grow(layer):
             break
-        child_probs, child_tokens = step(tokens.reshape(-1), None if layer == 1 else rows, layer - 1)
+        child_probs, child_tokens = step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk],
+                                         layer - 1)
         # [B, K rows, K children]; children of pruned rows and columns past top_k
-        # get -1, below every real value (>= 0), so the best K of the kept rows'
-        # children come first: exactly the native engine's candidates.
+        # get -1, below every real value (>= 0).  A stable descending sort of the
+        # row-major order ranks them exactly as the native engine's ``ranked_children``:
+        # the first ``kept · top_k`` are the drafted children, the first K the candidates.
         live = _first(kept, topk, device).view(1, topk, 1) & columns.view(1, 1, topk)
-        children = torch.where(live, values.unsqueeze(2) * child_probs.view(batch, topk, topk).double(), -1.0)
-        values, order = torch.topk(children.flatten(1), topk, dim=1)
+        children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(),
+                               -1.0)
+        values, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
+        drafted = kept * width
         rows = order // topk
         tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
         flat = topk + topk * topk * (layer - 1) + order
