@@ -36,7 +36,8 @@ def record_iteration(model, roots, context):
     return recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes))
 
 
-@pytest.mark.parametrize("name", ["eagle2", "cast", "goodput", "cast-rerank", "cast-rerank-depth"])
+@pytest.mark.parametrize("name", ["eagle2", "cast", "goodput", "cast-rerank", "cast-rerank-depth",
+                                  "cast-depth-breadth"])
 def test_replay_reproduces_live_accepted_lengths(name):
     model = PathModel(vocab=10, seed=3, agreement=0.7)
     live, replayed = make_policy(name, settings()), make_policy(name, settings())
@@ -90,11 +91,15 @@ def test_ablation_switches_off_one_component_at_a_time():
     plan, tree, _ = grown("cast-rerank-depth", steep)
     assert set(plan.kept) == {SHAPE.top_k} and len(plan.kept) < SHAPE.max_depth
     # + breadth pruning (= CAST): narrower layers than top-k
-    plan, _, _ = grown("cast", steep)
+    plan, _, cast_verified = grown("cast", steep)
     assert min(plan.kept) < SHAPE.top_k
+    # depth + breadth pruning without the rerank: CAST's tree, EAGLE-2's verify budget
+    plan, tree, verified = grown("cast-depth-breadth", steep)
+    assert min(plan.kept) < SHAPE.top_k and len(plan.kept) < SHAPE.max_depth
+    assert verified == min(tree.size - 1, SHAPE.num_verify_tokens - 1) and verified > cast_verified
     # with negligible thresholds every variant is EAGLE-2
     eagle2 = grown("eagle2", (1.0, 1.0, 1.0))
-    for name in ("cast-rerank", "cast-rerank-depth", "cast"):
+    for name in ("cast-rerank", "cast-rerank-depth", "cast-depth-breadth", "cast"):
         plan, tree, verified = grown(name, (1e-9, 1e-9, 1e-9))
         assert (tree.size, verified) == (eagle2[1].size, eagle2[2])
 

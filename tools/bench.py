@@ -20,7 +20,9 @@ Methods (docs/design/cast.md §7):
   would pick;
 * ``cast``, ``goodput`` – the profile's tuned settings;
 * ablation (the paper's Table 3): ``cast-rerank`` (EAGLE-2's tree + cost-aware
-  rerank), ``cast-rerank-depth`` (+ depth pruning), ``cast`` (+ breadth pruning).
+  rerank), ``cast-rerank-depth`` (+ depth pruning), ``cast`` (+ breadth pruning),
+  and ``cast-depth-breadth`` (depth + breadth pruning, EAGLE-2's verify rule: the
+  paper's EAGLE-3+DR+BP row).
   A suffix ``@eagle2`` runs a method on EAGLE-2's default tree shape instead of the
   profile's tuned shape (thresholds still from the profile; every bucket drafts, as
   the profile's ``speculate: false`` is ours, not one of the paper's components), so

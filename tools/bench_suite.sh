@@ -31,7 +31,7 @@ fi
 
 if [[ $STEPS == *ablation* ]]; then
   "$PY" tools/bench.py \
-    --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast@eagle2,cast \
+    --methods vanilla,eagle2,cast-rerank@eagle2,cast-rerank-depth@eagle2,cast-depth-breadth@eagle2,cast@eagle2,cast \
     --dataset "$DATA/mt_bench.jsonl" --batch-size "$ABLATION_BATCHES" --temperature 0 \
     --num-prompts "$ABLATION_PROMPTS" --max-new-tokens "$ABLATION_TOKENS" \
     --json "$OUT/ablation.json" --markdown "$OUT/ablation.md"

@@ -353,6 +353,13 @@ class RerankDepthPlan(CastPlan):
     prune_breadth = False
 
 
+class DepthBreadthPlan(CastPlan):
+    """Ablation (the paper's EAGLE-3+DR+BP row): depth (C2) and breadth (C1) pruning,
+    EAGLE-2's verify rule instead of the cost-aware rerank."""
+
+    rerank = False
+
+
 class GoodputPlan(IterationPlan):
     """Ours, threshold-free: every decision maximises predicted tokens per ms.
 
@@ -415,6 +422,7 @@ CastPolicy = _register("cast", CastPlan)
 GoodputPolicy = _register("goodput", GoodputPlan)
 RerankOnlyPolicy = _register("cast-rerank", RerankOnlyPlan)
 RerankDepthPolicy = _register("cast-rerank-depth", RerankDepthPlan)
+DepthBreadthPolicy = _register("cast-depth-breadth", DepthBreadthPlan)
 
 
 def make_policy(name: str, settings: PolicySettings) -> Policy:
