@@ -1,0 +1,167 @@
+"""Weight formats (`models/weights.py`): exact Q4_1 decoding, each packed kernel against the
+dense matmul of the weights it stands for, and whole models in every format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, dequantize
+
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
+from sglang_cast.models.weights import (
+    GROUP_SIZE,
+    Bf16Linear,
+    Format,
+    Int4Groups,
+    Int4Linear,
+    Int8Linear,
+    WeightFormat,
+    apply_weight_format,
+    int4_from_q4_1,
+    int4_quantize,
+)
+from tests.test_models import make_pair
+
+BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
+
+
+def random_q4_1(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Raw GGUF Q4_1 bytes ``[rows, cols/32 · 20]``: random fp16 d, m and nibbles."""
+    rng = np.random.default_rng(seed)
+    blocks = cols // GROUP_SIZE
+    d = rng.uniform(0.001, 0.05, (rows, blocks, 1)).astype(np.float16)
+    m = rng.uniform(-0.4, 0.0, (rows, blocks, 1)).astype(np.float16)
+    nibbles = rng.integers(0, 256, (rows, blocks, 16), dtype=np.uint8)
+    raw = np.concatenate((d.view(np.uint8), m.view(np.uint8), nibbles), axis=-1)
+    return raw.reshape(rows, blocks * 20)
+
+
+def test_q4_1_blocks_decode_exactly_like_gguf() -> None:
+    raw = random_q4_1(48, 128, seed=0)
+    reference = np.asarray(dequantize(raw, GGMLQuantizationType.Q4_1), dtype=np.float32)
+    groups = int4_from_q4_1(raw)
+    assert groups.codes.shape == (48, 128) and int(groups.codes.max()) <= 15
+    assert torch.equal(groups.dequantize(), torch.from_numpy(reference))
+
+
+def test_int4_quantize_error_is_within_half_a_step() -> None:
+    weight = torch.randn(64, 96, generator=torch.Generator().manual_seed(1))
+    groups = int4_quantize(weight)
+    step = groups.scales.repeat_interleave(GROUP_SIZE, dim=1)
+    assert ((groups.dequantize() - weight).abs() <= step / 2 + 1e-6).all()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        int4_quantize(torch.randn(4, 40))
+
+
+def _bf16_matmul_bound(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Per-output error bound of a bf16 matmul: inputs, weights and the output each round
+    once (relative 2^-8), so |error| <= 3 · 2^-8 · sum_k |x_k| |w_nk| (+ accumulation slack)."""
+    return 4 * (BF16_EPS / 2) * (x.abs() @ weight.abs().t()) + 1e-6
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8", "int4"])
+def test_packed_linear_matches_its_dequantised_weights(kind: str) -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 128, generator=gen)
+    if kind == "int4":
+        groups = int4_from_q4_1(random_q4_1(64, 128, seed=3))
+        # The kernel reads scales/zeros in bf16: that is the one rounding of stored weights.
+        rounded = Int4Groups(
+            groups.codes, groups.scales.bfloat16().float(), groups.zeros.bfloat16().float()
+        )
+        layer, weight = Int4Linear(groups), rounded.dequantize()
+    else:
+        w = torch.randn(64, 128, generator=gen) * 0.05
+        layer = Bf16Linear(w) if kind == "bf16" else Int8Linear(w)
+        weight = stored_weight(Format(kind), w)
+    out = layer.forward(x)
+    assert out.dtype == torch.float32 and out.shape == (5, 64)
+    error = (out - x @ weight.t()).abs()
+    assert (error <= _bf16_matmul_bound(x, weight)).all(), error.max()
+    # A wrong weight layout (transposed groups, swapped nibbles) is far outside the bound.
+    assert not torch.allclose(out, x @ weight.flip(1).t(), atol=1e-2)
+
+
+def test_weight_format_parse() -> None:
+    assert WeightFormat.parse("int4") == WeightFormat(Format.INT4, Format.INT4)
+    assert WeightFormat.parse("int4/bf16") == WeightFormat(Format.INT4, Format.BF16)
+    assert str(WeightFormat.parse("int4/bf16")) == "int4/bf16"
+    for bad in ("int3", "int4/bf16/fp32", ""):
+        with pytest.raises(ValueError, match="weight_format"):
+            WeightFormat.parse(bad)
+
+
+def _logits(model: LlamaModel, tokens: torch.Tensor) -> torch.Tensor:
+    config = model.config
+    cache = KVCache.for_model(config, 1, 64, torch.device("cpu"), torch.float32)
+    slots = torch.tensor([0])
+    positions = torch.arange(tokens.shape[1])[None]
+    with torch.no_grad():
+        out = model(tokens, positions, cache, slots, causal_tree_mask(1, tokens.shape[1], "cpu"))
+        return model.logits(out.hidden)
+
+
+def stored_weight(fmt: Format, weight: torch.Tensor) -> torch.Tensor:
+    """The float32 weight a format actually multiplies by (its rounding, nothing else)."""
+    if fmt == Format.BF16:
+        return weight.bfloat16().float()
+    if fmt == Format.INT8:
+        layer = Int8Linear(weight)
+        return layer.codes.float() * layer.scales.float()[:, None]
+    if fmt == Format.INT4:
+        g = int4_quantize(weight)
+        return Int4Groups(
+            g.codes, g.scales.bfloat16().float(), g.zeros.bfloat16().float()
+        ).dequantize()
+    return weight
+
+
+@pytest.mark.parametrize("spec", ["fp32", "bf16", "int8", "int4", "int4/bf16"])
+def test_model_in_each_format_matches_its_stored_weights(spec: str) -> None:
+    """A packed model equals an fp32 model holding the format's rounded weights, up to
+    the bf16 rounding of activations; the rounded weights themselves are tested above."""
+    fmt = WeightFormat.parse(spec)
+    _, reference = make_pair("qwen2", seed=4)  # has q/k/v biases and an untied LM head
+    _, model = make_pair("qwen2", seed=4)
+    apply_weight_format(model, fmt)
+    with torch.no_grad():
+        for name, param in reference.named_parameters():
+            if name.startswith("layers.") and "proj.weight" in name:
+                param.copy_(stored_weight(fmt.linears, param))
+            elif name == "lm_head.weight":
+                param.copy_(stored_weight(fmt.lm_head, param))
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, model.config.vocab_size, (1, 12), generator=gen)
+    expected, got = _logits(reference, tokens), _logits(model, tokens)
+    if spec == "fp32":
+        assert torch.equal(got, expected)  # the reference path is untouched
+        return
+    packed = [m for m in model.modules() if isinstance(m, (Bf16Linear, Int8Linear, Int4Linear))]
+    assert len(packed) == 4 * 7 + 1  # 7 linears per layer, plus the LM head
+    # bf16 activations: each stage (a layer's linears, the head, the output cast) rounds
+    # at unit roundoff u = 2^-8 relative; allow 2u per stage for the random weights'
+    # amplification.  Measured ~0.01 here; a wrong weight layout is O(1).
+    stages = model.config.num_layers + 2
+    relative = (got - expected).norm() / expected.norm()
+    assert relative < 2 * stages * BF16_EPS / 2, relative
+
+
+@pytest.mark.slow
+def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
+    """The int4 linears of the embedded model are its Q4_1 blocks: with the kernel's
+    bf16 scales/zeros set aside (tested above), they dequantise to the fp32 conversion."""
+    from sglang_cast.models import load_target
+    from sglang_cast.models.gguf_convert import read_q4_1_linears
+    from sglang_cast.models.loader import embedded_gguf_path
+
+    fp32, config, _ = load_target(None, "cpu", torch.float32)
+    exact = read_q4_1_linears(embedded_gguf_path())
+    assert len(exact) == 7 * config.num_layers
+    dense = fp32.state_dict()
+    for name, groups in exact.items():
+        assert torch.equal(groups.dequantize(), dense[f"layers.{name}.weight"]), name
+    int4, _, _ = load_target(None, "cpu", torch.float32, weight_format="int4/bf16")
+    assert str(int4.weight_format) == "int4/bf16"
+    assert isinstance(int4.layers[0].self_attn.q_proj, Int4Linear)
+    assert isinstance(int4.packed_head, Bf16Linear)
