@@ -9,6 +9,7 @@ import torch
 from gguf import GGMLQuantizationType, dequantize
 
 from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
+from sglang_cast.models.numerics import NearTieRule, first_divergence
 from sglang_cast.models.weights import (
     GROUP_SIZE,
     Bf16Linear,
@@ -21,7 +22,7 @@ from sglang_cast.models.weights import (
     int4_from_q4_1,
     int4_quantize,
 )
-from tests.test_models import make_pair
+from tests.test_models import commit_all, make_pair
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
 
@@ -165,3 +166,53 @@ def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
     assert str(int4.weight_format) == "int4/bf16"
     assert isinstance(int4.layers[0].self_attn.q_proj, Int4Linear)
     assert isinstance(int4.packed_head, Bf16Linear)
+
+
+# --------------------------------------------------------------------------- near-ties
+
+
+def test_near_tie_tolerance_comes_from_the_dtype() -> None:
+    logits = torch.tensor([20.0, 19.99, -3.0, 5.0])
+    bf16, fp32 = NearTieRule(torch.bfloat16, 30), NearTieRule(torch.float32, 30)
+    assert bf16.tolerance(logits) == pytest.approx(4 * 32 * 2**-8 * 20)
+    assert bf16.tolerance(logits) / fp32.tolerance(logits) == pytest.approx(2**16)
+    assert bf16.check(logits, 0, 1).near_tie and fp32.check(logits, 0, 1).near_tie is False
+    # A planted wrong token, a clear non-tie, fails even the loose bf16 bound.
+    planted = bf16.check(logits, 0, 2)
+    assert not planted.near_tie and planted.gap == pytest.approx(23.0)
+    with pytest.raises(ValueError, match="got: token 9"):
+        bf16.check(logits, 0, 9)
+    with pytest.raises(ValueError, match="num_layers"):
+        NearTieRule(torch.bfloat16, 0)
+    with pytest.raises(ValueError, match="dtype"):
+        NearTieRule(torch.int8, 4)
+
+
+def test_first_divergence() -> None:
+    assert first_divergence([1, 2, 3], [1, 2, 3, 4]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+
+
+def test_bf16_spread_between_kernel_paths_is_inside_the_bound() -> None:
+    """The same tokens through one 12-token forward and 12 one-token forwards in bf16:
+    every position's logits differ by less than half the tolerance (one run's share);
+    the planted wrong token (the lowest-ranked one) is rejected at every position."""
+    _, model = make_pair("llama", seed=6)
+    model = model.to(torch.bfloat16)
+    tokens = torch.randint(0, 96, (1, 12), generator=torch.Generator().manual_seed(7))
+    slots = torch.tensor([0])
+    with torch.no_grad():
+        cache = KVCache.for_model(model.config, 1, 64, "cpu", torch.bfloat16)
+        out = model(tokens, torch.arange(12)[None], cache, slots, causal_tree_mask(1, 12, "cpu"))
+        batched = model.logits(out.hidden)[0].float()
+        cache = KVCache.for_model(model.config, 1, 64, "cpu", torch.bfloat16)
+        stepped = []
+        for i in range(12):
+            mask = causal_tree_mask(1, 1, "cpu")
+            out = model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, slots, mask)
+            commit_all(cache, slots, 1)
+            stepped.append(model.logits(out.hidden)[0, 0].float())
+    rule = NearTieRule(torch.bfloat16, model.config.num_layers)
+    for position, (a, b) in enumerate(zip(batched, torch.stack(stepped))):
+        assert (a - b).abs().max() <= rule.tolerance(a) / 2, position
+        assert not rule.check(a, int(a.argmax()), int(a.argmin())).near_tie
