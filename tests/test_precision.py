@@ -3,6 +3,9 @@ dense matmul of the weights it stands for, and whole models in every format."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -216,3 +219,43 @@ def test_bf16_spread_between_kernel_paths_is_inside_the_bound() -> None:
     for position, (a, b) in enumerate(zip(batched, torch.stack(stepped))):
         assert (a - b).abs().max() <= rule.tolerance(a) / 2, position
         assert not rule.check(a, int(a.argmax()), int(a.argmin())).near_tie
+
+
+# --------------------------------------------------------------------------- bench tool
+
+
+@pytest.fixture(scope="module")
+def bench_kernels():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import bench_kernels
+
+    return bench_kernels
+
+
+def test_bench_variant_specs(bench_kernels) -> None:
+    assert bench_kernels.parse_variant("int4/bf16@bf16") == (
+        WeightFormat(Format.INT4, Format.BF16),
+        torch.bfloat16,
+    )
+    assert bench_kernels.parse_variant("int8")[1] == torch.float32
+    with pytest.raises(ValueError, match="residual dtype"):
+        bench_kernels.parse_variant("int4@fp16")
+
+
+def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
+    _, fp32 = make_pair("llama", seed=8)
+    _, int4 = make_pair("llama", seed=8)
+    models = {"fp32": fp32, "int4": apply_weight_format(int4, WeightFormat.parse("int4"))}
+    timings = bench_kernels.bench_forward(models, context=16, reps=2, iters=1)
+    for spec in models:
+        for rows in ("1", "8", "16"):
+            entry = timings[spec][rows]
+            assert 0 < entry["min"] <= entry["median"]
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 96, (1, 10), generator=gen) for _ in range(2)]
+    agree = bench_kernels.agreement(models, prompts)
+    assert agree["fp32"]["max_abs_logit_diff"] == 0 and agree["fp32"]["top1_agreement"] == 1
+    assert agree["int4"]["positions"] == 20 and agree["int4"]["max_abs_logit_diff"] > 0
+    disagreements = agree["int4"]["disagreements"]
+    assert disagreements == round((1 - agree["int4"]["top1_agreement"]) * 20)
+    assert 0 <= agree["int4"]["disagreements_within_bf16_near_tie"] <= disagreements

@@ -159,6 +159,18 @@ def build_variants(fp32: LlamaModel, specs: list[str]) -> dict[str, LlamaModel]:
     return models
 
 
+def prefilled_cache(model: LlamaModel, prefix: Tensor) -> KVCache:
+    """A one-slot cache in the model's dtype holding ``prefix`` ``[1, context]``, committed,
+    with 64 free entries of scratch after it."""
+    context = prefix.shape[1]
+    dtype = model.embed_tokens.weight.dtype
+    cache = KVCache.for_model(model.config, 1, context + 64, "cpu", dtype)
+    slots = torch.tensor([0])
+    model(prefix, torch.arange(context)[None], cache, slots, causal_tree_mask(1, context, "cpu"))
+    cache.commit(slots, torch.arange(context)[None], torch.tensor([context]))
+    return cache
+
+
 def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
     """``{variant: {M: median ms}}`` for one forward of M new tokens after ``context``
     committed ones, LM head included (the new tokens are written to scratch, never
@@ -167,15 +179,8 @@ def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters:
     gen = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
     slots = torch.tensor([0])
-    caches = {}
     with torch.no_grad():
-        for spec, model in models.items():
-            dtype = model.embed_tokens.weight.dtype
-            cache = KVCache.for_model(config, 1, context + 64, "cpu", dtype)
-            mask = causal_tree_mask(1, context, "cpu")
-            model(prefix, torch.arange(context)[None], cache, slots, mask)
-            cache.commit(slots, torch.arange(context)[None], torch.tensor([context]))
-            caches[spec] = cache
+        caches = {spec: prefilled_cache(model, prefix) for spec, model in models.items()}
         samples = {spec: {m: [] for m in FORWARD_ROWS} for spec in models}
         for rep in range(reps + 1):
             for rows in FORWARD_ROWS:
@@ -192,6 +197,50 @@ def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters:
                     if rep:
                         samples[spec][rows].append(seconds)
     return medians(samples)
+
+
+def bench_compile(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
+    """``torch.compile`` (inductor, fixed shapes) of each variant's whole forward vs eager.
+
+    Per variant and M in (1, 8): the first compiled call's seconds (compilation included),
+    then eager and compiled ms per step (median over ``reps``, interleaved), and the max
+    |Δlogit| between them.  `AttentionBatch.build` reads host values, so dynamo splits the
+    forward there and compiles the 30-layer body as one graph; that graph is specialised
+    to the cache slice length, so a real decoder would need one graph per length bucket.
+    """
+    config = next(iter(models.values())).config
+    gen = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
+    slots = torch.tensor([0])
+    result: dict = {}
+    with torch.no_grad():
+        for spec, model in models.items():
+            cache = prefilled_cache(model, prefix)
+            compiled = torch.compile(model.forward, dynamic=False)
+            for rows in (1, 8):
+                tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
+                args = (tokens, context + torch.arange(rows)[None], cache, slots,
+                        causal_tree_mask(1, rows, "cpu"))
+                steps = {
+                    "eager": lambda: model.logits(model.forward(*args).hidden),
+                    "compiled": lambda: model.logits(compiled(*args).hidden),
+                }
+                start = time.perf_counter()
+                diff = float((steps["compiled"]() - steps["eager"]()).abs().max())
+                warmup = time.perf_counter() - start
+                samples: dict[str, dict[int, list[float]]] = {name: {rows: []} for name in steps}
+                for _ in range(reps):
+                    for name, step in steps.items():
+                        samples[name][rows].append(time_call(step, iters))
+                timing = medians(samples)
+                result.setdefault(spec, {})[str(rows)] = {
+                    "first_call_s": round(warmup, 1),
+                    "eager_ms": timing["eager"][str(rows)],
+                    "compiled_ms": timing["compiled"][str(rows)],
+                    "max_abs_logit_diff": diff,
+                }
+                print(spec, rows, result[spec][str(rows)], flush=True)
+    return result
 
 
 def prompt_ids(tokenizer, path: Path, count: int) -> list[Tensor]:
@@ -254,6 +303,9 @@ def main() -> None:
     parser.add_argument("--num-prompts", type=int, default=4)
     parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument(
+        "--compile", default="", help="comma list of variants to also run under torch.compile"
+    )
     args = parser.parse_args()
     for name in ("reps", "iters", "context", "num_prompts", "threads"):
         if getattr(args, name) < 1:
@@ -262,7 +314,8 @@ def main() -> None:
     specs = args.variants.split(",")
     if "fp32" not in specs:
         specs.insert(0, "fp32")  # the reference of the agreement check
-    for spec in specs:
+    compile_specs = list(filter(None, args.compile.split(",")))
+    for spec in specs + compile_specs:
         parse_variant(spec)  # fail on a bad spec before minutes of work
 
     torch.set_num_threads(args.threads)
@@ -293,6 +346,9 @@ def main() -> None:
         prompts = prompt_ids(tokenizer, args.prompts, args.num_prompts)
         record["agreement"] = agreement(models, prompts)
         print(json.dumps(record["agreement"], indent=1), flush=True)
+    if compile_specs:
+        compiled = build_variants(fp32, compile_specs)
+        record["compile"] = bench_compile(compiled, args.context, args.reps, args.iters)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=2) + "\n")
 
