@@ -176,9 +176,10 @@ def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
 
 def test_near_tie_tolerance_comes_from_the_dtype() -> None:
     logits = torch.tensor([20.0, 19.99, -3.0, 5.0])
-    bf16, fp32 = NearTieRule(torch.bfloat16, 30), NearTieRule(torch.float32, 30)
-    assert bf16.tolerance(logits) == pytest.approx(4 * 32 * 2**-8 * 20)
-    assert bf16.tolerance(logits) / fp32.tolerance(logits) == pytest.approx(2**16)
+    bf16, fp32 = NearTieRule(torch.bfloat16, 30, 1536), NearTieRule(torch.float32, 30, 1536)
+    accumulation = 1536**0.5 * 2**-24  # fp32 sums of 1536 terms, in either dtype
+    assert bf16.tolerance(logits) == pytest.approx(4 * 32 * (2**-8 + accumulation) * 20)
+    assert fp32.tolerance(logits) == pytest.approx(4 * 32 * (2**-24 + accumulation) * 20)
     assert bf16.check(logits, 0, 1).near_tie and fp32.check(logits, 0, 1).near_tie is False
     # A planted wrong token, a clear non-tie, fails even the loose bf16 bound.
     planted = bf16.check(logits, 0, 2)
@@ -186,9 +187,11 @@ def test_near_tie_tolerance_comes_from_the_dtype() -> None:
     with pytest.raises(ValueError, match="got: token 9"):
         bf16.check(logits, 0, 9)
     with pytest.raises(ValueError, match="num_layers"):
-        NearTieRule(torch.bfloat16, 0)
+        NearTieRule(torch.bfloat16, 0, 64)
+    with pytest.raises(ValueError, match="inner_dim"):
+        NearTieRule(torch.bfloat16, 4, 0)
     with pytest.raises(ValueError, match="dtype"):
-        NearTieRule(torch.int8, 4)
+        NearTieRule(torch.int8, 4, 64)
 
 
 def test_first_divergence() -> None:
@@ -215,7 +218,7 @@ def test_bf16_spread_between_kernel_paths_is_inside_the_bound() -> None:
             out = model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, slots, mask)
             commit_all(cache, slots, 1)
             stepped.append(model.logits(out.hidden)[0, 0].float())
-    rule = NearTieRule(torch.bfloat16, model.config.num_layers)
+    rule = NearTieRule.for_model(model.config, torch.bfloat16)
     for position, (a, b) in enumerate(zip(batched, torch.stack(stepped))):
         assert (a - b).abs().max() <= rule.tolerance(a) / 2, position
         assert not rule.check(a, int(a.argmax()), int(a.argmin())).near_tie
@@ -259,3 +262,7 @@ def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
     disagreements = agree["int4"]["disagreements"]
     assert disagreements == round((1 - agree["int4"]["top1_agreement"]) * 20)
     assert 0 <= agree["int4"]["disagreements_within_bf16_near_tie"] <= disagreements
+    spread = bench_kernels.kernel_path_spread(models, prompts)
+    assert spread["fp32"]["rule_dtype"] == "float32" and spread["int4"]["rule_dtype"] == "bfloat16"
+    for entry in spread.values():
+        assert 0 <= entry["max_abs_spread"] <= entry["min_half_tolerance"]

@@ -268,7 +268,7 @@ def agreement(models: dict[str, LlamaModel], prompts: list[Tensor]) -> dict:
     """Per variant vs fp32: max |Δlogit|, top-1 agreement over all prompt positions, and
     the top-1 disagreements that the bf16 near-tie rule (`numerics.py`) would accept."""
     reference = models["fp32"]
-    rule = NearTieRule(torch.bfloat16, reference.config.num_layers)
+    rule = NearTieRule.for_model(reference.config, torch.bfloat16)
     result = {}
     with torch.no_grad():
         expected = [prompt_logits(reference, ids) for ids in prompts]
@@ -292,6 +292,46 @@ def agreement(models: dict[str, LlamaModel], prompts: list[Tensor]) -> dict:
     return result
 
 
+def kernel_path_spread(models: dict[str, LlamaModel], prompts: list[Tensor]) -> dict:
+    """Per variant: the same prompt through one forward and token by token (the M = n vs
+    M = 1 kernel paths), max |Δlogit| over positions against the near-tie tolerance of the
+    variant's residual dtype (`numerics.py`), plus the median top-1/top-2 logit gap.
+    This is the rule's own check on the real model: the spread must stay below half the
+    tolerance, and the ratio says how loose the bound is."""
+    result = {}
+    with torch.no_grad():
+        for spec, model in models.items():
+            dtype = model.embed_tokens.weight.dtype
+            weights = model.weight_format
+            exact_fp32 = weights == WeightFormat() and dtype == torch.float32
+            rule = NearTieRule.for_model(
+                model.config, torch.float32 if exact_fp32 else ACTIVATION_DTYPE
+            )
+            spread, half_tolerance, gaps = 0.0, float("inf"), []
+            for ids in prompts:
+                batched = prompt_logits(model, ids)
+                n = ids.shape[1]
+                cache = KVCache.for_model(model.config, 1, n, "cpu", dtype)
+                slots = torch.tensor([0])
+                for i in range(n):
+                    step_mask = causal_tree_mask(1, 1, "cpu")
+                    out = model(ids[:, i : i + 1], torch.tensor([[i]]), cache, slots, step_mask)
+                    cache.commit(slots, torch.zeros(1, 1, dtype=torch.long), torch.tensor([1]))
+                    stepped = model.logits(out.hidden)[0, 0].float()
+                    spread = max(spread, float((stepped - batched[i]).abs().max()))
+                    half_tolerance = min(half_tolerance, rule.tolerance(batched[i]) / 2)
+                    top2 = batched[i].topk(2).values
+                    gaps.append(float(top2[0] - top2[1]))
+            result[spec] = {
+                "rule_dtype": str(rule.dtype).removeprefix("torch."),
+                "max_abs_spread": round(spread, 7),
+                "min_half_tolerance": round(half_tolerance, 7),
+                "median_top2_gap": round(statistics.median(gaps), 4),
+            }
+            print(spec, result[spec], flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, required=True, help="where to write the record")
@@ -301,7 +341,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--prompts", type=Path, default=DATASET, help="mt_bench-style jsonl")
     parser.add_argument("--num-prompts", type=int, default=4)
-    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement")
+    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement,spread")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument(
         "--compile", default="", help="comma list of variants to also run under torch.compile"
@@ -346,6 +386,9 @@ def main() -> None:
         prompts = prompt_ids(tokenizer, args.prompts, args.num_prompts)
         record["agreement"] = agreement(models, prompts)
         print(json.dumps(record["agreement"], indent=1), flush=True)
+    if "spread" not in skip:
+        prompts = prompt_ids(tokenizer, args.prompts, 2)
+        record["kernel_path_spread"] = kernel_path_spread(models, prompts)
     if compile_specs:
         compiled = build_variants(fp32, compile_specs)
         record["compile"] = bench_compile(compiled, args.context, args.reps, args.iters)
