@@ -98,8 +98,9 @@ class Int4Groups:
 
     def dequantize(self) -> Tensor:
         """The float32 weight ``[N, K]`` these groups stand for."""
-        expand = lambda t: t.repeat_interleave(GROUP_SIZE, dim=1)  # noqa: E731
-        return (self.codes.float() - 8) * expand(self.scales) + expand(self.zeros)
+        scales = self.scales.repeat_interleave(GROUP_SIZE, dim=1)  # [N, K]
+        zeros = self.zeros.repeat_interleave(GROUP_SIZE, dim=1)
+        return (self.codes.float() - 8) * scales + zeros
 
 
 def int4_from_q4_1(raw: np.ndarray) -> Int4Groups:
@@ -154,6 +155,7 @@ class PackedLinear(nn.Module):
         self.bias_fp = None if bias is None else bias.detach().clone()
 
     def _matmul(self, x: Tensor) -> Tensor:
+        """``[M, K]`` bf16 -> ``[M, N]`` bf16: the format's kernel."""
         raise NotImplementedError
 
     def forward(self, x: Tensor) -> Tensor:
