@@ -266,3 +266,28 @@ def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
     assert spread["fp32"]["rule_dtype"] == "float32" and spread["int4"]["rule_dtype"] == "bfloat16"
     for entry in spread.values():
         assert 0 <= entry["max_abs_spread"] <= entry["min_half_tolerance"]
+
+
+def test_load_target_packs_an_hf_checkpoint(tmp_path: Path) -> None:
+    """Non-GGUF weights are re-quantised group-wise; bad requests name the field."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from sglang_cast.models import load_target
+
+    hf, reference = make_pair("llama", seed=10)
+    hf.save_pretrained(tmp_path)
+    words = models.WordLevel({f"w{i}": i for i in range(96)}, unk_token="w0")
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(words), eos_token="w2").save_pretrained(
+        tmp_path
+    )
+    model, _, _ = load_target(tmp_path, "cpu", torch.float32, weight_format="int4/int8")
+    assert isinstance(model.layers[1].mlp.down_proj, Int4Linear)
+    assert isinstance(model.packed_head, Int8Linear)
+    tokens = torch.randint(0, 96, (1, 8), generator=torch.Generator().manual_seed(11))
+    got, expected = _logits(model, tokens), _logits(reference, tokens)
+    assert (got.argmax(-1) == expected.argmax(-1)).float().mean() >= 0.5
+    with pytest.raises(ValueError, match="weight_format"):
+        load_target(tmp_path, "cpu", torch.float32, weight_format="int2")
+    with pytest.raises(ValueError, match="weight_format: int4 runs on the CPU only"):
+        load_target(tmp_path, "meta", torch.float32, weight_format="int4")
