@@ -14,6 +14,8 @@ from .eagle import (
 from .kv_cache import KVCache
 from .llama import LlamaModel, ModelOutput, eagle3_feature_layers
 from .loader import cache_root, embedded_gguf_path, hf_to_internal, load_target
+from .numerics import NearTieRule, first_divergence
+from .weights import Format, WeightFormat
 
 __all__ = [
     "SUPPORTED_ARCHITECTURES",
@@ -23,15 +25,19 @@ __all__ = [
     "DraftOutput",
     "Eagle3Draft",
     "EagleDraft",
+    "Format",
     "KVCache",
     "LlamaModel",
     "ModelConfig",
     "ModelOutput",
+    "NearTieRule",
+    "WeightFormat",
     "build_attention_mask",
     "cache_root",
     "causal_tree_mask",
     "eagle3_feature_layers",
     "embedded_gguf_path",
+    "first_divergence",
     "hf_to_internal",
     "load_draft",
     "load_target",

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from gguf import GGUFReader, dequantize
+from gguf import GGMLQuantizationType, GGUFReader, dequantize
 from safetensors.torch import save_file
 from tqdm import tqdm
 
 from .config import ModelConfig
+from .weights import Int4Groups, int4_from_q4_1
 
 # GGUF per-block tensor name -> HF name inside ``model.layers.N``.
 _BLOCK_NAMES: dict[str, str] = {
@@ -133,3 +134,26 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     # Inline the chat template in tokenizer_config.json rather than chat_template.jinja.
     tokenizer.save_pretrained(out_dir, save_jinja_files=False)
+
+
+def read_q4_1_linears(gguf_path: Path) -> dict[str, Int4Groups]:
+    """The file's Q4_1 decoder linears as exact `Int4Groups`, keyed by their name inside
+    `LlamaModel.layers` (``"0.self_attn.q_proj"``); tensors in other types are skipped.
+
+    q/k rows are un-permuted like the fp32 conversion; a Q4_1 block runs along a row's
+    inputs, so moving whole rows keeps every block intact.
+    """
+    reader = GGUFReader(gguf_path)
+    config = gguf_hf_config(reader)
+    heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
+    out: dict[str, Int4Groups] = {}
+    for tensor in reader.tensors:
+        match = _BLOCK_RE.match(tensor.name)
+        if tensor.tensor_type != GGMLQuantizationType.Q4_1 or not match:
+            continue
+        layer, part, _ = match.groups()
+        raw = np.asarray(tensor.data)
+        if part in heads:
+            raw = unpermute_rope_rows(raw, heads[part])
+        out[f"{layer}.{_BLOCK_NAMES[part]}"] = int4_from_q4_1(raw)
+    return out

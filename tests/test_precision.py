@@ -1,0 +1,293 @@
+"""Weight formats (`models/weights.py`): exact Q4_1 decoding, each packed kernel against the
+dense matmul of the weights it stands for, and whole models in every format."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, dequantize
+
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
+from sglang_cast.models.numerics import NearTieRule, first_divergence
+from sglang_cast.models.weights import (
+    GROUP_SIZE,
+    Bf16Linear,
+    Format,
+    Int4Groups,
+    Int4Linear,
+    Int8Linear,
+    WeightFormat,
+    apply_weight_format,
+    int4_from_q4_1,
+    int4_quantize,
+)
+from tests.test_models import commit_all, make_pair
+
+BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
+
+
+def random_q4_1(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Raw GGUF Q4_1 bytes ``[rows, cols/32 · 20]``: random fp16 d, m and nibbles."""
+    rng = np.random.default_rng(seed)
+    blocks = cols // GROUP_SIZE
+    d = rng.uniform(0.001, 0.05, (rows, blocks, 1)).astype(np.float16)
+    m = rng.uniform(-0.4, 0.0, (rows, blocks, 1)).astype(np.float16)
+    nibbles = rng.integers(0, 256, (rows, blocks, 16), dtype=np.uint8)
+    raw = np.concatenate((d.view(np.uint8), m.view(np.uint8), nibbles), axis=-1)
+    return raw.reshape(rows, blocks * 20)
+
+
+def test_q4_1_blocks_decode_exactly_like_gguf() -> None:
+    raw = random_q4_1(48, 128, seed=0)
+    reference = np.asarray(dequantize(raw, GGMLQuantizationType.Q4_1), dtype=np.float32)
+    groups = int4_from_q4_1(raw)
+    assert groups.codes.shape == (48, 128) and int(groups.codes.max()) <= 15
+    assert torch.equal(groups.dequantize(), torch.from_numpy(reference))
+
+
+def test_int4_quantize_error_is_within_half_a_step() -> None:
+    weight = torch.randn(64, 96, generator=torch.Generator().manual_seed(1))
+    groups = int4_quantize(weight)
+    step = groups.scales.repeat_interleave(GROUP_SIZE, dim=1)
+    assert ((groups.dequantize() - weight).abs() <= step / 2 + 1e-6).all()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        int4_quantize(torch.randn(4, 40))
+
+
+def _bf16_matmul_bound(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Per-output error bound of a bf16 matmul: inputs, weights and the output each round
+    once (relative 2^-8), so |error| <= 3 · 2^-8 · sum_k |x_k| |w_nk| (+ accumulation slack)."""
+    return 4 * (BF16_EPS / 2) * (x.abs() @ weight.abs().t()) + 1e-6
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8", "int4"])
+def test_packed_linear_matches_its_dequantised_weights(kind: str) -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 128, generator=gen)
+    if kind == "int4":
+        groups = int4_from_q4_1(random_q4_1(64, 128, seed=3))
+        # The kernel reads scales/zeros in bf16: that is the one rounding of stored weights.
+        rounded = Int4Groups(
+            groups.codes, groups.scales.bfloat16().float(), groups.zeros.bfloat16().float()
+        )
+        layer, weight = Int4Linear(groups), rounded.dequantize()
+    else:
+        w = torch.randn(64, 128, generator=gen) * 0.05
+        layer = Bf16Linear(w) if kind == "bf16" else Int8Linear(w)
+        weight = stored_weight(Format(kind), w)
+    out = layer.forward(x)
+    assert out.dtype == torch.float32 and out.shape == (5, 64)
+    error = (out - x @ weight.t()).abs()
+    assert (error <= _bf16_matmul_bound(x, weight)).all(), error.max()
+    # A wrong weight layout (transposed groups, swapped nibbles) is far outside the bound.
+    assert not torch.allclose(out, x @ weight.flip(1).t(), atol=1e-2)
+
+
+def test_weight_format_parse() -> None:
+    assert WeightFormat.parse("int4") == WeightFormat(Format.INT4, Format.INT4)
+    assert WeightFormat.parse("int4/bf16") == WeightFormat(Format.INT4, Format.BF16)
+    assert str(WeightFormat.parse("int4/bf16")) == "int4/bf16"
+    for bad in ("int3", "int4/bf16/fp32", ""):
+        with pytest.raises(ValueError, match="weight_format"):
+            WeightFormat.parse(bad)
+
+
+def _logits(model: LlamaModel, tokens: torch.Tensor) -> torch.Tensor:
+    config = model.config
+    cache = KVCache.for_model(config, 1, 64, torch.device("cpu"), torch.float32)
+    slots = torch.tensor([0])
+    positions = torch.arange(tokens.shape[1])[None]
+    with torch.no_grad():
+        out = model(tokens, positions, cache, slots, causal_tree_mask(1, tokens.shape[1], "cpu"))
+        return model.logits(out.hidden)
+
+
+def stored_weight(fmt: Format, weight: torch.Tensor) -> torch.Tensor:
+    """The float32 weight a format actually multiplies by (its rounding, nothing else)."""
+    if fmt == Format.BF16:
+        return weight.bfloat16().float()
+    if fmt == Format.INT8:
+        layer = Int8Linear(weight)
+        return layer.codes.float() * layer.scales.float()[:, None]
+    if fmt == Format.INT4:
+        g = int4_quantize(weight)
+        return Int4Groups(
+            g.codes, g.scales.bfloat16().float(), g.zeros.bfloat16().float()
+        ).dequantize()
+    return weight
+
+
+@pytest.mark.parametrize("spec", ["fp32", "bf16", "int8", "int4", "int4/bf16"])
+def test_model_in_each_format_matches_its_stored_weights(spec: str) -> None:
+    """A packed model equals an fp32 model holding the format's rounded weights, up to
+    the bf16 rounding of activations; the rounded weights themselves are tested above."""
+    fmt = WeightFormat.parse(spec)
+    _, reference = make_pair("qwen2", seed=4)  # has q/k/v biases and an untied LM head
+    _, model = make_pair("qwen2", seed=4)
+    apply_weight_format(model, fmt)
+    with torch.no_grad():
+        for name, param in reference.named_parameters():
+            if name.startswith("layers.") and "proj.weight" in name:
+                param.copy_(stored_weight(fmt.linears, param))
+            elif name == "lm_head.weight":
+                param.copy_(stored_weight(fmt.lm_head, param))
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, model.config.vocab_size, (1, 12), generator=gen)
+    expected, got = _logits(reference, tokens), _logits(model, tokens)
+    if spec == "fp32":
+        assert torch.equal(got, expected)  # the reference path is untouched
+        return
+    packed = [m for m in model.modules() if isinstance(m, (Bf16Linear, Int8Linear, Int4Linear))]
+    assert len(packed) == 4 * 7 + 1  # 7 linears per layer, plus the LM head
+    # bf16 activations: each stage (a layer's linears, the head, the output cast) rounds
+    # at unit roundoff u = 2^-8 relative; allow 2u per stage for the random weights'
+    # amplification.  Measured ~0.01 here; a wrong weight layout is O(1).
+    stages = model.config.num_layers + 2
+    relative = (got - expected).norm() / expected.norm()
+    assert relative < 2 * stages * BF16_EPS / 2, relative
+
+
+@pytest.mark.slow
+def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
+    """The int4 linears of the embedded model are its Q4_1 blocks: with the kernel's
+    bf16 scales/zeros set aside (tested above), they dequantise to the fp32 conversion."""
+    from sglang_cast.models import load_target
+    from sglang_cast.models.gguf_convert import read_q4_1_linears
+    from sglang_cast.models.loader import embedded_gguf_path
+
+    fp32, config, _ = load_target(None, "cpu", torch.float32)
+    exact = read_q4_1_linears(embedded_gguf_path())
+    assert len(exact) == 7 * config.num_layers
+    dense = fp32.state_dict()
+    for name, groups in exact.items():
+        assert torch.equal(groups.dequantize(), dense[f"layers.{name}.weight"]), name
+    int4, _, _ = load_target(None, "cpu", torch.float32, weight_format="int4/bf16")
+    assert str(int4.weight_format) == "int4/bf16"
+    assert isinstance(int4.layers[0].self_attn.q_proj, Int4Linear)
+    assert isinstance(int4.packed_head, Bf16Linear)
+
+
+# --------------------------------------------------------------------------- near-ties
+
+
+def test_near_tie_tolerance_comes_from_the_dtype() -> None:
+    logits = torch.tensor([20.0, 19.99, -3.0, 5.0])
+    bf16, fp32 = NearTieRule(torch.bfloat16, 30, 1536), NearTieRule(torch.float32, 30, 1536)
+    accumulation = 1536**0.5 * 2**-24  # fp32 sums of 1536 terms, in either dtype
+    assert bf16.tolerance(logits) == pytest.approx(4 * 32 * (2**-8 + accumulation) * 20)
+    assert fp32.tolerance(logits) == pytest.approx(4 * 32 * (2**-24 + accumulation) * 20)
+    assert bf16.check(logits, 0, 1).near_tie and fp32.check(logits, 0, 1).near_tie is False
+    # A planted wrong token, a clear non-tie, fails even the loose bf16 bound.
+    planted = bf16.check(logits, 0, 2)
+    assert not planted.near_tie and planted.gap == pytest.approx(23.0)
+    with pytest.raises(ValueError, match="got: token 9"):
+        bf16.check(logits, 0, 9)
+    with pytest.raises(ValueError, match="num_layers"):
+        NearTieRule(torch.bfloat16, 0, 64)
+    with pytest.raises(ValueError, match="inner_dim"):
+        NearTieRule(torch.bfloat16, 4, 0)
+    with pytest.raises(ValueError, match="dtype"):
+        NearTieRule(torch.int8, 4, 64)
+
+
+def test_first_divergence() -> None:
+    assert first_divergence([1, 2, 3], [1, 2, 3, 4]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+
+
+def test_bf16_spread_between_kernel_paths_is_inside_the_bound() -> None:
+    """The same tokens through one 12-token forward and 12 one-token forwards in bf16:
+    every position's logits differ by less than half the tolerance (one run's share);
+    the planted wrong token (the lowest-ranked one) is rejected at every position."""
+    _, model = make_pair("llama", seed=6)
+    model = model.to(torch.bfloat16)
+    tokens = torch.randint(0, 96, (1, 12), generator=torch.Generator().manual_seed(7))
+    slots = torch.tensor([0])
+    with torch.no_grad():
+        cache = KVCache.for_model(model.config, 1, 64, "cpu", torch.bfloat16)
+        out = model(tokens, torch.arange(12)[None], cache, slots, causal_tree_mask(1, 12, "cpu"))
+        batched = model.logits(out.hidden)[0].float()
+        cache = KVCache.for_model(model.config, 1, 64, "cpu", torch.bfloat16)
+        stepped = []
+        for i in range(12):
+            mask = causal_tree_mask(1, 1, "cpu")
+            out = model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, slots, mask)
+            commit_all(cache, slots, 1)
+            stepped.append(model.logits(out.hidden)[0, 0].float())
+    rule = NearTieRule.for_model(model.config, torch.bfloat16)
+    for position, (a, b) in enumerate(zip(batched, torch.stack(stepped))):
+        assert (a - b).abs().max() <= rule.tolerance(a) / 2, position
+        assert not rule.check(a, int(a.argmax()), int(a.argmin())).near_tie
+
+
+# --------------------------------------------------------------------------- bench tool
+
+
+@pytest.fixture(scope="module")
+def bench_kernels():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import bench_kernels
+
+    return bench_kernels
+
+
+def test_bench_variant_specs(bench_kernels) -> None:
+    assert bench_kernels.parse_variant("int4/bf16@bf16") == (
+        WeightFormat(Format.INT4, Format.BF16),
+        torch.bfloat16,
+    )
+    assert bench_kernels.parse_variant("int8")[1] == torch.float32
+    with pytest.raises(ValueError, match="residual dtype"):
+        bench_kernels.parse_variant("int4@fp16")
+
+
+def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
+    _, fp32 = make_pair("llama", seed=8)
+    _, int4 = make_pair("llama", seed=8)
+    models = {"fp32": fp32, "int4": apply_weight_format(int4, WeightFormat.parse("int4"))}
+    timings = bench_kernels.bench_forward(models, context=16, reps=2, iters=1)
+    for spec in models:
+        for rows in ("1", "8", "16"):
+            entry = timings[spec][rows]
+            assert 0 < entry["min"] <= entry["median"]
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 96, (1, 10), generator=gen) for _ in range(2)]
+    agree = bench_kernels.agreement(models, prompts)
+    assert agree["fp32"]["max_abs_logit_diff"] == 0 and agree["fp32"]["top1_agreement"] == 1
+    assert agree["int4"]["positions"] == 20 and agree["int4"]["max_abs_logit_diff"] > 0
+    disagreements = agree["int4"]["disagreements"]
+    assert disagreements == round((1 - agree["int4"]["top1_agreement"]) * 20)
+    assert 0 <= agree["int4"]["disagreements_within_bf16_near_tie"] <= disagreements
+    spread = bench_kernels.kernel_path_spread(models, prompts)
+    assert spread["fp32"]["rule_dtype"] == "float32" and spread["int4"]["rule_dtype"] == "bfloat16"
+    for entry in spread.values():
+        assert 0 <= entry["max_abs_spread"] <= entry["min_half_tolerance"]
+
+
+def test_load_target_packs_an_hf_checkpoint(tmp_path: Path) -> None:
+    """Non-GGUF weights are re-quantised group-wise; bad requests name the field."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from sglang_cast.models import load_target
+
+    hf, reference = make_pair("llama", seed=10)
+    hf.save_pretrained(tmp_path)
+    words = models.WordLevel({f"w{i}": i for i in range(96)}, unk_token="w0")
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(words), eos_token="w2").save_pretrained(
+        tmp_path
+    )
+    model, _, _ = load_target(tmp_path, "cpu", torch.float32, weight_format="int4/int8")
+    assert isinstance(model.layers[1].mlp.down_proj, Int4Linear)
+    assert isinstance(model.packed_head, Int8Linear)
+    tokens = torch.randint(0, 96, (1, 8), generator=torch.Generator().manual_seed(11))
+    got, expected = _logits(model, tokens), _logits(reference, tokens)
+    assert (got.argmax(-1) == expected.argmax(-1)).float().mean() >= 0.5
+    with pytest.raises(ValueError, match="weight_format"):
+        load_target(tmp_path, "cpu", torch.float32, weight_format="int2")
+    with pytest.raises(ValueError, match="weight_format: int4 runs on the CPU only"):
+        load_target(tmp_path, "meta", torch.float32, weight_format="int4")

@@ -1,0 +1,400 @@
+"""Cost curves of the weight formats (`sglang_cast/models/weights.py`) on this machine.
+
+    python tools/bench_kernels.py --json docs/results/kernels_amx.json
+
+Three measurements on the embedded SmolLM2-135M's real weights, all in this process:
+
+1. kernels: the 30 layers' 210 linears, and the LM head ``[49152, 576]`` separately, in
+   each format at M = 1, 2, 4, 8, 16, 32 activation rows (kernel calls only);
+2. forward: the whole target (`LlamaModel` with its KV cache, batch 1, ``--context``
+   committed tokens) running M = 1, 8, 16 new tokens, plus the LM head on every token,
+   for each model variant (``<linears>[/<lm_head>][@<residual dtype>]``);
+3. agreement: each variant's logits against fp32 on a few real prompts (max abs diff,
+   top-1 agreement, and how many top-1 disagreements the bf16 near-tie rule accepts).
+
+The machine may be shared, so variants are interleaved round-robin within each
+repetition and the record keeps the median over ``--reps`` repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from sglang_cast.hardware import cpu_name, isa_class
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_target
+from sglang_cast.models.gguf_convert import read_q4_1_linears
+from sglang_cast.models.loader import embedded_gguf_path
+from sglang_cast.models.numerics import NearTieRule
+from sglang_cast.models.weights import (
+    ACTIVATION_DTYPE,
+    Format,
+    Int4Groups,
+    WeightFormat,
+    apply_weight_format,
+    pack_linear,
+)
+
+KERNEL_ROWS = (1, 2, 4, 8, 16, 32)
+FORWARD_ROWS = (1, 8, 16)
+DEFAULT_VARIANTS = ("fp32", "bf16", "int8", "int4", "int4/bf16", "int4/int8", "int4/bf16@bf16")
+DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mt_bench.jsonl"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def medians(samples: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, dict]]:
+    """``{name: {M: [seconds]}}`` -> ``{name: {"M": {"median": ms, "min": ms}}}``.
+
+    The median is the reported number; the minimum is kept beside it because on a shared
+    machine it is the closest sample to an unloaded run.
+    """
+    return {
+        name: {
+            str(rows): {
+                "median": round(statistics.median(s) * 1000, 3),
+                "min": round(min(s) * 1000, 3),
+            }
+            for rows, s in by_rows.items()
+        }
+        for name, by_rows in samples.items()
+    }
+
+
+def time_call(call: Callable[[], object], iters: int) -> float:
+    """Seconds per call, averaged over ``iters`` back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - start) / iters
+
+
+def kernel_passes(model: LlamaModel, exact: dict[str, Int4Groups]) -> dict[str, dict[str, list]]:
+    """Per format: ``{"linears": [call on x [M, K]], "lm_head": [call]}`` on real weights.
+
+    fp32 is ``F.linear`` on fp32 activations (today's path); the packed formats call
+    their kernel on bf16 activations, so casts are excluded (the forward includes them).
+    """
+    linears = [
+        (name, module)
+        for name, module in model.layers.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    ]
+    head = model.lm_head_weight
+    passes: dict[str, dict[str, list]] = {}
+    for fmt in Format:
+        if fmt == Format.FP32:
+            dense = [(m.weight, m.bias) for _, m in linears]
+            passes[fmt.value] = {
+                "linears": [(w.shape[1], lambda x, w=w, b=b: F.linear(x, w, b)) for w, b in dense],
+                "lm_head": [(head.shape[1], lambda x: F.linear(x, head))],
+            }
+            continue
+        packed = [pack_linear(fmt, m.weight, m.bias, exact.get(name)) for name, m in linears]
+        packed_head = pack_linear(fmt, head, None)
+        passes[fmt.value] = {
+            "linears": [(p.in_features, p._matmul) for p in packed],
+            "lm_head": [(packed_head.in_features, packed_head._matmul)],
+        }
+    return passes
+
+
+def bench_kernels(model: LlamaModel, reps: int, iters: int) -> dict[str, dict[str, dict]]:
+    """``{part: {format: {M: median ms}}}`` for part in linears / lm_head."""
+    exact = read_q4_1_linears(embedded_gguf_path())
+    passes = kernel_passes(model, exact)
+    samples: dict = {
+        part: {fmt: {rows: [] for rows in KERNEL_ROWS} for fmt in passes}
+        for part in ("linears", "lm_head")
+    }
+    with torch.no_grad():
+        for rep in range(reps + 1):  # repetition 0 warms every kernel up and is dropped
+            for rows in KERNEL_ROWS:
+                for fmt, parts in passes.items():
+                    dtype = torch.float32 if fmt == "fp32" else ACTIVATION_DTYPE
+                    for part, calls in parts.items():
+                        inputs = {k: torch.randn(rows, k, dtype=dtype) for k, _ in calls}
+
+                        def run(calls=calls, inputs=inputs) -> None:
+                            for k, call in calls:
+                                call(inputs[k])
+
+                        seconds = time_call(run, iters)
+                        if rep:
+                            samples[part][fmt][rows].append(seconds)
+    return {part: medians(by_format) for part, by_format in samples.items()}
+
+
+def parse_variant(spec: str) -> tuple[WeightFormat, torch.dtype]:
+    """``"int4/bf16@bf16"`` -> (WeightFormat int4/bf16, residual dtype bf16); default fp32."""
+    fmt, _, dtype = spec.partition("@")
+    if dtype and dtype not in DTYPES:
+        raise ValueError(f"--variants: residual dtype {dtype!r} not one of {', '.join(DTYPES)}")
+    return WeightFormat.parse(fmt), DTYPES[dtype or "fp32"]
+
+
+def build_variants(fp32: LlamaModel, specs: list[str]) -> dict[str, LlamaModel]:
+    """One model per variant; packed ones start as copies of the fp32 model."""
+    exact = read_q4_1_linears(embedded_gguf_path())
+    models = {}
+    for spec in specs:
+        fmt, dtype = parse_variant(spec)
+        if fmt == WeightFormat() and dtype == torch.float32:
+            models[spec] = fp32
+            continue
+        model = copy.deepcopy(fp32).to(dtype)
+        int4_blocks = exact if fmt.linears == Format.INT4 else None
+        models[spec] = apply_weight_format(model, fmt, int4_blocks)
+    return models
+
+
+def prefilled_cache(model: LlamaModel, prefix: Tensor) -> KVCache:
+    """A one-slot cache in the model's dtype holding ``prefix`` ``[1, context]``, committed,
+    with 64 free entries of scratch after it."""
+    context = prefix.shape[1]
+    dtype = model.embed_tokens.weight.dtype
+    cache = KVCache.for_model(model.config, 1, context + 64, "cpu", dtype)
+    slots = torch.tensor([0])
+    model(prefix, torch.arange(context)[None], cache, slots, causal_tree_mask(1, context, "cpu"))
+    cache.commit(slots, torch.arange(context)[None], torch.tensor([context]))
+    return cache
+
+
+def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
+    """``{variant: {M: median ms}}`` for one forward of M new tokens after ``context``
+    committed ones, LM head included (the new tokens are written to scratch, never
+    committed, so every call sees the same cache)."""
+    config = next(iter(models.values())).config
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
+    slots = torch.tensor([0])
+    with torch.no_grad():
+        caches = {spec: prefilled_cache(model, prefix) for spec, model in models.items()}
+        samples = {spec: {m: [] for m in FORWARD_ROWS} for spec in models}
+        for rep in range(reps + 1):
+            for rows in FORWARD_ROWS:
+                tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
+                positions = context + torch.arange(rows)[None]
+                mask = causal_tree_mask(1, rows, "cpu")
+                for spec, model in models.items():
+                    cache = caches[spec]
+
+                    def run(model=model, cache=cache) -> Tensor:
+                        return model.logits(model(tokens, positions, cache, slots, mask).hidden)
+
+                    seconds = time_call(run, iters)
+                    if rep:
+                        samples[spec][rows].append(seconds)
+    return medians(samples)
+
+
+def bench_compile(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
+    """``torch.compile`` (inductor, fixed shapes) of each variant's whole forward vs eager.
+
+    Per variant and M in (1, 8): the first compiled call's seconds (compilation included),
+    then eager and compiled ms per step (median over ``reps``, interleaved), and the max
+    |Δlogit| between them.  `AttentionBatch.build` reads host values, so dynamo splits the
+    forward there and compiles the 30-layer body as one graph; that graph is specialised
+    to the cache slice length, so a real decoder would need one graph per length bucket.
+    """
+    config = next(iter(models.values())).config
+    gen = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
+    slots = torch.tensor([0])
+    result: dict = {}
+    with torch.no_grad():
+        for spec, model in models.items():
+            cache = prefilled_cache(model, prefix)
+            compiled = torch.compile(model.forward, dynamic=False)
+            for rows in (1, 8):
+                tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
+                args = (tokens, context + torch.arange(rows)[None], cache, slots,
+                        causal_tree_mask(1, rows, "cpu"))
+                steps = {
+                    "eager": lambda: model.logits(model.forward(*args).hidden),
+                    "compiled": lambda: model.logits(compiled(*args).hidden),
+                }
+                start = time.perf_counter()
+                diff = float((steps["compiled"]() - steps["eager"]()).abs().max())
+                warmup = time.perf_counter() - start
+                samples: dict[str, dict[int, list[float]]] = {name: {rows: []} for name in steps}
+                for _ in range(reps):
+                    for name, step in steps.items():
+                        samples[name][rows].append(time_call(step, iters))
+                timing = medians(samples)
+                result.setdefault(spec, {})[str(rows)] = {
+                    "first_call_s": round(warmup, 1),
+                    "eager_ms": timing["eager"][str(rows)],
+                    "compiled_ms": timing["compiled"][str(rows)],
+                    "max_abs_logit_diff": diff,
+                }
+                print(spec, rows, result[spec][str(rows)], flush=True)
+    return result
+
+
+def prompt_ids(tokenizer, path: Path, count: int) -> list[Tensor]:
+    with path.open() as handle:
+        turns = [json.loads(line)["turns"][0] for line in handle][:count]
+    ids = []
+    for turn in turns:
+        messages = [{"role": "user", "content": turn}]
+        encoded = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True
+        )
+        ids.append(torch.tensor([encoded["input_ids"]]))
+    return ids
+
+
+def prompt_logits(model: LlamaModel, ids: Tensor) -> Tensor:
+    """fp32 logits ``[n, vocab]`` of every position of one prompt."""
+    n = ids.shape[1]
+    cache = KVCache.for_model(model.config, 1, n, "cpu", model.embed_tokens.weight.dtype)
+    out = model(ids, torch.arange(n)[None], cache, torch.tensor([0]), causal_tree_mask(1, n, "cpu"))
+    return model.logits(out.hidden)[0].float()
+
+
+def agreement(models: dict[str, LlamaModel], prompts: list[Tensor]) -> dict:
+    """Per variant vs fp32: max |Δlogit|, top-1 agreement over all prompt positions, and
+    the top-1 disagreements that the bf16 near-tie rule (`numerics.py`) would accept."""
+    reference = models["fp32"]
+    rule = NearTieRule.for_model(reference.config, torch.bfloat16)
+    result = {}
+    with torch.no_grad():
+        expected = [prompt_logits(reference, ids) for ids in prompts]
+        for spec, model in models.items():
+            max_diff, agree, total, near_ties = 0.0, 0, 0, 0
+            for ids, ref in zip(prompts, expected):
+                got = prompt_logits(model, ids)
+                max_diff = max(max_diff, float((got - ref).abs().max()))
+                top_ref, top_got = ref.argmax(-1), got.argmax(-1)
+                agree += int((top_ref == top_got).sum())
+                total += top_ref.numel()
+                for pos in torch.nonzero(top_ref != top_got).flatten().tolist():
+                    near_ties += rule.check(ref[pos], int(top_ref[pos]), int(top_got[pos])).near_tie
+            result[spec] = {
+                "max_abs_logit_diff": round(max_diff, 4),
+                "top1_agreement": round(agree / total, 4),
+                "positions": total,
+                "disagreements_within_bf16_near_tie": near_ties,
+                "disagreements": total - agree,
+            }
+    return result
+
+
+def kernel_path_spread(models: dict[str, LlamaModel], prompts: list[Tensor]) -> dict:
+    """Per variant: the same prompt through one forward and token by token (the M = n vs
+    M = 1 kernel paths), max |Δlogit| over positions against the near-tie tolerance of the
+    variant's residual dtype (`numerics.py`), plus the median top-1/top-2 logit gap.
+    This is the rule's own check on the real model: the spread must stay below half the
+    tolerance, and the ratio says how loose the bound is."""
+    result = {}
+    with torch.no_grad():
+        for spec, model in models.items():
+            dtype = model.embed_tokens.weight.dtype
+            weights = model.weight_format
+            exact_fp32 = weights == WeightFormat() and dtype == torch.float32
+            rule = NearTieRule.for_model(
+                model.config, torch.float32 if exact_fp32 else ACTIVATION_DTYPE
+            )
+            spread, half_tolerance, gaps = 0.0, float("inf"), []
+            for ids in prompts:
+                batched = prompt_logits(model, ids)
+                n = ids.shape[1]
+                cache = KVCache.for_model(model.config, 1, n, "cpu", dtype)
+                slots = torch.tensor([0])
+                for i in range(n):
+                    step_mask = causal_tree_mask(1, 1, "cpu")
+                    out = model(ids[:, i : i + 1], torch.tensor([[i]]), cache, slots, step_mask)
+                    cache.commit(slots, torch.zeros(1, 1, dtype=torch.long), torch.tensor([1]))
+                    stepped = model.logits(out.hidden)[0, 0].float()
+                    spread = max(spread, float((stepped - batched[i]).abs().max()))
+                    half_tolerance = min(half_tolerance, rule.tolerance(batched[i]) / 2)
+                    top2 = batched[i].topk(2).values
+                    gaps.append(float(top2[0] - top2[1]))
+            result[spec] = {
+                "rule_dtype": str(rule.dtype).removeprefix("torch."),
+                "max_abs_spread": round(spread, 7),
+                "min_half_tolerance": round(half_tolerance, 7),
+                "median_top2_gap": round(statistics.median(gaps), 4),
+            }
+            print(spec, result[spec], flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, required=True, help="where to write the record")
+    parser.add_argument("--reps", type=int, default=7, help="repetitions (medians reported)")
+    parser.add_argument("--iters", type=int, default=5, help="back-to-back calls per sample")
+    parser.add_argument("--context", type=int, default=256, help="committed tokens (forward)")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
+    parser.add_argument("--prompts", type=Path, default=DATASET, help="mt_bench-style jsonl")
+    parser.add_argument("--num-prompts", type=int, default=4)
+    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement,spread")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument(
+        "--compile", default="", help="comma list of variants to also run under torch.compile"
+    )
+    args = parser.parse_args()
+    for name in ("reps", "iters", "context", "num_prompts", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be >= 1")
+    skip = set(filter(None, args.skip.split(",")))
+    specs = args.variants.split(",")
+    if "fp32" not in specs:
+        specs.insert(0, "fp32")  # the reference of the agreement check
+    compile_specs = list(filter(None, args.compile.split(",")))
+    for spec in specs + compile_specs:
+        parse_variant(spec)  # fail on a bad spec before minutes of work
+
+    torch.set_num_threads(args.threads)
+    fp32, config, tokenizer = load_target(None, "cpu", torch.float32)
+    record: dict = {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu_name(),
+        "isa_class": isa_class(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "command": "python tools/bench_kernels.py " + " ".join(sys.argv[1:]),
+        "reps": args.reps,
+        "iters": args.iters,
+        "unit": "ms per pass: median and min over reps",
+        "load_average_at_start": os.getloadavg(),
+    }
+    if "kernels" not in skip:
+        print("kernels ...", flush=True)
+        record["kernels"] = bench_kernels(fp32, args.reps, args.iters)
+        print(json.dumps(record["kernels"], indent=1), flush=True)
+    models = build_variants(fp32, specs)
+    if "forward" not in skip:
+        print("forward ...", flush=True)
+        forward = bench_forward(models, args.context, args.reps, args.iters)
+        record["forward"] = {"context": args.context, "ms": forward}
+        print(json.dumps(record["forward"], indent=1), flush=True)
+    if "agreement" not in skip:
+        prompts = prompt_ids(tokenizer, args.prompts, args.num_prompts)
+        record["agreement"] = agreement(models, prompts)
+        print(json.dumps(record["agreement"], indent=1), flush=True)
+    if "spread" not in skip:
+        prompts = prompt_ids(tokenizer, args.prompts, 2)
+        record["kernel_path_spread"] = kernel_path_spread(models, prompts)
+    if compile_specs:
+        compiled = build_variants(fp32, compile_specs)
+        record["compile"] = bench_compile(compiled, args.context, args.reps, args.iters)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
