@@ -22,9 +22,10 @@ summation order, which is what lets a whole draft tree be verified in one forwar
 Growing scratch (multi-step drafting)
 -------------------------------------
 A draft tree is built one level per forward without committing in between.  So
-``tree_mask`` may be ``[B, n, m]`` with ``m >= n``: the scratch region then holds ``m``
-uncommitted entries, the first ``m - n`` written by earlier forwards since the last
-commit and the ``n`` new tokens last, at ``lens[b] + m - n .. lens[b] + m - 1``.  Column
+``tree_mask`` may be ``[B, n, s]`` (``s``: the scratch width, not the verify budget ``m``
+of docs/design/cast.md) with ``s >= n``: the scratch region then holds ``s``
+uncommitted entries, the first ``s - n`` written by earlier forwards since the last
+commit and the ``n`` new tokens last, at ``lens[b] + s - n .. lens[b] + s - 1``.  Column
 ``j`` of ``tree_mask`` refers to scratch entry ``j``; the argument above is unchanged.
 """
 
@@ -48,17 +49,17 @@ def causal_tree_mask(batch: int, n: int, device: torch.device | str) -> Tensor:
 def build_attention_mask(starts: Tensor, tree_mask: Tensor, length: int) -> Tensor:
     """Visibility ``[B, 1, n, length]`` of cache indices for each new token.
 
-    ``starts`` are the committed lengths ``lens[slots]``; ``tree_mask`` ``[B, n, m]``
-    says which of the ``m`` scratch entries each new token sees (itself and its
+    ``starts`` are the committed lengths ``lens[slots]``; ``tree_mask`` ``[B, n, s]``
+    says which of the ``s`` scratch entries each new token sees (itself and its
     ancestors; every row must include the token itself, otherwise the row has no
     visible key and softmax is undefined).
     """
-    n, m = tree_mask.shape[1:]
+    n, s = tree_mask.shape[1:]
     index = torch.arange(length, device=starts.device)
     rel = index[None, :] - starts[:, None]  # [B, L]: offset into the scratch region
     in_prefix = rel < 0
-    in_scratch = (rel >= 0) & (rel < m)
-    scratch_col = rel.clamp(0, m - 1)[:, None, :].expand(-1, n, -1)  # [B, n, L]
+    in_scratch = (rel >= 0) & (rel < s)
+    scratch_col = rel.clamp(0, s - 1)[:, None, :].expand(-1, n, -1)  # [B, n, L]
     visible_tree = torch.gather(tree_mask, 2, scratch_col) & in_scratch[:, None, :]
     return (in_prefix[:, None, :] | visible_tree)[:, None]
 
@@ -69,9 +70,9 @@ class AttentionBatch:
 
     cache: KVCache
     slots: Tensor  # [B] cache slot of each row
-    write_positions: Tensor  # [B, n] cache index of each new token: lens + m - n + j
+    write_positions: Tensor  # [B, n] cache index of each new token: lens + s - n + j
     mask: Tensor  # [B, 1, n, length] bool
-    length: int  # padded slice length max(lens) + m
+    length: int  # padded slice length max(lens) + s
     # Consecutive slots: `KVCache.window` views [layers, B, kv_heads, length, D] of K and V.
     windows: tuple[Tensor, Tensor] | None
     # Consecutive slots that all write at length - n: the windows' last n positions.
@@ -81,18 +82,18 @@ class AttentionBatch:
 
     @classmethod
     def build(cls, cache: KVCache, slots: Tensor, tree_mask: Tensor) -> AttentionBatch:
-        """Validate capacity and build the shared mask; ``tree_mask`` is ``[B, n, m]`` bool."""
+        """Validate capacity and build the shared mask; ``tree_mask`` is ``[B, n, s]`` bool."""
         if tree_mask.dtype != torch.bool or tree_mask.ndim != 3:
             raise ValueError(
-                f"tree_mask must be a [B, n, m] bool tensor, got {tree_mask.dtype} "
+                f"tree_mask must be a [B, n, s] bool tensor, got {tree_mask.dtype} "
                 f"{tuple(tree_mask.shape)}"
             )
-        n, m = tree_mask.shape[1:]
-        starts, length = cache.scratch_start(slots, m)
+        n, s = tree_mask.shape[1:]
+        starts, length = cache.scratch_start(slots, s)
         mask = build_attention_mask(starts, tree_mask, length)
         first = int(slots[0])
         consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
-        positions = (starts + (m - n))[:, None] + torch.arange(n, device=slots.device)
+        positions = (starts + (s - n))[:, None] + torch.arange(n, device=slots.device)
         # Per-forward views and host-side facts that spare every layer some kernels at
         # batch-1 decoding (where per-op overhead rivals the GEMVs): K/V reads and writes
         # become a `select` and a `copy_` instead of multi-axis indexing / index_put, and
@@ -101,7 +102,7 @@ class AttentionBatch:
         windows = new_entries = None
         if consecutive:
             windows = cache.window(first, slots.shape[0], length)
-            if int(starts.min()) + m == length:  # every row's scratch ends at `length`
+            if int(starts.min()) + s == length:  # every row's scratch ends at `length`
                 new_entries = (windows[0][..., length - n :, :], windows[1][..., length - n :, :])
         return cls(cache, slots, write_positions=positions, mask=mask, length=length,
                    windows=windows, new_entries=new_entries, all_visible=bool(mask.all()))

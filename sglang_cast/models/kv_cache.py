@@ -2,12 +2,12 @@
 
 Layout per slot (one sequence per slot)::
 
-    index:  0 ........ lens-1 | lens ...... lens+m-1 | ... capacity-1
+    index:  0 ........ lens-1 | lens ...... lens+s-1 | ... capacity-1
             committed prefix   | scratch (uncommitted) | stale / free
 
 A forward writes the K/V of its ``n`` new tokens into the scratch region without
-moving ``lens`` (usually ``m == n``; a multi-step draft appends to the scratch of
-earlier uncommitted forwards, ``m > n``); verification then calls `commit` to
+moving ``lens`` (usually ``s == n``; a multi-step draft appends to the scratch of
+earlier uncommitted forwards, ``s > n``); verification then calls `commit` to
 compact the accepted tokens into place.  Rejected tokens are never copied or erased:
 they are simply beyond ``lens`` and are masked out (and later overwritten) by the
 next forward.  Keeping the
@@ -124,7 +124,7 @@ class KVCache:
         """Compact accepted scratch entries into the committed prefix and advance ``lens``.
 
         For each row ``b``, scratch offsets ``keep[b, :counts[b]]`` (relative to the old
-        ``lens``, so ``0 .. m-1`` for an ``m``-entry scratch region) move, in order, to
+        ``lens``, so ``0 .. s-1`` for an ``s``-entry scratch region) move, in order, to
         ``lens .. lens+counts-1`` across all layers at once.  Entries of ``keep`` past
         ``counts[b]`` are ignored (use any padding value).
         """

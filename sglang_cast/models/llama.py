@@ -193,7 +193,7 @@ def check_step_shapes(
         raise ValueError(
             f"inconsistent step shapes: input_ids {tuple(input_ids.shape)}, positions "
             f"{tuple(positions.shape)}, slots {tuple(slots.shape)}, tree_mask "
-            f"{tuple(tree_mask.shape)}; expected [B, n], [B, n], [B], [B, n, m >= n]"
+            f"{tuple(tree_mask.shape)}; expected [B, n], [B, n], [B], [B, n, s >= n]"
         )
 
 
@@ -226,7 +226,7 @@ class LlamaModel(nn.Module):
     ) -> ModelOutput:
         """Run ``n`` new tokens per slot; their K/V go to the scratch region of ``cache``.
 
-        ``tree_mask`` is ``[B, n, m]``: usually ``m == n``; ``m > n`` appends to scratch
+        ``tree_mask`` is ``[B, n, s]``: usually ``s == n``; ``s > n`` appends to scratch
         entries written by earlier uncommitted forwards (see `attention.py`).
 
         ``captured[k]`` is the residual stream entering layer ``layer_ids_to_capture[k]``
