@@ -23,6 +23,7 @@ from sglang_cast.cast import Policy
 from sglang_cast.engine import Engine, feature_layers
 from sglang_cast.engine.build import DTYPES, default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
+from sglang_cast.models.weights import WeightFormat
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
 from sglang_cast.models.loader import EMBEDDED_NAME
 
@@ -99,16 +100,19 @@ def weights_digest(path: Path) -> str:
 
 
 def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,
-                    random_seed: int = 0) -> ModelPair:
+                    random_seed: int = 0, weight_format: str = "fp32") -> ModelPair:
     """Load the pair as ``EngineArgs`` would; fall back to a random head (and say so
-    in ``draft_id``) when the embedded model has no shipped head yet."""
+    in ``draft_id``) when the embedded model has no shipped head yet.  A target stored
+    in another weight format is another cost curve, so the format is part of its id."""
     if dtype not in DTYPES:
         raise AutotuneError(f"--dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
     try:
-        target, config, tokenizer = load_target(model_path, device, DTYPES[dtype])
+        target, config, tokenizer = load_target(model_path, device, DTYPES[dtype], weight_format)
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
     target_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
+    if str(WeightFormat.parse(weight_format)) != str(WeightFormat()):
+        target_id += f"@{WeightFormat.parse(weight_format)}"
     path = Path(draft_path).expanduser() if draft_path else default_draft_path(model_path)
     if path is None:
         if model_path is not None:

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             model_path=args.model_path, draft_path=args.draft_path, policy=args.policy,
             settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
             context_length=args.context_length, device=args.device, dtype=args.dtype,
+            weight_format=args.weight_format,
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))

@@ -4,13 +4,9 @@ server is reported as failures, not as throughput."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from test_server_harness import metric, serve, tiny_engine
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench_serving  # noqa: E402
+from tools import bench_serving
 
 
 def test_levels_complete_and_count_the_servers_tokens(tmp_path):

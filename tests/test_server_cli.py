@@ -24,7 +24,7 @@ def test_help_explains_every_flag():
                  "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                  "--cast-profile", "--host", "--port", "--max-running-requests", "--max-queued-requests",
                  "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level",
-                 "--admin-api-key", "--max-request-bytes", "--max-logprobs", "--mem-fraction-static"):
+                 "--admin-api-key", "--max-request-bytes", "--max-logprobs", "--mem-fraction-static", "--weight-format"):
         assert flag in result.stdout
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
@@ -55,6 +55,8 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--max-logprobs", "-1"], "must be >= 0"),
     (["--mem-fraction-static", "1.5", "--backend", "sglang"], "must be in (0, 1), got 1.5"),
     (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
+    (["--weight-format", "int3"], "'int3' is not '<linears>' or '<linears>/<lm_head>' with each one of fp32, bf16"),
+    (["--weight-format", "int4", "--backend", "sglang"], "--weight-format applies to the native engine only"),
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
     (["--no-such-flag"], "unrecognized arguments"),

@@ -27,6 +27,9 @@ class EngineArgs:
     context_length: int = 2048
     device: str = "cpu"
     dtype: str = "float32"
+    # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4" or
+    # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md).
+    weight_format: str = "fp32"
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -52,7 +55,7 @@ def build_engine(args: EngineArgs) -> Engine:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {args.device!r} requested but CUDA is not available")
     policy = make_policy(args.policy, resolve_settings(args.policy, args.settings))
-    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype])
+    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], args.weight_format)
     draft = None
     if policy.name != "vanilla":
         draft_path = args.draft_path or default_draft_path(args.model_path)

@@ -14,7 +14,7 @@ from .eagle import (
 from .kv_cache import KVCache
 from .llama import LlamaModel, ModelOutput, eagle3_feature_layers
 from .loader import cache_root, embedded_gguf_path, hf_to_internal, load_target
-from .numerics import NearTieRule, first_divergence
+from .numerics import NearTieRule, first_divergence, judge_divergence
 from .weights import Format, WeightFormat
 
 __all__ = [

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import AttentionBatch
+from .attention import AttentionBatch, causal_tree_mask
 from .config import ModelConfig
 from .kv_cache import KVCache
 from .weights import PackedLinear, WeightFormat
@@ -258,6 +258,19 @@ class LlamaModel(nn.Module):
     def lm_head_weight(self) -> Tensor:
         """``[vocab, hidden]`` output projection (the embedding matrix when tied)."""
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    @torch.inference_mode()
+    def causal_hidden(self, token_ids: list[int]) -> Tensor:
+        """Final-norm hidden states ``[n, hidden]`` of one plain causal forward over
+        ``token_ids``, in a scratch KV cache of its own (no engine state is touched):
+        for rescoring a sequence, e.g. logprobs or judging a greedy divergence."""
+        n = len(token_ids)
+        device = self.embed_tokens.weight.device
+        cache = KVCache.for_model(self.config, 1, n, device, self.embed_tokens.weight.dtype)
+        ids = torch.tensor([token_ids], device=device)
+        positions = torch.arange(n, device=device).view(1, n)
+        slots = torch.zeros(1, dtype=torch.long, device=device)
+        return self(ids, positions, cache, slots, causal_tree_mask(1, n, device)).hidden[0]
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Project final-norm hidden states ``[..., hidden]`` to ``[..., vocab]``."""

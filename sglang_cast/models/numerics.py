@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from .config import ModelConfig
+from .llama import LlamaModel
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
@@ -109,6 +110,18 @@ class Divergence:
     gap: float
     tolerance: float
     near_tie: bool
+
+
+def judge_divergence(target: LlamaModel, rule: NearTieRule, prompt_ids: list[int], reference: list[int],
+                     other: list[int]) -> Divergence | None:
+    """The verdict on two greedy continuations of ``prompt_ids`` by the same target:
+    ``None`` if they agree; else `NearTieRule.check` at their first difference, on the
+    target's logits after the common prefix (one plain causal forward)."""
+    at = first_divergence(reference, other)
+    if at is None:
+        return None
+    hidden = target.causal_hidden(list(prompt_ids) + list(reference[:at]))
+    return rule.check(target.logits(hidden[-1]), reference[at], other[at])
 
 
 def first_divergence(reference: list[int], other: list[int]) -> int | None:

@@ -58,6 +58,15 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _weight_format(text: str) -> str:
+    from ..models.weights import WeightFormat  # imports torch: only when the flag is given
+
+    try:
+        return str(WeightFormat.parse(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("weight_format: ")) from None
+
+
 def _port(text: str) -> int:
     value = _positive_int(text)
     if value > 65535:
@@ -85,6 +94,7 @@ class LaunchArgs:
     mem_fraction_static: float | None  # --backend sglang only
     device: str
     dtype: str
+    weight_format: str
     backend: str
     served_model_name: str | None
     log_level: str
@@ -112,6 +122,10 @@ def build_parser() -> OneLineParser:
                        help="longest prompt + generation per request, in tokens (default: 2048)")
     model.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     model.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations (default: float32)")
+    model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
+                       help="native engine on the CPU: how the target's linears / LM head are stored, one of "
+                            "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8 (packed formats run "
+                            "bf16 activations; docs/precision.md has their measured costs; default: fp32)")
 
     spec = parser.add_argument_group("speculative decoding")
     spec.add_argument("--speculative-algorithm", dest="algorithm", type=str.upper, choices=list(ALGORITHMS),
@@ -183,6 +197,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                                           ("--speculative-draft-model-path", ns.draft_path)) if value is not None]
         if given:
             parser.error(f"{', '.join(given)} cannot be used with --speculative-algorithm NONE (no draft tree)")
+    if ns.weight_format is not None and ns.backend == "sglang":
+        parser.error("--weight-format applies to the native engine only (SGLang loads the checkpoint's own dtype)")
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
                      "cache from --context-length and --max-running-requests)")
@@ -195,7 +211,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
                       max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
-                      dtype=ns.dtype,
+                      dtype=ns.dtype, weight_format=ns.weight_format or "fp32",
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 
 

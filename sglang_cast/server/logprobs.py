@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..models import KVCache, LlamaModel, causal_tree_mask
+from ..models import LlamaModel
 
 # Positions whose vocab-sized log-softmax is materialised at once: bounds memory
 # for long prompts (2048 x 49152 floats would be 400 MB).
@@ -54,13 +54,8 @@ def score_positions(target: LlamaModel, token_ids: list[int], start: int, top_k:
     n = len(token_ids)
     if not 0 <= start <= n:
         raise ValueError(f"start must be in [0, {n}], got {start}")
-    weight = target.embed_tokens.weight
-    device = weight.device
-    cache = KVCache.for_model(target.config, 1, n, device, weight.dtype)
-    ids = torch.tensor([token_ids], device=device)
-    positions = torch.arange(n, device=device).view(1, n)
-    slots = torch.zeros(1, dtype=torch.long, device=device)
-    hidden = target(ids, positions, cache, slots, causal_tree_mask(1, n, device)).hidden[0]
+    hidden = target.causal_hidden(token_ids)
+    ids = torch.tensor([token_ids], device=hidden.device)
 
     first = max(start, 1)
     logprobs: list[float | None] = [None] * (first - start)
