@@ -38,6 +38,21 @@ class ChatCharTokenizer(CharTokenizer):
         return text + ("<assistant>" if add_generation_prompt else "")
 
 
+def wait_until_healthy(process, url: str, output, timeout_s: float = 180) -> None:
+    """Poll a launched server's ``/health`` until it answers 200; fail with its
+    ``output()`` if the process exits first, or when ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, output()
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "server did not come up"
+        time.sleep(0.5)
+
+
 def tiny_engine(policy: str = "cast", settings: PolicySettings = SETTINGS, max_batch: int = 4,
                 context: int = 256, target=None) -> Engine:
     target = target if target is not None else tiny_target()

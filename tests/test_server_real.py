@@ -17,7 +17,7 @@ import openai
 import pytest
 import torch
 from test_engine_real import random_head
-from test_server_harness import LiveServer
+from test_server_harness import LiveServer, wait_until_healthy
 
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine
@@ -167,16 +167,7 @@ def test_sigterm_lets_the_open_stream_finish_then_exits(tmp_path):
          "--context-length", "512", "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, server.stdout.read()
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.5)
+        wait_until_healthy(server, url, server.stdout.read)
 
         events = []
         with httpx.Client(base_url=url, timeout=120) as c, c.stream("POST", "/v1/completions", json={

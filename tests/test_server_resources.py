@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_server_harness import wait_until_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +48,7 @@ class ServerProcess:
             [sys.executable, "-m", "sglang_cast.launch_server", "--speculative-algorithm", "NONE", "--port",
              str(port), "--context-length", str(CONTEXT), "--max-running-requests", "4", "--log-level", "warning"],
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        deadline = time.monotonic() + 180
-        while True:
-            assert self.process.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.5)
+        wait_until_healthy(self.process, self.url, log_path.read_text)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=120)
