@@ -46,7 +46,7 @@ def cli_main():
     try:
         from autotune.cli import main
     except ImportError as err:
-        pytest.skip(f"cast-autotune does not import here ({err}); run with /work/main/.venv")
+        pytest.skip(f"cast-autotune does not import here ({err}); run with the project's .venv")
     return main
 
 
