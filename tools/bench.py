@@ -618,8 +618,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              f"lossless check (default: {DEFAULT_METHODS}); not used with --figure")
     parser.add_argument("--dataset", required=True, help="JSONL with 'turns' (first turn used), or one prompt per line")
     parser.add_argument("--batch-size", default="1", help="comma-separated batch sizes, 1..256 (default 1)")
-    parser.add_argument("--temperature", default="0", help="comma-separated temperatures, 0..2; 0 = greedy (default 0); "
-                                                           "one value with --figure")
+    parser.add_argument("--temperature", default="0",
+                        help="comma-separated temperatures, 0..2; 0 = greedy (default 0); one value with --figure")
     parser.add_argument("--num-prompts", type=int, default=16, help="prompts from the start of the dataset (16)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="new tokens per prompt, 1..4096 (128)")
     parser.add_argument("--profile", help="CAST profile YAML (default profiles/cpu.yaml)")
