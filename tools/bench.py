@@ -572,6 +572,8 @@ def plot_verify_budget(runs: list[BudgetRun], vanilla: dict[int, float], path: P
                    edgecolor="black", zorder=3, label=f"best m={best.num_verify_tokens}, batch {batch_size}")
         ax.axhline(vanilla[batch_size], color=line.get_color(), lw=0.8, ls="--", label=f"vanilla, batch {batch_size}")
     ax.set_xscale("log", base=2)
+    budgets = sorted({r.num_verify_tokens for r in runs})
+    ax.set_xticks(budgets, [str(m) for m in budgets])
     ax.set_xlabel("verify budget m (num_verify_tokens, root included)")
     ax.set_ylabel("tokens/s")
     ax.set_title(title)
