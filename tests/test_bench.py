@@ -1,17 +1,22 @@
 """tools/bench.py on tiny models: every method is measured, greedy runs are checked
-against vanilla, a divergence is reported, eagle2-best is the replayed argmax."""
+against vanilla, a divergence is reported, eagle2-best is the replayed argmax, and the
+data of the paper's Fig. 3 and Fig. 4 is what the runs did."""
 
 from __future__ import annotations
 
+import json
+import statistics
 from pathlib import Path
 
 import pytest
+import torch
 
 from autotune.models import ModelPair
 from autotune.store import Store
 from autotune.tuner import replay_settings
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape
 from sglang_cast.engine import StepLog
+from sglang_cast.engine.runner import PolicySpeculation
 from test_engine import CharTokenizer, MirrorDraft, tiny_target
 from tools import bench
 
@@ -186,3 +191,88 @@ def test_llamacpp_decodes_the_embedded_gguf_greedily():
     second = bench.run_llamacpp(embedded_gguf_path(), [prompt], 6, (), threads=1)
     assert len(first.token_ids[0]) == 6 and first.tokens_per_s > 0
     assert first.token_ids == second.token_ids  # greedy: deterministic
+
+
+# ------------------------------------------------- the paper's Fig. 3 and Fig. 4
+
+class KeepTrees(PolicySpeculation):
+    """The live strategy, keeping every draft tree and verified set it produced."""
+
+    def __init__(self) -> None:
+        self.drafted = []
+
+    def draft(self, runner, batch):
+        drafted = super().draft(runner, batch)
+        self.drafted.append(drafted)
+        return drafted
+
+
+def test_records_carry_the_cumulative_value_of_the_verified_set(pair):
+    engine = pair.engine(bench.make_policy("eagle2", settings()), 2, 64)
+    kept = KeepTrees()
+    engine.runner.speculation = kept
+    log = StepLog()
+    engine.generate(PROMPTS[:3], SamplingParams(max_new_tokens=10, ignore_eos=True), on_step=log)
+    assert len(log.records) == len(kept.drafted) > 0
+    for record, drafted in zip(log.records, kept.drafted):
+        assert len(record.verified_value) == record.batch_size
+        for b, value in enumerate(record.verified_value):
+            # the verified nodes are the best `verified` of the tree by value, root excluded
+            best = torch.sort(drafted.tree.values[b, 1:], descending=True).values[: record.verified]
+            assert value == pytest.approx(float(best.sum()))
+            assert value == pytest.approx(float(drafted.vtree.values[b, 1:].sum()))
+            assert 0 < value <= record.verified
+    assert bench.acceptance_points(log.records) == [
+        (v, a + 1) for r in log.records for v, a in zip(r.verified_value, r.accepted)]
+
+
+def test_vanilla_verifies_nothing_so_its_cumulative_value_is_zero(pair):
+    engine = pair.engine(bench.make_policy("vanilla", settings()), 2, 64)
+    log = StepLog()
+    engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=4, ignore_eos=True), on_step=log)
+    assert log.records and all(r.verified_value == [0.0] * r.batch_size for r in log.records)
+
+
+def test_acceptance_bins_average_tau_per_value_bin():
+    points = [(0.1, 1), (0.4, 2), (0.6, 2), (1.9, 3), (1.6, 4), (1.7, 2)]
+    assert bench.acceptance_bins(points, width=0.5) == [
+        pytest.approx((0.25, 1.5, 2)), pytest.approx((0.6, 2.0, 1)), pytest.approx((1.7333333, 3.0, 3))]
+    assert bench.acceptance_bins([]) == []
+
+
+def test_budget_sweep_runs_each_m_at_each_batch_size(pair):
+    budgets, batch_sizes = (2, 4, 9), (1, 2)
+    runs, vanilla = bench.budget_sweep(pair, settings(), PROMPTS, batch_sizes, budgets, 0.0, 12, 64)
+    assert [(r.batch_size, r.num_verify_tokens) for r in runs] == [(b, m) for b in batch_sizes for m in budgets]
+    assert set(vanilla) == set(batch_sizes) and all(rate > 0 for rate in vanilla.values())
+    for run in runs:
+        # EAGLE-2's pool (510 nodes) is far larger than m: exactly m - 1 draft tokens are verified
+        assert run.mean_verified_tokens == pytest.approx(run.num_verify_tokens - 1)
+        assert run.lossless is True and run.tokens_per_s > 0
+        assert len(run.points) >= run.iterations  # one point per running sequence per iteration
+        assert statistics.fmean(t for _, t in run.points) == pytest.approx(run.tau)
+        assert all(0 < v <= run.num_verify_tokens - 1 and 1 <= t <= 7 for v, t in run.points)
+    tau = {r.num_verify_tokens: r.tau for r in runs if r.batch_size == 1}
+    assert tau[2] <= 2 and tau[9] > tau[2]  # one verified token commits at most two
+
+
+def test_figures_write_json_and_png(pair, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "load_inputs", lambda args: (PROMPTS[:2], settings(), "test", pair))
+    for figure in bench.FIGURES:
+        out = tmp_path / f"{figure}.json"
+        assert bench.main(["--figure", figure, "--dataset", "unused", "--num-prompts", "2", "--max-new-tokens", "8",
+                           "--budgets", "2,5", "--batch-size", "1,2", "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        assert data["figure"] == figure and set(data["vanilla_tokens_per_s"]) == {"1", "2"}
+        assert [(r["batch_size"], r["num_verify_tokens"]) for r in data["runs"]] == [(1, 2), (1, 5), (2, 2), (2, 5)]
+        assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_figure_flags_exit_2_with_one_line(tmp_path, capsys):
+    common = ["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json")]
+    assert bench.main(common + ["--figure", "acceptance", "--budgets", "1,8"]) == 2
+    assert "--budgets: expected comma-separated integers in [2, 511], got '1,8'" in capsys.readouterr().err
+    assert bench.main(common + ["--figure", "verify-budget", "--temperature", "0,1"]) == 2
+    assert "--temperature: --figure takes one temperature, got '0,1'" in capsys.readouterr().err
+    assert bench.main(common + ["--figure", "acceptance", "--methods", "cast"]) == 2
+    assert "--methods: not used with --figure" in capsys.readouterr().err

@@ -35,6 +35,19 @@ Methods (docs/design/cast.md §7):
   optional extra is absent (``bash run.sh anchors`` builds it) or the model is not a
   GGUF.  Every batch-1 greedy record then carries ``speedup_vs_llamacpp``.
 
+The paper's figures, from EAGLE-2's default tree (depth 6, top-k 10) at every verify
+budget ``--budgets`` m, with vanilla per batch size as baseline and lossless reference:
+
+    python tools/bench.py --figure acceptance --dataset datasets/mt_bench.jsonl \\
+        --num-prompts 4 --max-new-tokens 64 --json docs/results/figures/fig3_acceptance.json
+    python tools/bench.py --figure verify-budget --batch-size 1,2 ...   # Fig. 4
+
+* ``acceptance`` (Fig. 3): acceptance length τ per sequence and iteration against the
+  cumulative value (summed path values) of the nodes it verified;
+* ``verify-budget`` (Fig. 4): tokens/s against m per batch size, the best m marked.
+
+The PNG goes to ``--plot`` (default: the ``--json`` path with ``.png``).
+
 Greedy runs (temperature 0) check losslessness: every method's tokens must equal
 vanilla's for every prompt.  A mismatch is printed to stderr, recorded in the JSON
 (``lossless: false`` and where it diverged) and makes the exit status 1 after the
@@ -51,7 +64,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -65,7 +78,7 @@ from autotune.prompts import load_prompts
 from autotune.store import Store, default_db_path
 from autotune.tuner import assign_buckets, even_sample, replay_settings
 from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy
-from sglang_cast.engine import Engine, StepLog
+from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.hardware import cpu_name, device_name, isa_class
 from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.profile import ProfileError, find_profile, load_profile
@@ -74,6 +87,8 @@ ANCHOR = "llamacpp"
 DTYPE = "float32"  # the native engine's weights and activations in every method
 BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
 WARMUP_TOKENS = 8
+DEFAULT_METHODS = "vanilla,eagle2,eagle2-best,cast,goodput"
+DEFAULT_BUDGETS = "2,4,8,16,32,60"
 
 
 class BenchError(Exception):
@@ -285,9 +300,11 @@ def method_settings(method: Method, settings: PolicySettings, best: dict[int, Tr
     return settings, None
 
 
-def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: list[str], batch_size: int,
-            temperature: float, max_new_tokens: int, context_length: int) -> tuple[list[list[int]], dict]:
-    """Decode every prompt once (after a warm-up) and summarise its iteration records."""
+def decode(pair: ModelPair, method: Method, settings: PolicySettings, prompts: list[str], batch_size: int,
+           temperature: float, max_new_tokens: int, context_length: int,
+           ) -> tuple[list[list[int]], float, list[IterationRecord]]:
+    """Decode every prompt once (after a warm-up): tokens per prompt, wall seconds and
+    the iteration records."""
     engine: Engine = pair.engine(make_policy(method.policy, settings), batch_size, context_length)
     engine.generate(prompts[:batch_size], SamplingParams(max_new_tokens=WARMUP_TOKENS, ignore_eos=True))
     params = [SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=i)
@@ -296,10 +313,13 @@ def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: 
     start = time.perf_counter()
     results = engine.generate(prompts, params, on_step=log)
     seconds = time.perf_counter() - start
-    history = log.records
+    return [r.token_ids for r in results], seconds, log.records
+
+
+def summarise(history: list[IterationRecord], tokens: int, seconds: float) -> dict:
+    """The per-run metrics of docs/design/cast.md §9 from a run's iteration records."""
     sequences = sum(len(r.accepted) for r in history) or 1
-    tokens = sum(len(r.token_ids) for r in results)
-    stats = {
+    return {
         "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "iterations": len(history),
         "tau": sum(sum(r.accepted) + len(r.accepted) for r in history) / sequences,
         "mean_verified_tokens": sum(r.verified * len(r.accepted) for r in history) / sequences,
@@ -307,7 +327,14 @@ def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: 
         "draft_ms": statistics.fmean(r.draft_ms for r in history) if history else 0.0,
         "verify_ms": statistics.fmean(r.verify_ms for r in history) if history else 0.0,
     }
-    return [r.token_ids for r in results], stats
+
+
+def run_one(pair: ModelPair, method: Method, settings: PolicySettings, prompts: list[str], batch_size: int,
+            temperature: float, max_new_tokens: int, context_length: int) -> tuple[list[list[int]], dict]:
+    """Decode every prompt once (after a warm-up) and summarise its iteration records."""
+    outputs, seconds, history = decode(pair, method, settings, prompts, batch_size, temperature, max_new_tokens,
+                                       context_length)
+    return outputs, summarise(history, sum(len(t) for t in outputs), seconds)
 
 
 def run_anchor(pair: ModelPair, gguf: Path, prompts: list[str], max_new_tokens: int,
@@ -409,11 +436,7 @@ def markdown(records: list[Record], dataset: str) -> str:
 
 
 def plot(records: list[Record], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (method, temperature), group in itertools.groupby(
             sorted(records, key=lambda r: (r.method, r.temperature, r.batch_size)),
@@ -427,10 +450,151 @@ def plot(records: list[Record], path: Path, title: str) -> None:
     ax.set_ylabel("speedup vs vanilla (tokens/s)")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    _save(fig, path)
+
+
+# ------------------------------------------------ the paper's Fig. 3 and Fig. 4
+
+# Both figures come from one sweep: EAGLE-2's default tree (depth 6, top-k 10) at
+# every verify budget m, on the same prompts, with vanilla per batch size as the
+# baseline and, when greedy, the lossless reference.
+#
+# * Fig. 3 ("acceptance"): acceptance length τ (committed tokens of one sequence in
+#   one iteration) against the cumulative value of the nodes it verified (the summed
+#   path values: what the draft predicts will be accepted).  If the draft's
+#   probabilities were calibrated, τ would average 1 + value (the bonus token).
+# * Fig. 4 ("verify-budget"): tokens/s against m per batch size; the best m is marked.
+
+FIGURES = ("acceptance", "verify-budget")
+ACCEPTANCE_BIN_WIDTH = 0.5  # cumulative-value bins of the binned mean in Fig. 3
+
+
+@dataclass
+class BudgetRun:
+    """One run of EAGLE-2's default depth and top-k at one verify budget ``m``."""
+
+    num_verify_tokens: int
+    batch_size: int
+    tokens_per_s: float
+    tau: float
+    mean_verified_tokens: float
+    iterations: int
+    lossless: bool | None  # greedy only: tokens identical to vanilla's
+    # One per sequence per iteration: [cumulative value of the verified set, committed tokens]
+    points: list[tuple[float, int]]
+
+
+def acceptance_points(history: list[IterationRecord]) -> list[tuple[float, int]]:
+    """(verified set's cumulative value, committed tokens) per sequence per iteration."""
+    return [(value, accepted + 1) for r in history for value, accepted in zip(r.verified_value, r.accepted)]
+
+
+def acceptance_bins(points: list[tuple[float, int]], width: float = ACCEPTANCE_BIN_WIDTH,
+                    ) -> list[tuple[float, float, int]]:
+    """Mean τ per cumulative-value bin ``[i·width, (i+1)·width)``: (mean value, mean τ,
+    points), by increasing value; empty bins are left out."""
+    bins: dict[int, list[tuple[float, int]]] = {}
+    for value, tau in points:
+        bins.setdefault(int(value // width), []).append((value, tau))
+    return [(statistics.fmean(v for v, _ in group), statistics.fmean(t for _, t in group), len(group))
+            for _, group in sorted(bins.items())]
+
+
+def budget_sweep(pair: ModelPair, settings: PolicySettings, prompts: list[str], batch_sizes: Sequence[int],
+                 budgets: Sequence[int], temperature: float, max_new_tokens: int,
+                 context_length: int) -> tuple[list[BudgetRun], dict[int, float]]:
+    """Every (batch size, m) run of the figures, and vanilla's tokens/s per batch size."""
+    runs: list[BudgetRun] = []
+    vanilla: dict[int, float] = {}
+    bar = tqdm(total=len(batch_sizes) * (len(budgets) + 1), desc="figure sweep", unit="run")
+    for batch_size in batch_sizes:
+        bar.set_postfix_str(f"vanilla B={batch_size}")
+        reference, stats = run_one(pair, Method.parse("vanilla"), settings, prompts, batch_size, temperature,
+                                   max_new_tokens, context_length)
+        vanilla[batch_size] = stats["tokens_per_s"]
+        bar.update()
+        for m in budgets:
+            bar.set_postfix_str(f"m={m} B={batch_size}")
+            shape = replace(EAGLE2_SHAPE, num_verify_tokens=m)
+            outputs, seconds, history = decode(pair, Method.parse("eagle2"), settings.with_shape(shape, speculate=True),
+                                               prompts, batch_size, temperature, max_new_tokens, context_length)
+            stats = summarise(history, sum(len(t) for t in outputs), seconds)
+            mismatches = divergences(outputs, reference) if temperature == 0 else None
+            if mismatches:
+                print(f"LOSSLESS CHECK FAILED: eagle2 m={m} at batch {batch_size} differs from vanilla "
+                      f"on {len(mismatches)} prompt(s): {mismatches[:3]}", file=sys.stderr)
+            runs.append(BudgetRun(num_verify_tokens=m, batch_size=batch_size, tokens_per_s=stats["tokens_per_s"],
+                                  tau=stats["tau"], mean_verified_tokens=stats["mean_verified_tokens"],
+                                  iterations=stats["iterations"],
+                                  lossless=None if mismatches is None else not mismatches,
+                                  points=acceptance_points(history)))
+            bar.update()
+    bar.close()
+    return runs, vanilla
+
+
+def plot_acceptance(runs: list[BudgetRun], path: Path, title: str) -> None:
+    """Fig. 3: τ against the verified set's cumulative value, every point faint, the
+    mean of each m large, the binned mean as a line, and 1 + value for reference."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours = plt.get_cmap("viridis")
+    budgets = sorted({r.num_verify_tokens for r in runs})
+    points = [p for r in runs for p in r.points]
+    for i, m in enumerate(budgets):
+        mine = [p for r in runs if r.num_verify_tokens == m for p in r.points]
+        colour = colours(i / max(len(budgets) - 1, 1))
+        ax.scatter([v for v, _ in mine], [t for _, t in mine], s=6, alpha=0.15, color=colour)
+        ax.scatter([statistics.fmean(v for v, _ in mine)], [statistics.fmean(t for _, t in mine)], s=60,
+                   color=colour, edgecolor="black", zorder=3, label=f"m={m} (mean)")
+    binned = acceptance_bins(points)
+    ax.plot([b[0] for b in binned], [b[1] for b in binned], color="black", marker=".", label="binned mean τ")
+    top = max(v for v, _ in points)
+    ax.plot([0, top], [1, 1 + top], color="grey", lw=0.8, ls="--", label="1 + cumulative value")
+    ax.set_xlabel("cumulative value of the verified set (predicted accepted draft tokens)")
+    ax.set_ylabel("acceptance length τ (committed tokens per iteration)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_verify_budget(runs: list[BudgetRun], vanilla: dict[int, float], path: Path, title: str) -> None:
+    """Fig. 4: tokens/s against the verify budget m per batch size, best m starred,
+    vanilla dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for batch_size in sorted({r.batch_size for r in runs}):
+        mine = sorted((r for r in runs if r.batch_size == batch_size), key=lambda r: r.num_verify_tokens)
+        line, = ax.plot([r.num_verify_tokens for r in mine], [r.tokens_per_s for r in mine], marker="o",
+                        label=f"EAGLE-2 tree, batch {batch_size}")
+        best = max(mine, key=lambda r: r.tokens_per_s)
+        ax.scatter([best.num_verify_tokens], [best.tokens_per_s], marker="*", s=200, color=line.get_color(),
+                   edgecolor="black", zorder=3, label=f"best m={best.num_verify_tokens}, batch {batch_size}")
+        ax.axhline(vanilla[batch_size], color=line.get_color(), lw=0.8, ls="--", label=f"vanilla, batch {batch_size}")
+    ax.set_xscale("log", base=2)
+    budgets = sorted({r.num_verify_tokens for r in runs})
+    ax.set_xticks(budgets, [str(m) for m in budgets])
+    ax.set_xlabel("verify budget m (num_verify_tokens, root included)")
+    ax.set_ylabel("tokens/s")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _pyplot().close(fig)
 
 
 # ------------------------------------------------------------------ main
@@ -451,12 +615,13 @@ def anchor_model(methods: list[Method], model_path: str | None) -> tuple[Path | 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", default="vanilla,eagle2,eagle2-best,cast,goodput",
+    parser.add_argument("--methods", default=None,
                         help="comma-separated methods (see above); vanilla is needed for speedups and the "
-                             "lossless check (default: %(default)s)")
+                             f"lossless check (default: {DEFAULT_METHODS}); not used with --figure")
     parser.add_argument("--dataset", required=True, help="JSONL with 'turns' (first turn used), or one prompt per line")
     parser.add_argument("--batch-size", default="1", help="comma-separated batch sizes, 1..256 (default 1)")
-    parser.add_argument("--temperature", default="0", help="comma-separated temperatures, 0..2; 0 = greedy (default 0)")
+    parser.add_argument("--temperature", default="0",
+                        help="comma-separated temperatures, 0..2; 0 = greedy (default 0); one value with --figure")
     parser.add_argument("--num-prompts", type=int, default=16, help="prompts from the start of the dataset (16)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="new tokens per prompt, 1..4096 (128)")
     parser.add_argument("--profile", help="CAST profile YAML (default profiles/cpu.yaml)")
@@ -468,34 +633,117 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
-    parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method")
+    parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
+                                                  "--figure, the figure's PNG (default: --json with .png)")
+    parser.add_argument("--figure", choices=FIGURES, default=None,
+                        help="instead of the method table, the paper's Fig. 3 (acceptance: τ vs the verified set's "
+                             "cumulative value) or Fig. 4 (verify-budget: tokens/s vs m), from EAGLE-2's default "
+                             "tree at every --budgets m")
+    parser.add_argument("--budgets", default=DEFAULT_BUDGETS,
+                        help=f"with --figure: comma-separated verify budgets m, 2..{EAGLE2_SHAPE.pool_size + 1} "
+                             "(default %(default)s)")
     return parser.parse_args(argv)
+
+
+def machine_info() -> dict:
+    """The machine a result was measured on, for every JSON this tool writes."""
+    return {"cpu": cpu_name(), "isa": isa_class(), "device": device_name("cpu"), "cores": os.cpu_count(),
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+            "load_average_1min_at_end": os.getloadavg()[0]}
+
+
+def command_line(argv: list[str] | None) -> str:
+    return " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:]))
+
+
+def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> None:
+    """Prompt count, new tokens and threads, shared by the table and the figures."""
+    if not 1 <= args.num_prompts <= 10_000:
+        raise BenchError(f"--num-prompts: must be in [1, 10000], got {args.num_prompts}")
+    if args.num_prompts < max(batch_sizes):
+        raise BenchError(f"--num-prompts: {args.num_prompts} prompts cannot fill batch size {max(batch_sizes)}; "
+                         "give at least as many prompts as the largest --batch-size")
+    if not 1 <= args.max_new_tokens <= 4096:
+        raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
+    if args.threads is not None:
+        if not 1 <= args.threads <= (os.cpu_count() or 1):
+            raise BenchError(f"--threads: must be in [1, {os.cpu_count()}], got {args.threads}")
+        torch.set_num_threads(args.threads)
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, str, ModelPair]:
+    """The dataset's first ``--num-prompts`` texts, the profile's settings and the model pair."""
+    prompt_set = load_prompts(args.dataset)
+    if len(prompt_set.texts) < args.num_prompts:
+        raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
+    settings, profile_name = load_settings(args.profile)
+    pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE)
+    return prompt_set.texts[: args.num_prompts], settings, profile_name, pair
+
+
+def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:
+    return max(len(pair.tokenizer.encode(p)) for p in prompts) + max_new_tokens + 8
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    return figure_main(args, argv) if args.figure else table_main(args, argv)
+
+
+def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--figure``: the budget sweep, its JSON and the chosen figure's PNG."""
     try:
-        methods = [Method.parse(label.strip()) for label in args.methods.split(",") if label.strip()]
+        if args.methods is not None:
+            raise BenchError("--methods: not used with --figure (it runs EAGLE-2's tree at each --budgets m)")
+        batch_sizes = parse_list(args.batch_size, int, "--batch-size", 1, 256)
+        budgets = parse_list(args.budgets, int, "--budgets", 2, EAGLE2_SHAPE.pool_size + 1)
+        temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
+        if len(temperatures) != 1:
+            raise BenchError(f"--temperature: --figure takes one temperature, got {args.temperature!r}")
+        check_run_sizes(args, batch_sizes)
+        texts, settings, profile_name, pair = load_inputs(args)
+    except (BenchError, AutotuneError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if pair.random_draft:
+        print(f"WARNING: no trained draft head; the figures use {pair.draft_id}", file=sys.stderr)
+    prompts = [pair.format_prompt(text) for text in texts]
+    runs, vanilla = budget_sweep(pair, settings, prompts, batch_sizes, budgets, temperatures[0], args.max_new_tokens,
+                                 context_for(pair, prompts, args.max_new_tokens))
+    result = {
+        "command": command_line(argv), "machine": machine_info(),
+        "model": {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE},
+        "dataset": args.dataset, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
+        "temperature": temperatures[0], "figure": args.figure,
+        "tree": {"top_k": EAGLE2_SHAPE.top_k, "max_depth": EAGLE2_SHAPE.max_depth},
+        "vanilla_tokens_per_s": {str(b): rate for b, rate in vanilla.items()},
+        "runs": [asdict(r) for r in runs],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2))
+    png = args.plot or args.json.with_suffix(".png")
+    dataset = Path(args.dataset).stem
+    if args.figure == "acceptance":
+        plot_acceptance(runs, png, f"{dataset}: acceptance length vs cumulative value (EAGLE-2 tree)")
+    else:
+        plot_verify_budget(runs, vanilla, png, f"{dataset}: tokens/s vs verify budget m (EAGLE-2 tree)")
+    for run in runs:
+        print(f"batch {run.batch_size} m={run.num_verify_tokens}: {run.tokens_per_s:.1f} tok/s, τ {run.tau:.2f}, "
+              f"verified {run.mean_verified_tokens:.1f}, lossless {run.lossless}")
+    return 1 if any(r.lossless is False for r in runs) else 0
+
+
+def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The method table: every method at every batch size and temperature."""
+    try:
+        methods = [Method.parse(label.strip()) for label in (args.methods or DEFAULT_METHODS).split(",")
+                   if label.strip()]
         if not methods:
             raise BenchError("--methods: give at least one method")
         batch_sizes = parse_list(args.batch_size, int, "--batch-size", 1, 256)
         temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
-        if not 1 <= args.num_prompts <= 10_000:
-            raise BenchError(f"--num-prompts: must be in [1, 10000], got {args.num_prompts}")
-        if args.num_prompts < max(batch_sizes):
-            raise BenchError(f"--num-prompts: {args.num_prompts} prompts cannot fill batch size {max(batch_sizes)}; "
-                             "give at least as many prompts as the largest --batch-size")
-        if not 1 <= args.max_new_tokens <= 4096:
-            raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
-        if args.threads is not None:
-            if not 1 <= args.threads <= (os.cpu_count() or 1):
-                raise BenchError(f"--threads: must be in [1, {os.cpu_count()}], got {args.threads}")
-            torch.set_num_threads(args.threads)
-        prompt_set = load_prompts(args.dataset)
-        if len(prompt_set.texts) < args.num_prompts:
-            raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
-        settings, profile_name = load_settings(args.profile)
-        pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE)
+        check_run_sizes(args, batch_sizes)
+        texts, settings, profile_name, pair = load_inputs(args)
         if pair.random_draft and any(m.policy != "vanilla" for m in methods):
             print(f"WARNING: no trained draft head; speculative methods use {pair.draft_id}", file=sys.stderr)
         gguf, methods = anchor_model(methods, args.model_path)
@@ -507,16 +755,11 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, AutotuneError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    prompts = [pair.format_prompt(text) for text in prompt_set.texts[: args.num_prompts]]
-    longest = max(len(pair.tokenizer.encode(p)) for p in prompts)
-    context_length = longest + args.max_new_tokens + 8
+    prompts = [pair.format_prompt(text) for text in texts]
     records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
-                    context_length, gguf)
+                    context_for(pair, prompts, args.max_new_tokens), gguf)
     result = {
-        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpu": cpu_name(), "isa": isa_class(), "device": device_name("cpu"), "cores": os.cpu_count(),
-                    "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
-                    "load_average_1min_at_end": os.getloadavg()[0]},
+        "command": command_line(argv), "machine": machine_info(),
         "model": {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE},
         "profile": profile_name,
         "dataset": args.dataset,

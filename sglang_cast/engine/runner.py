@@ -55,6 +55,9 @@ class IterationRecord:
     depth: int
     verified: int
     accepted: list[int]
+    # Per sequence: the summed path values of its verified draft nodes (root excluded),
+    # the draft's predicted expected accepted tokens (the paper's Fig. 3 x-axis).
+    verified_value: list[float]
     draft_ms: float
     verify_ms: float
 
@@ -255,6 +258,7 @@ class SpeculativeRunner:
         record = IterationRecord(
             batch_size=len(requests), context_len=int(batch.context.max()), depth=int(vtree.depths.max()),
             verified=vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
+            verified_value=vtree.values[:, 1:].sum(dim=1).tolist(),
             draft_ms=1000 * ((drafted_at - started) + (caught_up_at - verified_at)),
             verify_ms=1000 * (verified_at - drafted_at),
         )
