@@ -131,6 +131,9 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--batch-size", "1,8", "--num-prompts", "4"]) == 2
     assert "4 prompts cannot fill batch size 8" in capsys.readouterr().err
+    assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
+                       "--weight-format", "int3"]) == 2
+    assert "--weight-format: 'int3' is not '<linears>' or '<linears>/<lm_head>'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------ the llama.cpp anchor

@@ -81,10 +81,11 @@ from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingPar
 from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.hardware import cpu_name, device_name, isa_class
 from sglang_cast.models.loader import embedded_gguf_path
+from sglang_cast.models.weights import WeightFormat
 from sglang_cast.profile import ProfileError, find_profile, load_profile
 
 ANCHOR = "llamacpp"
-DTYPE = "float32"  # the native engine's weights and activations in every method
+DTYPE = "float32"  # the native engine's residual stream in every method (--weight-format sets the linears')
 BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
 WARMUP_TOKENS = 8
 DEFAULT_METHODS = "vanilla,eagle2,eagle2-best,cast,goodput"
@@ -631,6 +632,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-path", default=None, help="target model (default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-path", default=None, help="draft head (default: the shipped head)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--weight-format", default="fp32",
+                        help="how the target's linears / LM head are stored: fp32, bf16, int8, int4 or "
+                             "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md; default: fp32)")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -665,6 +669,10 @@ def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> Non
                          "give at least as many prompts as the largest --batch-size")
     if not 1 <= args.max_new_tokens <= 4096:
         raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
+    try:
+        args.weight_format = str(WeightFormat.parse(args.weight_format))
+    except ValueError as err:
+        raise BenchError(f"--weight-format: {str(err).removeprefix('weight_format: ')}") from None
     if args.threads is not None:
         if not 1 <= args.threads <= (os.cpu_count() or 1):
             raise BenchError(f"--threads: must be in [1, {os.cpu_count()}], got {args.threads}")
@@ -677,8 +685,13 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
     if len(prompt_set.texts) < args.num_prompts:
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
     settings, profile_name = load_settings(args.profile)
-    pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE)
+    pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE, weight_format=args.weight_format)
     return prompt_set.texts[: args.num_prompts], settings, profile_name, pair
+
+
+def model_record(pair: ModelPair, args: argparse.Namespace) -> dict:
+    """What every JSON record says about the models: ids, the residual dtype and the weight format."""
+    return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE, "weight_format": args.weight_format}
 
 
 def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:
@@ -712,7 +725,7 @@ def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
                                  context_for(pair, prompts, args.max_new_tokens))
     result = {
         "command": command_line(argv), "machine": machine_info(),
-        "model": {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE},
+        "model": model_record(pair, args),
         "dataset": args.dataset, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
         "temperature": temperatures[0], "figure": args.figure,
         "tree": {"top_k": EAGLE2_SHAPE.top_k, "max_depth": EAGLE2_SHAPE.max_depth},
@@ -760,7 +773,7 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
                     context_for(pair, prompts, args.max_new_tokens), gguf)
     result = {
         "command": command_line(argv), "machine": machine_info(),
-        "model": {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE},
+        "model": model_record(pair, args),
         "profile": profile_name,
         "dataset": args.dataset,
         "eagle2_best_shapes": {str(b): asdict(s) for b, s in best.items()},
