@@ -112,6 +112,7 @@ class Divergence:
     near_tie: bool
 
 
+@torch.inference_mode()
 def judge_divergence(target: LlamaModel, rule: NearTieRule, prompt_ids: list[int], reference: list[int],
                      other: list[int]) -> Divergence | None:
     """The verdict on two greedy continuations of ``prompt_ids`` by the same target:
