@@ -85,7 +85,8 @@ def test_bench_measures_every_method_and_checks_greedy_outputs(pair):
     assert eagle2.mean_verified_tokens == pytest.approx(59, abs=1)  # EAGLE-2's budget on a deep tree
 
 
-def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
+def plant_wrong_cast_token(monkeypatch) -> None:
+    """Make ``cast``'s output for prompt 1 differ from vanilla's at token 2."""
     real = bench.run_one
 
     def corrupt_cast(pair, method, *args):
@@ -95,6 +96,10 @@ def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
         return outputs, stats
 
     monkeypatch.setattr(bench, "run_one", corrupt_cast)
+
+
+def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
+    plant_wrong_cast_token(monkeypatch)
     methods = [bench.Method.parse(m) for m in ("vanilla", "cast")]
     records = bench.bench(pair, methods, settings(), {}, PROMPTS, [2], [0.0], 12, 64)
     cast = records[1]
@@ -288,15 +293,7 @@ def test_packed_formats_accept_near_tie_divergences_only(pair, monkeypatch, caps
 
     from sglang_cast.models import NearTieRule
 
-    real = bench.run_one
-
-    def corrupt_cast(pair, method, *args):
-        outputs, stats = real(pair, method, *args)
-        if method.policy == "cast":
-            outputs[1] = outputs[1][:2] + [(outputs[1][2] + 1) % 48] + outputs[1][3:]
-        return outputs, stats
-
-    monkeypatch.setattr(bench, "run_one", corrupt_cast)
+    plant_wrong_cast_token(monkeypatch)
     methods = [bench.Method.parse(m) for m in ("vanilla", "cast")]
     loose = NearTieRule(torch.bfloat16, num_layers=10**6, inner_dim=1)
     cast = bench.bench(pair, methods, settings(), {}, PROMPTS, [2], [0.0], 12, 64, near_tie_rule=loose)[1]
