@@ -369,7 +369,26 @@ def judge_mismatches(pair: ModelPair, rule: NearTieRule, prompts: list[str], mis
         mismatch.update(gap=verdict.gap, tolerance=verdict.tolerance, near_tie=verdict.near_tie)
 
 
-def check_failed(record: Record) -> bool:
+def greedy_check(pair: ModelPair, rule: NearTieRule | None, prompts: list[str], outputs: list[list[int]],
+                 reference: list[list[int]]) -> tuple[list[dict], bool | None]:
+    """Where ``outputs`` first differ from vanilla's ``reference``, and with ``rule``
+    (packed weights) whether every difference is a near-tie (``None``: not judged)."""
+    mismatches = divergences(outputs, reference)
+    if not mismatches or rule is None:
+        return mismatches, None
+    judge_mismatches(pair, rule, prompts, mismatches, reference, outputs)
+    return mismatches, all(m["near_tie"] for m in mismatches)
+
+
+def near_tie_rule(pair: ModelPair, weight_format: str) -> NearTieRule | None:
+    """fp32 must be token-identical to vanilla (no rule); packed formats run bf16
+    activations, whose kernels may flip near-ties."""
+    if WeightFormat.parse(weight_format) == WeightFormat():
+        return None
+    return NearTieRule.for_model(pair.target.config, ACTIVATION_DTYPE)
+
+
+def check_failed(record: Record | BudgetRun) -> bool:
     """Differs from vanilla in a way no near-tie explains (in fp32: differs at all)."""
     return record.lossless is False and not record.near_ties_only
 
@@ -425,12 +444,9 @@ def bench(pair: ModelPair, methods: list[Method], settings: PolicySettings, best
             if record.method == ANCHOR:
                 continue  # other kernels, other numerics: its tokens are not ours to match
             if temperature == 0 and "vanilla" in outputs:
-                record.mismatches = divergences(outputs[record.method], outputs["vanilla"])
+                record.mismatches, record.near_ties_only = greedy_check(pair, near_tie_rule, prompts,
+                                                                        outputs[record.method], outputs["vanilla"])
                 record.lossless = not record.mismatches
-                if record.mismatches and near_tie_rule is not None:
-                    judge_mismatches(pair, near_tie_rule, prompts, record.mismatches, outputs["vanilla"],
-                                     outputs[record.method])
-                    record.near_ties_only = all(m["near_tie"] for m in record.mismatches)
                 if check_failed(record):
                     print(f"LOSSLESS CHECK FAILED: {record.method} at batch {batch_size} differs from vanilla "
                           f"on {len(record.mismatches)} prompt(s): {record.mismatches[:3]}", file=sys.stderr)
@@ -512,6 +528,7 @@ class BudgetRun:
     mean_verified_tokens: float
     iterations: int
     lossless: bool | None  # greedy only: tokens identical to vanilla's
+    near_ties_only: bool | None  # packed weights: every divergence a near-tie (Record's field)
     # One per sequence per iteration: [cumulative value of the verified set, committed tokens]
     points: list[tuple[float, int]]
 
@@ -534,7 +551,7 @@ def acceptance_bins(points: list[tuple[float, int]], width: float = ACCEPTANCE_B
 
 def budget_sweep(pair: ModelPair, settings: PolicySettings, prompts: list[str], batch_sizes: Sequence[int],
                  budgets: Sequence[int], temperature: float, max_new_tokens: int,
-                 context_length: int) -> tuple[list[BudgetRun], dict[int, float]]:
+                 context_length: int, rule: NearTieRule | None = None) -> tuple[list[BudgetRun], dict[int, float]]:
     """Every (batch size, m) run of the figures, and vanilla's tokens/s per batch size."""
     runs: list[BudgetRun] = []
     vanilla: dict[int, float] = {}
@@ -551,15 +568,16 @@ def budget_sweep(pair: ModelPair, settings: PolicySettings, prompts: list[str], 
             outputs, seconds, history = decode(pair, Method.parse("eagle2"), settings.with_shape(shape, speculate=True),
                                                prompts, batch_size, temperature, max_new_tokens, context_length)
             stats = summarise(history, sum(len(t) for t in outputs), seconds)
-            mismatches = divergences(outputs, reference) if temperature == 0 else None
-            if mismatches:
+            mismatches, near_ties_only = (greedy_check(pair, rule, prompts, outputs, reference) if temperature == 0
+                                          else (None, None))
+            run = BudgetRun(num_verify_tokens=m, batch_size=batch_size, tokens_per_s=stats["tokens_per_s"],
+                            tau=stats["tau"], mean_verified_tokens=stats["mean_verified_tokens"],
+                            iterations=stats["iterations"], lossless=None if mismatches is None else not mismatches,
+                            near_ties_only=near_ties_only, points=acceptance_points(history))
+            if check_failed(run):
                 print(f"LOSSLESS CHECK FAILED: eagle2 m={m} at batch {batch_size} differs from vanilla "
                       f"on {len(mismatches)} prompt(s): {mismatches[:3]}", file=sys.stderr)
-            runs.append(BudgetRun(num_verify_tokens=m, batch_size=batch_size, tokens_per_s=stats["tokens_per_s"],
-                                  tau=stats["tau"], mean_verified_tokens=stats["mean_verified_tokens"],
-                                  iterations=stats["iterations"],
-                                  lossless=None if mismatches is None else not mismatches,
-                                  points=acceptance_points(history)))
+            runs.append(run)
             bar.update()
     bar.close()
     return runs, vanilla
@@ -753,7 +771,8 @@ def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"WARNING: no trained draft head; the figures use {pair.draft_id}", file=sys.stderr)
     prompts = [pair.format_prompt(text) for text in texts]
     runs, vanilla = budget_sweep(pair, settings, prompts, batch_sizes, budgets, temperatures[0], args.max_new_tokens,
-                                 context_for(pair, prompts, args.max_new_tokens))
+                                 context_for(pair, prompts, args.max_new_tokens),
+                                 near_tie_rule(pair, args.weight_format))
     result = {
         "command": command_line(argv), "machine": machine_info(),
         "model": model_record(pair, args),
@@ -774,7 +793,7 @@ def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     for run in runs:
         print(f"batch {run.batch_size} m={run.num_verify_tokens}: {run.tokens_per_s:.1f} tok/s, τ {run.tau:.2f}, "
               f"verified {run.mean_verified_tokens:.1f}, lossless {run.lossless}")
-    return 1 if any(r.lossless is False for r in runs) else 0
+    return 1 if any(check_failed(r) for r in runs) else 0
 
 
 def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
@@ -800,10 +819,8 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     prompts = [pair.format_prompt(text) for text in texts]
-    packed = WeightFormat.parse(args.weight_format) != WeightFormat()
-    rule = NearTieRule.for_model(pair.target.config, ACTIVATION_DTYPE) if packed else None  # fp32: identical
     records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
-                    context_for(pair, prompts, args.max_new_tokens), gguf, rule)
+                    context_for(pair, prompts, args.max_new_tokens), gguf, near_tie_rule(pair, args.weight_format))
     result = {
         "command": command_line(argv), "machine": machine_info(),
         "model": model_record(pair, args),
