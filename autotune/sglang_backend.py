@@ -16,7 +16,6 @@ from pathlib import Path
 
 from .errors import RUNTIME, AutotuneError
 from .grid import ProfileGrid
-from .models import weights_digest
 from .profiler import TimerFactory
 from .space import SearchSpace
 from .store import Setup
@@ -49,6 +48,8 @@ def check_sglang_backend(model_path: str | None, draft_path: str | None, device:
     if not draft_path:
         raise AutotuneError("--draft-path: required with --backend sglang (the EAGLE or EAGLE-3 head directory "
                             "the deployment serves with)")
+    from .models import weights_digest
+
     target, draft = Path(model_path).expanduser(), Path(draft_path).expanduser()
     for flag, path in (("--model-path", target), ("--draft-path", draft)):
         if not (path / "config.json").is_file():
