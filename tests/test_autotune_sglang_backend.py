@@ -86,17 +86,25 @@ def test_the_sglang_backend_needs_both_model_directories(tmp_path, model, draft,
         check_sglang_backend(model and str(tmp_path / model), draft and str(tmp_path / draft), None, True)
 
 
-def test_sglang_rows_are_keyed_like_the_native_pair_loader_keys_the_same_paths(tmp_path):
-    from autotune.models import weights_digest
+def test_sglang_rows_are_keyed_like_the_native_pair_loader_keys_the_same_paths(tmp_path, monkeypatch):
+    """`tune --backend sglang` loads the pair natively and looks rows up by its ids."""
+    import types
+
+    from autotune import models as model_loading
 
     for name in ("model", "head"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({"name": name}))
-    models = check_sglang_backend(str(tmp_path / "model"), str(tmp_path / "head"), "cuda", True)
-    assert models.target_id == str((tmp_path / "model").resolve())
-    assert models.draft_id == f"{(tmp_path / 'head').resolve()}#{weights_digest(tmp_path / 'head')}"
+    (tmp_path / "head" / "model.safetensors").write_bytes(b"head weights")
+    monkeypatch.setattr(model_loading, "load_target",
+                        lambda *args: (None, types.SimpleNamespace(eos_token_ids=()), None))
+    monkeypatch.setattr(model_loading, "load_draft", lambda *args: None)
+    monkeypatch.chdir(tmp_path)  # relative paths resolve the same way in both
+    pair = model_loading.load_model_pair("model", "head", "cpu", "bfloat16")
+    models = check_sglang_backend("model", "head", "cuda", True)
+    assert (models.target_id, models.draft_id) == (pair.target_id, pair.draft_id)
     setup = sglang_setup(models, "NVIDIA H100", "bfloat16")
-    assert setup.backend == SGLANG and setup.target_model == models.target_id
+    assert setup.backend == SGLANG and setup.target_model == pair.target_id
 
 
 def test_backend_is_a_choice_of_profile_and_tune_and_defaults_to_native():

@@ -162,7 +162,7 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
                                                          "extend_end")),
     Callable("sglang.srt.managers.schedule_batch", "ScheduleBatch.batch_size"),
     Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch",
-           ("spec_info", "seq_lens", "req_pool_indices", "out_cache_loc")),
+           ("spec_info", "spec_algorithm", "seq_lens", "req_pool_indices", "out_cache_loc")),
     Callable("sglang.srt.sampling.sampling_params", "SamplingParams", ("temperature", "max_new_tokens")),
     Callable(f"{_SPEC}.eagle_info", "EagleDraftInput", ("bonus_tokens",)),
     Callable(f"{_SPEC}.eagle_info", "EagleDraftExtendInput", (

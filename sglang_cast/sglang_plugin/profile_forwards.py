@@ -131,7 +131,7 @@ class SGLangForwards:
         server_args.resolve_once()  # server_args.py:244; launchers resolve before publishing
         _set_envs_and_config(server_args)  # as benchmark/one_batch.py:1045
         port_args = PortArgs.init_new(server_args)  # one_batch.py:1058
-        # What a scheduler process publishes about itself (scheduler.py:6327; one_batch.py:903).
+        # What a scheduler process publishes about itself (scheduler.py:6327; one_batch.py:904).
         publish(server_args, role="scheduler",
                 ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0), gpu_id=0))
         _init_process_global_configs()  # MoE / FP8 / FP4 / BF16 GEMM configs (one_batch.py:119)
@@ -143,7 +143,7 @@ class SGLangForwards:
         worker_class = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm).create_worker(server_args)
         self.eagle = worker_class(server_args=server_args, gpu_id=0, nccl_port=port_args.nccl_port,
                                   target_worker=self.target)
-        # scheduler.py:1086-1111: the target's KV pools sized with both models' weights, shared with the draft.
+        # scheduler.py:1078-1111: the target's KV pools sized with both models' weights, shared with the draft.
         runner = self.target.model_runner
         runner.account_preloaded_weights(self.target.preloaded_weights_bytes + self.eagle.preloaded_weights_bytes)
         self.target.alloc_memory_pool(draft_parallel_layout=self.eagle.draft_parallel_layout)
@@ -191,7 +191,11 @@ class SGLangForwards:
             req.extend_end = len(req.origin_input_ids)
             reqs.append(req)
         next_tokens, _, batch = extend(reqs, runner)
-        batch.spec_info = EagleDraftInput(bonus_tokens=next_tokens.to(torch.int32))  # eagle_info.py:157
+        # From here on the batch is what the scheduler hands the EAGLE worker between
+        # iterations: its algorithm (one_batch's extend builds it with NONE) and the
+        # draft input carrying each request's last token (eagle_info.py:157).
+        batch.spec_algorithm = self.eagle.speculative_algorithm  # eagle_worker_v2.py:1324
+        batch.spec_info = EagleDraftInput(bonus_tokens=next_tokens.to(torch.int32))
         eagle_prepare_for_decode(batch)  # reserves KV for the startup tree (max_n tokens per request)
         self.batch, self.batch_key = batch, (batch_size, context_len)
         return batch
