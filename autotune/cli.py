@@ -366,7 +366,8 @@ def cmd_tune(args) -> int:
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)
-    outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend), config, prompts, progress=not args.quiet)
+    setup = current_setup(pair, device, args.backend)
+    outcome = tune_and_publish(pair, store, setup, config, prompts, progress=not args.quiet)
     for result in outcome.results:
         s = result.summary()
         b = result.settings

@@ -18,8 +18,11 @@ native profiler uses (``autotune.profiler.profile_grid``):
 The engine is built in this process the way SGLang's scheduler builds it
 (target ``TpModelWorker``, the EAGLE v2 worker with the draft, shared KV pools,
 attention backends), with FlashInfer attention and CUDA graphs off, so every
-``n`` runs the same eager path.  The clock is a CUDA event pair around the
-forward.  Nothing is committed: sequence lengths stay at ``c``.
+``n`` runs the same eager path.  The clock is the native timer's
+(``engine.timing.time_calls``: a CUDA event pair around each forward); the timed
+region includes SGLang's per-forward preparation (cache locations, the forward
+batch, attention planning), which every eager iteration pays.  Nothing is
+committed: sequence lengths stay at ``c``.
 
 Every SGLang call below is listed in ``contract.CONTRACT`` and cites its
 definition in SGLang 0.5.23.  The GPU part has never run (no GPU here); the
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from ..cast import CostModel, PolicySettings, TreeShape, make_policy
-from ..engine.timing import Timing, summarise
+from ..engine.timing import Timing, time_calls
 from .drafting import draft_masked_tree
 from .plugin_config import draft_is_eagle3
 from .verify_layout import VerifyLayout, verify_layout
@@ -183,8 +186,8 @@ class SGLangForwards:
         reqs = []
         for index in range(batch_size):
             # Req fields as one_batch.py:463-474 sets them.
-            req = Req(rid=index, origin_input_text="",
-                      origin_input_ids=array("q", torch.randint(0, vocab, (context_len,), generator=generator).tolist()),
+            tokens = torch.randint(0, vocab, (context_len,), generator=generator).tolist()
+            req = Req(rid=index, origin_input_text="", origin_input_ids=array("q", tokens),
                       sampling_params=SamplingParams(temperature=0, max_new_tokens=self.launch.max_n))
             req.full_untruncated_fill_ids = req.origin_input_ids
             req.logprob_start_len = -1
@@ -276,20 +279,6 @@ class SGLangForwards:
         return forward
 
 
-def time_forward(forward, warmup: int, repeats: int) -> Timing:
-    """CUDA-event time of ``forward()`` (as ``ForwardTimer._clock`` on GPU)."""
-    samples = []
-    for index in range(warmup + repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        forward()
-        end.record()
-        torch.cuda.synchronize()
-        if index >= warmup:
-            samples.append(start.elapsed_time(end))
-    return summarise(samples)
-
-
 class SGLangRoleTimer:
     """``autotune.profiler.RoleTimer`` over ``SGLangForwards`` for one role."""
 
@@ -299,4 +288,4 @@ class SGLangRoleTimer:
 
     @torch.inference_mode()
     def time(self, batch_size: int, context_len: int, n: int, warmup: int, repeats: int) -> Timing:
-        return time_forward(self.build(batch_size, context_len, n), warmup, repeats)
+        return time_calls(self.build(batch_size, context_len, n), torch.device("cuda"), warmup, repeats)
