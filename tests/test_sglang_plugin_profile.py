@@ -7,6 +7,7 @@ The forwards themselves need a CUDA GPU and have not run."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 
@@ -18,33 +19,47 @@ import torch  # noqa: E402
 try:
     from sglang.kernels.ops.speculative import spec_tree
     from sglang.srt.server_args import prepare_server_args
-    from sglang.srt.speculative.eagle_worker_common import build_eagle_verify_input
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
     pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
                 ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
 
-from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch, tree_depth, verify_tree  # noqa: E402
+from sglang_cast.sglang_plugin.profile_forwards import (SGLangForwards, SGLangProfileLaunch, tree_depth,  # noqa: E402
+                                                         verify_tree)
 
 
-def sglang_verify_input(batch_size: int, n: int, topk: int, seq_lens: torch.Tensor):
-    """What ``SGLangForwards.verify_input`` asks SGLang for, on CPU tensors."""
-    layout, roots, depth = verify_tree(batch_size, n, topk, vocab=1000)
-    batch = argparse.Namespace(forward_mode=argparse.Namespace(is_idle=lambda: False), seq_lens=seq_lens,
-                               seq_lens_sum=int(seq_lens.sum()))
-    target = argparse.Namespace(model_runner=argparse.Namespace(attn_backend=argparse.Namespace(verify_mask=None)))
-    verify = build_eagle_verify_input(
-        batch, argparse.Namespace(bonus_tokens=roots), layout.parent_list, layout.top_scores_index,
-        layout.draft_tokens, None, target_worker=target, topk=topk, num_steps=depth, num_draft_tokens=n,
-        tree_mask_mode=spec_tree.TreeMaskMode.FULL_MASK, device="cpu")
-    return verify, layout, depth
+def forwards_on_cpu(topk: int) -> SGLangForwards:
+    """``SGLangForwards`` with its SGLang workers replaced by the few fields
+    ``verify_input`` reads (the real ones need a CUDA GPU); SGLang's own
+    ``_build_trivial_verify_input`` runs on a stand-in EAGLE worker."""
+    forwards = SGLangForwards.__new__(SGLangForwards)
+    runner = argparse.Namespace(attn_backend=argparse.Namespace(verify_mask=None, max_context_len=4096),
+                                model_config=argparse.Namespace(vocab_size=1000))
+    forwards.target = argparse.Namespace(model_runner=runner)
+    forwards.launch = argparse.Namespace(topk=topk)
+    eagle = argparse.Namespace(topk=topk, device="cpu", _target_worker=forwards.target,
+                               _draft_worker=argparse.Namespace(tree_mask_mode=spec_tree.TreeMaskMode.FULL_MASK))
+    eagle._build_trivial_verify_input = functools.partial(EAGLEWorkerV2._build_trivial_verify_input, eagle)
+    forwards.eagle = eagle
+    return forwards
+
+
+def prefilled_batch(seq_lens: torch.Tensor, bonus_tokens: torch.Tensor):
+    """The ScheduleBatch fields a verify input is built from, after ``prefill``."""
+    return argparse.Namespace(forward_mode=argparse.Namespace(is_idle=lambda: False), seq_lens=seq_lens,
+                              seq_lens_sum=int(seq_lens.sum()), batch_size=lambda: seq_lens.numel(),
+                              spec_info=argparse.Namespace(bonus_tokens=bonus_tokens))
 
 
 @pytest.mark.parametrize("batch_size, n, topk", [(1, 2, 4), (2, 5, 4), (3, 8, 4), (2, 16, 8), (1, 12, 1)])
 def test_the_timed_verify_carries_the_plugins_tree_mask_and_positions(batch_size, n, topk, monkeypatch):
+    """``SGLangForwards.verify_input`` → SGLang's ``build_eagle_verify_input``: the
+    tree the native engine would verify, in SGLang's verify input."""
     # SGLang's Triton tree kernel (its XPU path), interpreted on CPU tensors.
     monkeypatch.setattr(spec_tree, "_is_xpu", True)
     seq_lens = torch.tensor([7, 30, 12][:batch_size])
-    verify, layout, depth = sglang_verify_input(batch_size, n, topk, seq_lens)
+    layout, roots, depth = verify_tree(batch_size, n, topk, vocab=1000)
+    verify = forwards_on_cpu(topk).verify_input(prefilled_batch(seq_lens, roots), n)
     ours = layout.verified
     assert depth == tree_depth(n, topk) and ours.num_tokens == n
     assert (verify.draft_token_num, verify.spec_steps, verify.topk) == (n, depth, topk)
@@ -57,6 +72,14 @@ def test_the_timed_verify_carries_the_plugins_tree_mask_and_positions(batch_size
         assert rows[:, :length].all()  # every tree token sees the whole cached context
         assert torch.equal(rows[:, length:], ours.ancestor_mask()[b])
     assert offset == verify.custom_mask.numel()
+
+
+def test_one_token_is_sglangs_trivial_verify_a_plain_decode():
+    seq_lens, bonus = torch.tensor([5, 9]), torch.tensor([11, 12], dtype=torch.int32)
+    verify = forwards_on_cpu(4).verify_input(prefilled_batch(seq_lens, bonus), 1)
+    assert (verify.draft_token_num, verify.spec_steps) == (1, 0)
+    assert torch.equal(verify.draft_token, bonus) and torch.equal(verify.positions, seq_lens)
+    assert verify.custom_mask.all() and verify.custom_mask.numel() == int(seq_lens.sum()) + 2
 
 
 def test_the_timed_tree_is_the_fullest_a_state_of_its_depth_holds():
