@@ -76,9 +76,11 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str) -> TimerF
     from sglang_cast.sglang_plugin.profile_forwards import SGLangForwards, SGLangProfileLaunch, SGLangRoleTimer
 
     # The tree's branching changes which mask bits are set, not the verify's cost;
-    # the tuner's default top-k lays the trees out as a tuned profile would.
+    # the tuner's default top-k lays the trees out as a tuned profile would.  KV is
+    # reserved for the widest forward of either role.
+    widest = max(grid.max_n, grid.draft_max_n)
     launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
-                                 context_length=max(grid.contexts) + max(grid.max_n, grid.draft_max_n),
-                                 max_batch_size=max(grid.batch_sizes), topk=SearchSpace().top_k, max_n=grid.max_n)
+                                 context_length=max(grid.contexts) + widest, max_batch_size=max(grid.batch_sizes),
+                                 topk=SearchSpace().top_k, max_n=widest)
     forwards = SGLangForwards(launch)
     return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role)

@@ -93,7 +93,7 @@ class SGLangProfileLaunch:
     context_length: int  # at least the grid's largest context + n
     max_batch_size: int  # the grid's largest B (SGLang's --max-running-requests)
     topk: int  # --speculative-eagle-topk: the tree's branching, as in the deployment
-    max_n: int  # the target's largest n: the startup verify width, which sizes KV reservations
+    max_n: int  # the largest n of either role: the startup verify width, which sizes KV reservations
     mem_fraction_static: float | None = None
 
     def argv(self) -> list[str]:
