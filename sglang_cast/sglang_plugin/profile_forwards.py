@@ -217,13 +217,15 @@ class SGLangForwards:
         if n == 1:
             return self.eagle._build_trivial_verify_input(batch)  # eagle_worker_v2.py:1678
         draft = self.draft_worker
+        # ModelConfig.vocab_size: configs/model_config.py:1605
         layout, _, depth = verify_tree(batch.batch_size(), n, self.launch.topk,
                                        self.target.model_runner.model_config.vocab_size)
         device = batch.seq_lens.device
         return build_eagle_verify_input(  # eagle_worker_common.py:377, as CastDraftWorker.draft calls it
             batch, batch.spec_info, layout.parent_list.to(device), layout.top_scores_index.to(device),
             layout.draft_tokens.to(device), None, target_worker=self.target, topk=self.launch.topk,
-            num_steps=depth, num_draft_tokens=n, tree_mask_mode=draft.tree_mask_mode, device=device)
+            num_steps=depth, num_draft_tokens=n, tree_mask_mode=draft.tree_mask_mode,  # eagle_worker_v2.py:239
+            device=device)
 
     def target_verify(self, batch_size: int, context_len: int, n: int):
         """A closure running one TARGET_VERIFY forward (eagle_worker_common.py:547
@@ -253,14 +255,16 @@ class SGLangForwards:
 
         batch = self.prefill(batch_size, context_len)
         draft = self.draft_worker
-        runner = draft.draft_runner
+        runner = draft.draft_runner  # eagle_worker_v2.py:235
         device = batch.seq_lens.device
         width = get_draft_input_from_target_hidden_dim(runner)  # eagle_utils.py:237
         generator = torch.Generator().manual_seed(0)
+        # ModelConfig.dtype: configs/model_config.py:881
         hidden = torch.randn(batch_size * n, width, generator=generator).to(device, runner.model_config.dtype)
         tokens = torch.randint(0, runner.model_config.vocab_size, (batch_size * n,), generator=generator).to(device)
         accepted = torch.full((batch_size,), n, dtype=torch.int32, device=device)
-        # The verify window's KV slots, as eagle_prepare_for_verify assigns them (eagle_utils.py:357).
+        # The verify window's KV slots, as eagle_prepare_for_verify assigns them (eagle_utils.py:357;
+        # kernels/ops/speculative/cache_locs.py:596; req_to_token: mem_cache/memory_pool.py:406).
         out_cache_loc = assign_extend_cache_locs_uniform_func(
             req_pool_indices=batch.req_pool_indices, req_to_token=runner.req_to_token_pool.req_to_token,
             start_offset=batch.seq_lens, batch_size=batch_size, draft_token_num=n, device=device)
@@ -271,9 +275,9 @@ class SGLangForwards:
                 hidden_states=hidden, num_correct_drafts=accepted - 1, num_accept_tokens=accepted,
                 num_tokens_per_req=n, num_tokens_for_logprob_per_req=n)
             batch.out_cache_loc = out_cache_loc
-            with draft_tp_context(draft.parallel_layout):
-                forward_batch = prepare_for_draft_extend(extend_input, batch, tokens, n, runner, None,
-                                                         return_hidden_states_before_norm=False)
+            with draft_tp_context(draft.parallel_layout):  # spec_utils.py:830, as the worker wraps it
+                forward_batch = prepare_for_draft_extend(  # eagle_worker_common.py:112
+                    extend_input, batch, tokens, n, runner, None, return_hidden_states_before_norm=False)
                 runner.forward(forward_batch)  # model_runner.py:1813
             batch.spec_info = draft_input
         return forward
