@@ -156,6 +156,11 @@ def add_models(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def add_backend(parser: argparse.ArgumentParser, help_text: str) -> None:
+    from .store import BACKENDS
+    parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help=help_text)
+
+
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("--gpu", "--label", dest="label", required=required,
                         help=f"profile label; published as profiles/<label>.yaml. Known labels: "
@@ -274,11 +279,11 @@ def load_pair(args, device: str):
     return pair
 
 
-def current_setup(pair, device: str):
+def current_setup(pair, device: str, backend: str = "native"):
     from sglang_cast.hardware import device_name
 
     from .store import Setup
-    return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype)
+    return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype, backend)
 
 
 def tune_config(args, label: str):
@@ -292,17 +297,30 @@ def tune_config(args, label: str):
 # ------------------------------------------------------------------ commands
 def cmd_profile(args) -> int:
     from .costs import measured_costs
-    from .profiler import run_profile
+    from .profiler import native_timers, profile_grid
     from .report import cost_curves
 
-    device = resolve_device(args)
-    checked_label(args, device)
     grid = grid_from(args)
-    store = open_store(args)
-    pair = load_pair(args, device)
-    setup = current_setup(pair, device)
+    if args.backend == "sglang":
+        import torch
+
+        from sglang_cast.hardware import device_name
+
+        from .sglang_backend import check_sglang_backend, sglang_setup, sglang_timers
+        models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available())
+        checked_label(args, "cuda")
+        store = open_store(args)
+        setup = sglang_setup(models, device_name("cuda"), args.dtype)
+        timers = sglang_timers(models, grid, args.dtype)
+    else:
+        device = resolve_device(args)
+        checked_label(args, device)
+        store = open_store(args)
+        pair = load_pair(args, device)
+        setup = current_setup(pair, device)
+        timers = native_timers(pair)
     max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
-    report = run_profile(pair, store, setup, grid, max_age=max_age, progress=not args.quiet)
+    report = profile_grid(timers, store, setup, grid, max_age=max_age, progress=not args.quiet)
     print(f"profiled {setup.device} ({args.label}): {report.measured} points measured, {report.skipped} already "
           f"in {store.path}")
     for role in ("target", "draft"):
@@ -348,7 +366,8 @@ def cmd_tune(args) -> int:
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)
-    outcome = tune_and_publish(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    setup = current_setup(pair, device, args.backend)
+    outcome = tune_and_publish(pair, store, setup, config, prompts, progress=not args.quiet)
     for result in outcome.results:
         s = result.summary()
         b = result.settings
@@ -469,6 +488,9 @@ def build_parser() -> Parser:
     add_models(p)
     add_grid(p)
     add_db(p)
+    add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
+                   "and draft-extend forwards through its model runner; needs a CUDA GPU, SGLang 0.5.23, "
+                   "--model-path and --draft-path; see docs/gpu.md)")
     p.set_defaults(run=cmd_profile)
 
     p = commands.add_parser("collect", help="record full-expansion traces (greedy) into the database",
@@ -499,6 +521,7 @@ def build_parser() -> Parser:
     add_models(p)
     add_space(p)
     add_db(p)
+    add_backend(p, "whose measured cost curves to tune on (as `profile --backend` recorded them)")
     p.set_defaults(run=cmd_tune)
 
     p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",

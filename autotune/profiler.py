@@ -1,7 +1,10 @@
 """``profile``: time ``f_T`` and ``f_D`` on a grid, committed row by row.
 
-Forwards are timed with ``ForwardTimer`` exactly as the engine runs them (CUDA
-events on GPU, the monotonic clock on CPU).  A *row* — one role, batch size and
+Which forwards are timed is the backend's business, behind one small protocol
+(``RoleTimer``, made by a ``TimerFactory``): the native engine's are timed with
+``ForwardTimer`` exactly as the engine runs them (CUDA events on GPU, the
+monotonic clock on CPU); SGLang's with ``sglang_cast.sglang_plugin.profile_forwards``.
+The grid, the row schedule and the storage below are the same for both.  A *row* — one role, batch size and
 context over all its ``n`` — is timed round-robin: each round runs every ``n``
 once, ``warmup`` untimed rounds first, then ``repeats`` timed ones, and each
 point keeps the median and p10/p90 of its samples.  On a shared machine,
@@ -16,14 +19,17 @@ measures only what is missing.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from tqdm import tqdm
 
-from sglang_cast.engine.timing import ForwardTimer, summarise
+from sglang_cast.engine.timing import ForwardTimer, Timing, summarise
 from sglang_cast.models import KVCache
 
 from .grid import GridPoint, ProfileGrid
@@ -39,6 +45,18 @@ PROCESS_WARMUP = 3
 class ProfileReport:
     measured: int
     skipped: int  # already in the database for this setup
+
+
+class RoleTimer(Protocol):
+    """Times one forward of one role at ``(B, c, n)``: ``B`` sequences of ``c``
+    cached tokens each, ``n`` new tokens per sequence, nothing committed."""
+
+    def time(self, batch_size: int, context_len: int, n: int, warmup: int, repeats: int) -> Timing: ...
+
+
+# (role, largest batch size, largest context + n) -> a timer for that role's rows.
+# Called once per role, so one role's buffers are alive at a time.
+TimerFactory = Callable[[str, int, int], RoleTimer]
 
 
 def forward_timer(pair: ModelPair, role: str, max_batch: int, capacity: int) -> ForwardTimer:
@@ -58,7 +76,7 @@ def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timed
     return [p for p in grid.points() if p.key not in done]
 
 
-def _time_row(timer: ForwardTimer, points: list[GridPoint], warmup: int, repeats: int) -> dict[GridPoint, list]:
+def _time_row(timer: RoleTimer, points: list[GridPoint], warmup: int, repeats: int) -> dict[GridPoint, list]:
     samples: dict[GridPoint, list[float]] = defaultdict(list)
     for round_index in range(warmup + repeats):
         for point in points:
@@ -68,9 +86,22 @@ def _time_row(timer: ForwardTimer, points: list[GridPoint], warmup: int, repeats
     return samples
 
 
+def native_timers(pair: ModelPair) -> TimerFactory:
+    """The native engine's forwards of ``pair``."""
+    return functools.partial(forward_timer, pair)
+
+
 def run_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, *,
                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False) -> ProfileReport:
-    """Measure every pending point; ``should_stop`` is polled between rows (daemon)."""
+    """Profile the native engine's forwards of ``pair`` (see ``profile_grid``)."""
+    return profile_grid(native_timers(pair), store, setup, grid, max_age=max_age, progress=progress,
+                        should_stop=should_stop)
+
+
+def profile_grid(timers: TimerFactory, store: Store, setup: Setup, grid: ProfileGrid, *,
+                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False) -> ProfileReport:
+    """Measure every pending point of ``grid`` with ``timers``, row by row, each row
+    committed as it finishes; ``should_stop`` is polled between rows (daemon)."""
     todo = pending_points(store, setup, grid, max_age)
     skipped = len(grid.points()) - len(todo)
     rows: dict[tuple[str, int, int], list[GridPoint]] = defaultdict(list)
@@ -82,8 +113,7 @@ def run_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, 
         role_rows = {key: points for key, points in rows.items() if key[0] == role}
         if not role_rows:
             continue
-        timer = forward_timer(pair, role, max(batch for _, batch, _ in role_rows),
-                              max(grid.contexts) + grid.max_n_of(role))
+        timer = timers(role, max(batch for _, batch, _ in role_rows), max(grid.contexts) + grid.max_n_of(role))
         first = next(iter(role_rows.values()))[0]
         timer.time(first.batch_size, first.context_len, first.n, warmup=PROCESS_WARMUP, repeats=1)
         for (_, batch, context), points in role_rows.items():

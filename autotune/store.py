@@ -4,8 +4,10 @@ One file holds everything a tuning run depends on, so runs are resumable and a
 published profile can be traced back to its inputs:
 
 * ``measurements`` — one row per timed grid point ``(role, B, c, n)`` of a setup
-  (device, model pair, dtype, threads, software versions), committed as soon as
-  it is measured so an interrupted ``profile`` resumes where it stopped;
+  (backend, device, model pair, dtype, threads, software versions), committed as
+  soon as it is measured so an interrupted ``profile`` resumes where it stopped;
+  the backend (``native`` or ``sglang``: whose forwards were timed) keeps the two
+  engines' cost curves apart;
 * ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON), each
   with the trace format it was written in; only the current format
   (``sglang_cast.cast.TRACE_FORMAT``) is ever read back;
@@ -42,6 +44,8 @@ from sglang_cast.engine.timing import Timing
 from .errors import RUNTIME, AutotuneError
 
 DEFAULT_TIMEOUT_S = 30.0
+NATIVE = "native"  # the backend of every measurement taken before backends were recorded
+BACKENDS = (NATIVE, "sglang")
 CACHE_ENV = "SGLANG_CAST_CACHE"
 
 
@@ -88,6 +92,8 @@ class Measurement(Base):
     # 1-minute load average while measuring: explains noisy rows on a shared machine.
     load_avg: Mapped[float] = mapped_column(Float)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Whose forwards were timed; rows written before this column existed are the native engine's.
+    backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
 
 
 class TraceRecord(Base):
@@ -127,9 +133,9 @@ class PublishedProfile(Base):
 
 @dataclass(frozen=True)
 class Setup:
-    """What a measurement is valid for: the same device, model pair, dtype, thread
-    count and software versions.  A rerun with an equal setup skips points already
-    stored."""
+    """What a measurement is valid for: the same backend (whose forwards), device,
+    model pair, dtype, thread count and software versions.  A rerun with an equal
+    setup skips points already stored."""
 
     device: str
     target_model: str
@@ -138,11 +144,12 @@ class Setup:
     threads: int
     torch_version: str
     package_version: str
+    backend: str = NATIVE
 
     @classmethod
-    def current(cls, device: str, target_model: str, draft_model: str, dtype: str) -> Setup:
+    def current(cls, device: str, target_model: str, draft_model: str, dtype: str, backend: str = NATIVE) -> Setup:
         return cls(device, target_model, draft_model, dtype, torch.get_num_threads(), str(torch.__version__),
-                   package_version())
+                   package_version(), backend)
 
     def columns(self) -> dict[str, str]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -205,15 +212,18 @@ class Store:
         event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         with self._errors():
             Base.metadata.create_all(self.engine)
-            self._add_trace_format_column()
+            # A database created before traces were versioned: its traces are format 1.
+            self._add_column("traces", "trace_format", "INTEGER NOT NULL DEFAULT 1")
+            # A database created before backends were recorded: its measurements timed the native engine.
+            self._add_column("measurements", "backend", f"VARCHAR(20) NOT NULL DEFAULT '{NATIVE}'")
 
-    def _add_trace_format_column(self) -> None:
-        """A database created before traces were versioned lacks ``trace_format``:
-        add it, marking the existing rows as format 1."""
+    def _add_column(self, table: str, column: str, declaration: str) -> None:
+        """Add ``column`` to a ``table`` created by an older version; the default
+        in ``declaration`` says what the existing rows were."""
         with self.engine.begin() as conn:
-            columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(traces)")}
-            if "trace_format" not in columns:
-                conn.exec_driver_sql("ALTER TABLE traces ADD COLUMN trace_format INTEGER NOT NULL DEFAULT 1")
+            columns = {row[1] for row in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @property
     def url(self) -> str:

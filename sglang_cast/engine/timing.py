@@ -36,6 +36,30 @@ def summarise(samples_ms: list[float]) -> Timing:
     return Timing(statistics.median(ordered), _quantile(ordered, 0.1), _quantile(ordered, 0.9), len(ordered))
 
 
+def start_clock(device: torch.device):
+    """Start timing work issued to ``device``; the returned function stops the
+    clock and answers milliseconds (a synchronised CUDA event pair on GPU,
+    ``time.perf_counter`` on CPU)."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        return lambda: (end.record(), torch.cuda.synchronize(), start.elapsed_time(end))[-1]
+    began = time.perf_counter()
+    return lambda: 1000.0 * (time.perf_counter() - began)
+
+
+def time_calls(call, device: torch.device, warmup: int, repeats: int) -> Timing:
+    """``call()`` run ``warmup`` times untimed, then ``repeats`` times timed one by one."""
+    samples = []
+    for i in range(warmup + repeats):
+        stop = start_clock(device)
+        call()
+        elapsed = stop()
+        if i >= warmup:
+            samples.append(elapsed)
+    return summarise(samples)
+
+
 class ForwardTimer:
     """Times ``forward(tokens, features, positions, cache, slots, mask)`` for one
     model role.  ``features_width`` is 0 for the target (no feature input)."""
@@ -47,14 +71,6 @@ class ForwardTimer:
         self.features_width = features_width
         self.device = cache.k.device
         self.dtype = cache.k.dtype
-
-    def _clock(self):
-        if self.device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            return lambda: (end.record(), torch.cuda.synchronize(), start.elapsed_time(end))[-1]
-        began = time.perf_counter()
-        return lambda: 1000.0 * (time.perf_counter() - began)
 
     @torch.inference_mode()
     def time(self, batch_size: int, context_len: int, n: int, warmup: int = 2, repeats: int = 7) -> Timing:
@@ -72,15 +88,9 @@ class ForwardTimer:
         if self.features_width:
             features = torch.randn(batch_size, n, self.features_width, generator=generator).to(self.device, self.dtype)
             args.insert(1, features)
-        samples = []
-        for i in range(warmup + repeats):
-            stop = self._clock()
-            self.forward(*args)
-            elapsed = stop()
-            if i >= warmup:
-                samples.append(elapsed)
+        timing = time_calls(lambda: self.forward(*args), self.device, warmup, repeats)
         self.cache.lens[slots] = 0
-        return summarise(samples)
+        return timing
 
 
 def interpolate_row(points: dict[int, float], n_max: int) -> list[float]:

@@ -1,0 +1,206 @@
+"""``cast-autotune profile --backend sglang`` on CPU: the refusal before anything
+loads, the shared grid/row/storage path driven through a timer injected at the
+seam, backends kept apart in the database, and ``tune --backend``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from autotune import cli, profiler
+from autotune.costs import measured_costs
+from autotune.errors import AutotuneError
+from autotune.grid import ProfileGrid
+from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_setup
+from autotune.store import Setup, Store
+from sglang_cast.engine.timing import Timing, summarise
+
+GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=2, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
+                   warmup=1, repeats=2)
+
+
+class CostCurveTimer:
+    """A RoleTimer whose forward costs ``base + B·c/1000 + n`` ms, logging every call
+    (which role, point and warm-up/repeat counts the shared scheduler asked for)."""
+
+    def __init__(self, role: str, base: float, calls: list) -> None:
+        self.role, self.base, self.calls = role, base, calls
+
+    def time(self, batch_size: int, context_len: int, n: int, warmup: int, repeats: int) -> Timing:
+        self.calls.append((self.role, batch_size, context_len, n, warmup, repeats))
+        return summarise([self.base + batch_size * context_len / 1000 + n] * repeats)
+
+
+def curve_timers(calls: list, factory_calls: list | None = None, target_base: float = 10.0):
+    def timers(role: str, max_batch: int, capacity: int):
+        if factory_calls is not None:
+            factory_calls.append((role, max_batch, capacity))
+        return CostCurveTimer(role, target_base if role == "target" else 1.0, calls)
+    return timers
+
+
+def sglang_setup_for(device: str = "NVIDIA H100 80GB HBM3") -> Setup:
+    return Setup.current(device, "/models/llama", "/models/head#sha256:0", "bfloat16", backend=SGLANG)
+
+
+# ------------------------------------------------------------- the refusal
+def test_without_cuda_the_sglang_backend_is_refused_before_anything_loads():
+    with pytest.raises(AutotuneError, match=r"--backend sglang: SGLang's model runner needs a CUDA GPU and no CUDA "
+                                            r"device is available here .*PyPI does not ship.*--backend native"):
+        check_sglang_backend("/models/llama", "/models/head", None, cuda_available=False)
+    with pytest.raises(AutotuneError, match="--device cpu was given"):
+        check_sglang_backend("/models/llama", "/models/head", "cpu", cuda_available=True)
+
+
+def test_the_cli_refuses_in_one_line_with_exit_2_without_loading_models_or_sglang(tmp_path):
+    code = ("import sys, torch; torch.cuda.is_available = lambda: False; import autotune.models as models; "
+            "models.load_model_pair = lambda *a, **k: sys.exit('a model was loaded'); "
+            "from autotune.cli import main; status = main(sys.argv[1:]); "
+            "print([m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')], file=sys.stderr); "
+            "sys.exit(status)")
+    run = subprocess.run([sys.executable, "-c", code, "profile", "--gpu", "h100", "--backend", "sglang",
+                          "--model-path", str(tmp_path), "--draft-path", str(tmp_path), "--db", str(tmp_path / "a.db")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    error, loaded = run.stderr.strip().splitlines()
+    assert error.startswith("cast-autotune profile: error: --backend sglang: SGLang's model runner needs a CUDA GPU")
+    assert loaded == "[]"  # SGLang was never imported (and no model loaded: that would have exited)
+    assert not (tmp_path / "a.db").exists()  # refused before the database was opened
+
+
+@pytest.mark.parametrize("model, draft, message", [
+    (None, "head", "--model-path: required with --backend sglang"),
+    ("model", None, "--draft-path: required with --backend sglang"),
+    ("missing", "head", "--model-path: .*missing is not a model directory with a config.json"),
+    ("model", "missing", "--draft-path: .*missing is not a model directory with a config.json"),
+])
+def test_the_sglang_backend_needs_both_model_directories(tmp_path, model, draft, message):
+    for name in ("model", "head"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    with pytest.raises(AutotuneError, match=message):
+        check_sglang_backend(model and str(tmp_path / model), draft and str(tmp_path / draft), None, True)
+
+
+def test_sglang_rows_are_keyed_like_the_native_pair_loader_keys_the_same_paths(tmp_path, monkeypatch):
+    """`tune --backend sglang` loads the pair natively and looks rows up by its ids."""
+    import types
+
+    from autotune import models as model_loading
+
+    for name in ("model", "head"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"name": name}))
+    (tmp_path / "head" / "model.safetensors").write_bytes(b"head weights")
+    monkeypatch.setattr(model_loading, "load_target",
+                        lambda *args: (None, types.SimpleNamespace(eos_token_ids=()), None))
+    monkeypatch.setattr(model_loading, "load_draft", lambda *args: None)
+    monkeypatch.chdir(tmp_path)  # relative paths resolve the same way in both
+    pair = model_loading.load_model_pair("model", "head", "cpu", "bfloat16")
+    models = check_sglang_backend("model", "head", "cuda", True)
+    assert (models.target_id, models.draft_id) == (pair.target_id, pair.draft_id)
+    setup = sglang_setup(models, "NVIDIA H100", "bfloat16")
+    assert setup.backend == SGLANG and setup.target_model == pair.target_id
+
+
+def test_backend_is_a_choice_of_profile_and_tune_and_defaults_to_native():
+    parser = cli.build_parser()
+    assert parser.parse_args(["profile", "--gpu", "cpu"]).backend == "native"
+    assert parser.parse_args(["tune", "--gpu", "cpu", "--backend", "sglang"]).backend == "sglang"
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["profile", "--gpu", "cpu", "--backend", "vllm"])
+    assert exit_info.value.code == 2
+
+
+# ------------------------------------------- the shared grid/row/storage path
+def test_an_injected_timer_is_driven_row_by_row_round_robin_and_stored(tmp_path):
+    store, calls, factories = Store(tmp_path / "a.db"), [], []
+    report = profiler.profile_grid(curve_timers(calls, factories), store, sglang_setup_for(), GRID, progress=False)
+    assert (report.measured, report.skipped) == (len(GRID.points()), 0)
+    # One timer per role, sized for the role's largest batch and context + n.
+    assert factories == [("target", 2, 64 + 8), ("draft", 2, 64 + 4)]
+    process_warmup, *timed = calls
+    assert process_warmup == ("target", 1, 32, 1, profiler.PROCESS_WARMUP, 1)
+    # The first row (target, B=1, c=32): warm-up round, then two timed rounds, each over every n.
+    first_row = [(r, b, c, n) for r, b, c, n, _, _ in timed[: 3 * len(GRID.n_values("target"))]]
+    assert first_row == [("target", 1, 32, n) for n in GRID.n_values("target")] * 3
+    # Besides one process warm-up per role, every call is one untimed-free sample of one point.
+    warmups = [(role, b, c, n) for role, b, c, n, w, _ in calls if w == profiler.PROCESS_WARMUP]
+    assert warmups == [("target", 1, 32, 1), ("draft", 1, 32, 1)]
+    assert sum(1 for *_, w, r in calls if (w, r) == (0, 1)) == len(calls) - 2
+    assert len(calls) - 2 == len(GRID.points()) * (GRID.warmup + GRID.repeats)
+    rows = {(m.role, m.batch_size, m.context_len, m.n): m for m in store.measurements(sglang_setup_for())}
+    assert len(rows) == len(GRID.points()) and {m.backend for m in rows.values()} == {SGLANG}
+    assert rows[("target", 2, 64, 8)].median_ms == pytest.approx(10 + 2 * 64 / 1000 + 8)
+    assert rows[("draft", 1, 32, 4)].repeats == GRID.repeats
+
+
+def test_an_interrupted_sglang_profile_resumes_with_the_missing_rows_only(tmp_path):
+    store, calls = Store(tmp_path / "a.db"), []
+    rows_seen = iter(range(10**6))
+    first = profiler.profile_grid(curve_timers(calls), store, sglang_setup_for(), GRID, progress=False,
+                                  should_stop=lambda: next(rows_seen) >= 2)
+    assert first.measured == 2 * len(GRID.n_values("target"))
+    calls.clear()
+    second = profiler.profile_grid(curve_timers(calls), store, sglang_setup_for(), GRID, progress=False)
+    assert (second.measured, second.skipped) == (len(GRID.points()) - first.measured, first.measured)
+    assert ("target", 1, 32) not in {(r, b, c) for r, b, c, *_ in calls[1:]}
+
+
+def test_native_and_sglang_curves_never_mix_and_tables_come_from_the_backend_named(tmp_path):
+    store = Store(tmp_path / "a.db")
+    native = Setup.current("NVIDIA H100 80GB HBM3", "/models/llama", "/models/head#sha256:0", "bfloat16")
+    profiler.profile_grid(curve_timers([], target_base=10.0), store, native, GRID, progress=False)
+    # The same pair, device, dtype and software: only the backend differs.
+    sglang = Setup(**{**native.columns(), "backend": SGLANG})
+    assert profiler.pending_points(store, sglang, GRID, None) == GRID.points()
+    profiler.profile_grid(curve_timers([], target_base=3.0), store, sglang, GRID, progress=False)
+    assert {s.backend for s in store.setups()} == {"native", SGLANG}
+    native_costs, sglang_costs = measured_costs(store, native).costs, measured_costs(store, sglang).costs
+    for batch, context, n in ((1, 32, 1), (2, 64, 8), (2, 40, 5)):  # the timers differ by 7 ms in the target only
+        assert native_costs.target(batch, context, n) - sglang_costs.target(batch, context, n) == pytest.approx(7.0)
+        assert native_costs.draft(batch, context, 2) == pytest.approx(sglang_costs.draft(batch, context, 2))
+
+
+def test_tune_builds_its_setup_for_the_backend_it_is_given(monkeypatch):
+    captured = {}
+    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(cli, "open_store", lambda args: None)
+    monkeypatch.setattr(cli, "load_pair", lambda args, device: type("Pair", (), dict(
+        target_id="t", draft_id="d", dtype="float32"))())
+    import autotune.workflow as workflow
+
+    def tune_and_publish(pair, store, setup, config, prompts, progress):
+        captured["setup"] = setup
+        raise AutotuneError("stop here")
+    monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
+    for backend in ("native", SGLANG):
+        assert cli.main(["tune", "--gpu", "cpu", "--backend", backend, "--quiet"]) == 2
+        assert captured["setup"].backend == backend
+
+
+# ------------------------------------------------------------- old databases
+def test_an_old_database_gains_the_backend_column_with_its_rows_marked_native(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # the measurements table as it was before backends were recorded
+        conn.execute("""CREATE TABLE measurements (id INTEGER PRIMARY KEY, device VARCHAR(200), target_model
+            VARCHAR(500), draft_model VARCHAR(500), dtype VARCHAR(20), threads INTEGER, torch_version VARCHAR(50),
+            package_version VARCHAR(50), role VARCHAR(10), batch_size INTEGER, context_len INTEGER, n INTEGER,
+            median_ms FLOAT, p10_ms FLOAT, p90_ms FLOAT, repeats INTEGER, load_avg FLOAT, created DATETIME)""")
+        native = Setup.current("cpu-x", "tiny-target", "tiny-draft", "float32")
+        values = [*native.columns().values()][:7]
+        conn.execute("INSERT INTO measurements VALUES (1, ?, ?, ?, ?, ?, ?, ?, 'target', 1, 32, 1, 5.0, 4.0, 6.0, 3, "
+                     "0.1, '2026-01-01 00:00:00.000000')", values)
+    store = Store(path)
+    rows = store.measurements(native)
+    assert [(r.backend, r.median_ms) for r in rows] == [("native", 5.0)]
+    assert store.measurements(Setup(**{**native.columns(), "backend": SGLANG})) == []
+    assert [s.backend for s in store.setups()] == ["native"]
+    Store(path)  # opening it again changes nothing
+    with sqlite3.connect(path) as conn:
+        assert [c[1] for c in conn.execute("PRAGMA table_info(measurements)")].count("backend") == 1

@@ -1,0 +1,106 @@
+"""``profile --backend sglang`` against real SGLang 0.5.23 on CPU: the verify
+inputs its timer hands SGLang's TARGET_VERIFY forward are built by SGLang's own
+``build_eagle_verify_input`` from the plugin's own draft layout, and equal the
+tree the native engine verifies; its server arguments parse with SGLang's parser.
+The forwards themselves need a CUDA GPU and have not run."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+try:
+    from sglang.kernels.ops.speculative import spec_tree
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
+    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
+                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+
+from sglang_cast.sglang_plugin.profile_forwards import (SGLangForwards, SGLangProfileLaunch, tree_depth,  # noqa: E402
+                                                         verify_tree)
+
+
+def forwards_on_cpu(topk: int) -> SGLangForwards:
+    """``SGLangForwards`` with its SGLang workers replaced by the few fields
+    ``verify_input`` reads (the real ones need a CUDA GPU); SGLang's own
+    ``_build_trivial_verify_input`` runs on a stand-in EAGLE worker."""
+    forwards = SGLangForwards.__new__(SGLangForwards)
+    runner = argparse.Namespace(attn_backend=argparse.Namespace(verify_mask=None, max_context_len=4096),
+                                model_config=argparse.Namespace(vocab_size=1000))
+    forwards.target = argparse.Namespace(model_runner=runner)
+    forwards.launch = argparse.Namespace(topk=topk)
+    eagle = argparse.Namespace(topk=topk, device="cpu", _target_worker=forwards.target,
+                               _draft_worker=argparse.Namespace(tree_mask_mode=spec_tree.TreeMaskMode.FULL_MASK))
+    eagle._build_trivial_verify_input = functools.partial(EAGLEWorkerV2._build_trivial_verify_input, eagle)
+    forwards.eagle = eagle
+    return forwards
+
+
+def prefilled_batch(seq_lens: torch.Tensor, bonus_tokens: torch.Tensor):
+    """The ScheduleBatch fields a verify input is built from, after ``prefill``."""
+    return argparse.Namespace(forward_mode=argparse.Namespace(is_idle=lambda: False), seq_lens=seq_lens,
+                              seq_lens_sum=int(seq_lens.sum()), batch_size=lambda: seq_lens.numel(),
+                              spec_info=argparse.Namespace(bonus_tokens=bonus_tokens))
+
+
+@pytest.mark.parametrize("batch_size, n, topk", [(1, 2, 4), (2, 5, 4), (3, 8, 4), (2, 16, 8), (1, 12, 1)])
+def test_the_timed_verify_carries_the_plugins_tree_mask_and_positions(batch_size, n, topk, monkeypatch):
+    """``SGLangForwards.verify_input`` → SGLang's ``build_eagle_verify_input``: the
+    tree the native engine would verify, in SGLang's verify input."""
+    # SGLang's Triton tree kernel (its XPU path), interpreted on CPU tensors.
+    monkeypatch.setattr(spec_tree, "_is_xpu", True)
+    seq_lens = torch.tensor([7, 30, 12][:batch_size])
+    layout, roots, depth = verify_tree(batch_size, n, topk, vocab=1000)
+    verify = forwards_on_cpu(topk).verify_input(prefilled_batch(seq_lens, roots), n)
+    ours = layout.verified
+    assert depth == tree_depth(n, topk) and ours.num_tokens == n
+    assert (verify.draft_token_num, verify.spec_steps, verify.topk) == (n, depth, topk)
+    assert torch.equal(verify.draft_token.view(batch_size, n), ours.tokens)
+    assert torch.equal(verify.positions.view(batch_size, n), ours.positions(seq_lens))
+    offset = 0
+    for b, length in enumerate(seq_lens.tolist()):
+        rows = verify.custom_mask[offset: offset + n * (length + n)].view(n, length + n)
+        offset += rows.numel()
+        assert rows[:, :length].all()  # every tree token sees the whole cached context
+        assert torch.equal(rows[:, length:], ours.ancestor_mask()[b])
+    assert offset == verify.custom_mask.numel()
+
+
+def test_one_token_is_sglangs_trivial_verify_a_plain_decode():
+    seq_lens, bonus = torch.tensor([5, 9]), torch.tensor([11, 12], dtype=torch.int32)
+    verify = forwards_on_cpu(4).verify_input(prefilled_batch(seq_lens, bonus), 1)
+    assert (verify.draft_token_num, verify.spec_steps) == (1, 0)
+    assert torch.equal(verify.draft_token, bonus) and torch.equal(verify.positions, seq_lens)
+    assert verify.custom_mask.all() and verify.custom_mask.numel() == int(seq_lens.sum()) + 2
+
+
+def test_the_timed_tree_is_the_fullest_a_state_of_its_depth_holds():
+    """n - 1 nodes over the fewest layers: a real tree's mask, never a chain
+    padded deeper than the widths the worker builds allow."""
+    for n, topk in ((2, 4), (9, 4), (10, 4), (64, 8)):
+        layout, _, depth = verify_tree(2, n, topk, vocab=50)
+        assert (n - 1) <= topk * depth and (depth == 1 or n - 1 > topk * (depth - 1))
+        assert int(layout.verified.depths.max()) <= depth
+        assert layout.parent_list.shape == (2, 1 + topk * (depth - 1))
+
+
+def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
+    head = tmp_path / "eagle3-head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-8B-Instruct", str(head), "bfloat16", context_length=2112,
+                                 max_batch_size=32, topk=8, max_n=64, mem_fraction_static=0.8)
+    args = prepare_server_args(launch.argv())
+    assert (args.speculative_algorithm, args.speculative_num_steps, args.speculative_eagle_topk,
+            args.speculative_num_draft_tokens) == ("EAGLE3", 8, 8, 64)
+    assert (args.attention_backend, args.dtype, args.context_length, args.max_running_requests,
+            args.mem_fraction_static) == ("flashinfer", "bfloat16", 2112, 32, 0.8)
+    assert (args.cuda_graph_backend_decode, args.cuda_graph_backend_prefill) == ("disabled", "disabled")
