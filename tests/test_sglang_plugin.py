@@ -21,7 +21,7 @@ from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettin
                               make_policy, select_verified)
 from sglang_cast.profile import Profile, ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
-from sglang_cast.sglang_plugin.drafting import draft_masked_tree
+from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
@@ -88,7 +88,8 @@ def worker_iteration(decider: CastDecider, model: PathModel, roots: torch.Tensor
     plan = decider.begin(roots.numel(), context)
     draft = SGLangLayoutDraft(model, roots, topk)
     root_probs, root_tokens = draft.root_children()
-    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, max_steps)
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots_to_host(root_probs, root_tokens, roots), draft,
+                                max_steps)
     return plan, drafted, plan.verify_count(drafted.tree), draft.forwards
 
 
@@ -119,9 +120,10 @@ def test_worker_decisions_equal_the_native_engine(policy, thresholds):
             assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
 
 
-def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
-    """Host decisions between layers cost one device-to-host copy per layer (plus
-    the roots once), not one per tensor."""
+def test_a_draft_of_d_layers_copies_to_the_host_d_times(monkeypatch):
+    """Host decisions between layers cost one device-to-host copy per layer after
+    the first; layer 1 is decided on the roots' copy, which the depth choice makes
+    anyway.  Every copy carries a whole layer, not one tensor."""
     settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=5, num_verify_tokens=16))
     plan = make_policy("eagle2", settings).begin(2, 10)
     draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
@@ -129,11 +131,25 @@ def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
     copies = []
     real_cpu = torch.Tensor.cpu
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
-    drafted = draft_masked_tree(plan, root_probs, root_tokens, torch.tensor([1, 2]), draft, 5)
-    assert drafted.depth == 5 and len(copies) == 5 + 1
-    # values, rows, tokens, flat ids together: K per row for the root's children, then
-    # all K·K ranked children of a layer (the whole rerank pool comes from them).
-    assert copies[1:] == [torch.Size([4, 2, 4])] + [torch.Size([4, 2, 16])] * 4
+    roots = roots_to_host(root_probs, root_tokens, torch.tensor([1, 2]))
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, 5)
+    assert drafted.depth == 5 and len(copies) == 5
+    # The roots: K probabilities, K tokens and the root token per sequence; then values,
+    # rows, tokens and flat ids of all K·K ranked children of a layer (the rerank pool).
+    assert copies == [torch.Size([2, 4 + 4 + 1])] + [torch.Size([4, 2, 16])] * 4
+
+
+def test_the_roots_copy_is_exact():
+    """Token ids travel as float64 with the probabilities: exact below 2^53."""
+    probs = torch.tensor([[0.5, 0.25], [0.7, 0.1]], dtype=torch.float32)
+    tokens = torch.tensor([[128255, 3], [2**40 + 1, 0]])
+    roots = roots_to_host(probs, tokens, torch.tensor([7, 2**31 - 1], dtype=torch.int32))
+    assert torch.equal(roots.values, probs.double()) and torch.equal(roots.tokens, tokens)
+    assert torch.equal(roots.bonus, torch.tensor([7, 2**31 - 1]))
+    values, rows, layer_tokens, flat = roots.layer_one(width=1)
+    assert torch.equal(values, torch.tensor([[0.5, -1.0], [0.7, -1.0]], dtype=torch.float32).double())
+    assert torch.equal(rows, torch.zeros(2, 2, dtype=torch.long)) and torch.equal(layer_tokens, tokens)
+    assert torch.equal(flat, torch.tensor([[0, 1], [0, 1]]))
 
 
 def test_cast_actually_prunes_in_these_comparisons():
@@ -157,7 +173,9 @@ def test_a_profile_wider_than_sglangs_topk_is_refused():
     plan = make_policy("cast", settings).begin(1, 10)
     draft = SGLangLayoutDraft(PathModel(), torch.tensor([1]), topk=4)
     with pytest.raises(ValueError, match="top_k=6.*--speculative-eagle-topk 4"):
-        draft_masked_tree(plan, *draft.root_children(), torch.tensor([1]), draft, 2)
+        root_probs, root_tokens = draft.root_children()
+        draft_masked_tree(plan, root_probs, root_tokens, roots_to_host(root_probs, root_tokens, torch.tensor([1])),
+                          draft, 2)
 
 
 # ------------------------------------------------------------ the layout

@@ -305,8 +305,8 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
     chosen = {}
 
-    def use_depth(plan, root_probs):
-        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(plan, root_probs)
+    def use_depth(plan, root_values):
+        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(plan, root_values)
         return chosen["depth"]
 
     def use_width(wanted, available):
@@ -321,7 +321,11 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
         draft_attn_backend=argparse.Namespace(attn_backends=[None] * steps, init_forward_metadata=lambda batch: None),
         cast=argparse.Namespace(decider=decider, use_depth=use_depth, use_width=use_width))
     seq_lens = torch.tensor([40, 700, 90])
+    copies = []
+    real_cpu = torch.Tensor.cpu
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
     draft_worker.draft(argparse.Namespace(spec_info=draft_input, seq_lens_cpu=seq_lens, seq_lens=seq_lens))
+    monkeypatch.setattr(torch.Tensor, "cpu", real_cpu)
 
     # The native engine with the same policy, capped at the depth the worker's state
     # allows (below its cap the depth rule does not depend on max_depth).
@@ -333,6 +337,8 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     assert chosen["width"] == width and captured["num_draft_tokens"] == width
     assert captured["num_steps"] == chosen["depth"]
     assert runner.calls == len(plan.kept) - 1  # one eager draft forward per layer after the first
+    # Device-to-host copies: the roots once (depth choice and layer 1), then one per deeper layer.
+    assert len(copies) == len(plan.kept) >= 3, copies
     expected = select_verified(tree, width - 1)
     parent_list, top_scores_index, draft_tokens, draft_probs = captured["tree"]
     assert draft_probs is None and torch.equal(draft_tokens, expected.tokens[:, 1:])

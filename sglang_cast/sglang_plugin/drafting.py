@@ -74,19 +74,48 @@ def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, fla
     return host[0], host[1].long(), host[2].long(), host[3].long()
 
 
-def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor,
-                      bonus_tokens: torch.Tensor, step: StepFn, max_steps: int) -> DraftedTree:
+@dataclass(frozen=True)
+class HostRoots:
+    """The root's candidates on the host.  The depth choice needs their values
+    before the draft batch is prepared, and they are layer 1 of the tree, so one
+    copy serves both (``roots_to_host``)."""
+
+    values: torch.Tensor  # [B, K] float64: the root's best children's draft probabilities
+    tokens: torch.Tensor  # [B, K] long: those children's tokens
+    bonus: torch.Tensor  # [B] long: the roots themselves
+
+    def layer_one(self, width: int):
+        """Layer 1 as ``_to_host`` would give it: values (columns past ``width`` at -1),
+        parent rows (all the root's), tokens and SGLang flat ids ``0..K-1``."""
+        batch, topk = self.values.shape
+        values = torch.where(_first(width, topk, self.values.device), self.values, -1.0)
+        flat = torch.arange(topk).expand(batch, topk)
+        return values, torch.zeros((batch, topk), dtype=torch.long), self.tokens, flat
+
+
+def roots_to_host(root_probs: torch.Tensor, root_tokens: torch.Tensor, bonus_tokens: torch.Tensor) -> HostRoots:
+    """``root_probs``/``root_tokens`` ``[B, K]`` and ``bonus_tokens`` ``[B]`` on the host
+    in one device-to-host copy (float64 carries the token ids exactly)."""
+    topk = root_probs.shape[1]
+    host = torch.cat([root_probs.double(), root_tokens.double(), bonus_tokens.double().unsqueeze(1)], dim=1).cpu()
+    return HostRoots(values=host[:, :topk], tokens=host[:, topk:2 * topk].long(), bonus=host[:, 2 * topk].long())
+
+
+def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor, roots: HostRoots,
+                      step: StepFn, max_steps: int) -> DraftedTree:
     """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
 
     ``root_probs``/``root_tokens`` ``[B, K]`` are the root's best children (from the
-    previous draft-extend), ``bonus_tokens`` ``[B]`` the roots themselves.  ``K`` is
+    previous draft-extend), on the model's device; ``roots`` the same numbers and
+    the roots themselves on the host (``roots_to_host``).  ``K`` is
     the worker's ``topk``; a profile bucket may ask for fewer candidates
     (``plan.top_k <= K``): the columns and candidates past it are masked too.  At
     most ``min(plan.max_depth, max_steps)`` layers are drafted.
 
-    The drafting tensors stay on the model's device; each layer's frontier is
-    copied to the host in one transfer (a few hundred numbers), where the policy
-    decides.
+    The drafting tensors stay on the model's device.  Layer 1 is decided on
+    ``roots``; every deeper layer's frontier is copied to the host in one transfer
+    (a few hundred numbers), where the policy decides: a ``d``-layer draft costs
+    ``d - 1`` copies here, plus the one of ``roots``.
     """
     batch, topk = root_probs.shape
     if plan.top_k > topk:
@@ -96,19 +125,18 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     width = plan.top_k
     columns = _first(width, topk, device)
     depth_limit = min(plan.max_depth, max_steps)
-    tree = DraftTree.from_roots(bonus_tokens.cpu())
+    tree = DraftTree.from_roots(roots.bonus)
     flat_ids = [torch.full((batch, 1), -1, dtype=torch.long)]
     frontier_flat: list[torch.Tensor] = []
 
     # Layer 1: the root's children, SGLang flat ids 0..K-1, all children of node 0.
     values = torch.where(columns, root_probs.double(), -1.0)
     tokens = root_tokens.long()
-    rows = torch.zeros((batch, topk), dtype=torch.long, device=device)
-    flat = torch.arange(topk, device=device).expand(batch, topk)
+    host = roots.layer_one(width)
     drafted = width  # children drafted in this layer: all of them join the rerank pool, best first
     layer = 1
     while True:
-        host_values, host_rows, host_tokens, host_flat = _to_host(values, rows, tokens, flat)
+        host_values, host_rows, host_tokens, host_flat = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
         # Every drafted child joins the pool (the kept ones first: they are the best);
@@ -134,4 +162,5 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
         tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
         flat = topk + topk * topk * (layer - 1) + order
         layer += 1
+        host = _to_host(values, rows, tokens, flat)
     return DraftedTree(tree=tree, flat_ids=torch.cat(flat_ids, dim=1), frontier_flat=frontier_flat, topk=topk)
