@@ -139,6 +139,29 @@ def test_a_draft_of_d_layers_copies_to_the_host_d_times(monkeypatch):
     assert copies == [torch.Size([2, 4 + 4 + 1])] + [torch.Size([4, 2, 16])] * 4
 
 
+def test_between_a_copy_and_the_next_draft_forward_the_host_only_decides(monkeypatch):
+    """Each copy waits for the device; the next draft forward is launched right after
+    the layer's decisions, and the tree's bookkeeping runs while it drafts."""
+    from sglang_cast.cast import DraftTree
+
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=4, num_verify_tokens=16))
+    plan = make_policy("eagle2", settings).begin(2, 10)
+    draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
+    root_probs, root_tokens = draft.root_children()
+    roots = roots_to_host(root_probs, root_tokens, torch.tensor([1, 2]))
+    events = []
+    real_cpu, real_add_layer = torch.Tensor.cpu, DraftTree.add_layer
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: events.append("copy") or real_cpu(self, *a, **k))
+    monkeypatch.setattr(DraftTree, "add_layer", lambda self, *a: events.append("tree") or real_add_layer(self, *a))
+
+    def forward(tokens, rows, step):
+        events.append("forward")
+        return draft(tokens, rows, step)
+
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, forward, 4)
+    assert drafted.depth == 4 and events == ["forward", "tree", "copy"] * 3 + ["tree"]
+
+
 def test_the_roots_copy_is_exact():
     """Token ids travel as float64 with the probabilities: exact below 2^53."""
     probs = torch.tensor([[0.5, 0.25], [0.7, 0.1]], dtype=torch.float32)

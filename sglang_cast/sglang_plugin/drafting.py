@@ -101,6 +101,24 @@ def roots_to_host(root_probs: torch.Tensor, root_tokens: torch.Tensor, bonus_tok
     return HostRoots(values=host[:, :topk], tokens=host[:, topk:2 * topk].long(), bonus=host[:, 2 * topk].long())
 
 
+def _next_layer(values: torch.Tensor, kept: int, columns: torch.Tensor, child_probs: torch.Tensor,
+                child_tokens: torch.Tensor, layer: int):
+    """Layer ``layer + 1``'s ranked children on the device, from layer ``layer``'s
+    frontier ``values`` ``[B, K]`` and its draft forward (``[B·K, K]`` each).
+
+    Children of pruned rows (``kept`` and past) and columns past top_k get -1,
+    below every real value (>= 0).  A stable descending sort of the row-major order
+    ranks them exactly as the native engine's ``ranked_children``: the first
+    ``kept · top_k`` are the drafted children, the first K the candidates.  Returns
+    values, parent rows, tokens and SGLang flat ids, each ``[B, K·K]``."""
+    batch, topk = values.shape[0], columns.shape[0]
+    live = _first(kept, topk, values.device).view(1, topk, 1) & columns.view(1, 1, topk)
+    children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(), -1.0)
+    ranked, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
+    tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
+    return ranked, order // topk, tokens, topk + topk * topk * (layer - 1) + order
+
+
 def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor, roots: HostRoots,
                       step: StepFn, max_steps: int) -> DraftedTree:
     """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
@@ -115,15 +133,18 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     The drafting tensors stay on the model's device.  Layer 1 is decided on
     ``roots``; every deeper layer's frontier is copied to the host in one transfer
     (a few hundred numbers), where the policy decides: a ``d``-layer draft costs
-    ``d - 1`` copies here, plus the one of ``roots``.
+    ``d - 1`` copies here, plus the one of ``roots``.  Each copy waits for the
+    layer's draft forward, and the device idles until the host launches the next
+    one, so between a copy and that launch the host runs only the decisions
+    (``keep``, ``grow``); the tree's bookkeeping (``DraftTree.add_layer``, the
+    largest host cost of a layer) runs after the launch, while the device drafts.
     """
     batch, topk = root_probs.shape
     if plan.top_k > topk:
         raise ValueError(f"the profile asks for top_k={plan.top_k} but SGLang was launched with "
                          f"--speculative-eagle-topk {topk}")
-    device = root_probs.device
     width = plan.top_k
-    columns = _first(width, topk, device)
+    columns = _first(width, topk, root_probs.device)
     depth_limit = min(plan.max_depth, max_steps)
     tree = DraftTree.from_roots(roots.bonus)
     flat_ids = [torch.full((batch, 1), -1, dtype=torch.long)]
@@ -139,28 +160,20 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
         host_values, host_rows, host_tokens, host_flat = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
+        grows = layer < depth_limit and plan.grow(layer)
+        if grows:
+            child_probs, child_tokens = step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk],
+                                             layer - 1)
+            values, rows, tokens, flat = _next_layer(values, kept, columns, child_probs, child_tokens, layer)
         # Every drafted child joins the pool (the kept ones first: they are the best);
-        # ``rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
+        # ``host_rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
         parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids[:, :1])
         layer_ids = tree.add_layer(host_tokens[:, :drafted], parents, host_values[:, :drafted])
         flat_ids.append(host_flat[:, :drafted])
         frontier_flat.append(host_flat[:, :topk])
-        if layer >= depth_limit or not plan.grow(layer):
+        if not grows:
             break
-        child_probs, child_tokens = step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk],
-                                         layer - 1)
-        # [B, K rows, K children]; children of pruned rows and columns past top_k
-        # get -1, below every real value (>= 0).  A stable descending sort of the
-        # row-major order ranks them exactly as the native engine's ``ranked_children``:
-        # the first ``kept · top_k`` are the drafted children, the first K the candidates.
-        live = _first(kept, topk, device).view(1, topk, 1) & columns.view(1, 1, topk)
-        children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(),
-                               -1.0)
-        values, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
         drafted = kept * width
-        rows = order // topk
-        tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
-        flat = topk + topk * topk * (layer - 1) + order
         layer += 1
         host = _to_host(values, rows, tokens, flat)
     return DraftedTree(tree=tree, flat_ids=torch.cat(flat_ids, dim=1), frontier_flat=frontier_flat, topk=topk)
