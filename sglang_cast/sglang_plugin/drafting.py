@@ -6,8 +6,13 @@ and the next frontier is the best ``topk`` of those ``topk²`` children.  CAST
 keeps only ``n_i <= topk`` nodes of layer ``i`` (breadth pruning) and may stop
 before the last layer (depth pruning).  Here the pruning is expressed as a *mask*
 over the frontier values instead of a change of shape: a pruned row keeps its
-slot but gets value 0, so its children have value 0 and never make the next
-layer's best ``topk``.  Every tensor that reaches SGLang keeps its shape.
+slot and is still drafted, but its children get value -1, below every real
+value, so they never make the next layer's best ``topk``.  Every tensor that
+reaches SGLang keeps its shape.  Removing pruned rows from the next draft forward
+would change its row count, which SGLang fixes per iteration: the multi-step
+draft attention backend plans ``topk`` rows per request for every step, and the
+draft KV slots are laid out ``[steps, B·topk]`` (``per_step_draft_out_cache_loc``);
+SGLang's runtime states vary the step count and the verify width, not ``topk``.
 
 The decisions themselves are the shared policy objects' (``IterationPlan.keep``
 and ``IterationPlan.grow``), fed the same ``[B, N]`` candidate values the native
