@@ -15,7 +15,9 @@ first kernel's launch; the numbers here are the host side only.
     python tools/sglang_draft_host_gap.py --policy cast --batch-sizes 1,16,48 --topk 10 --depth 6
 
 The profile's cost tables are used, with its tree shape replaced by ``--topk`` /
-``--depth`` and thresholds that prune nothing, so every layer is drafted.
+``--depth`` and C1/C2 thresholds that prune nothing, so the ``cast`` family and
+``eagle2`` draft every layer (``goodput`` has no thresholds and may stop early;
+``layers_timed`` says how many gaps were timed).
 """
 
 from __future__ import annotations
