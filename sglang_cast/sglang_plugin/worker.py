@@ -13,7 +13,9 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
   (``drafting.draft_masked_tree``), so every tensor keeps SGLang's shape.  The
   exact depth rule (``grow``) still runs after each layer and may stop before the
   state's depth.  Because host decisions sit between layers, the draft forwards
-  run eagerly (no multi-step draft CUDA graph);
+  run eagerly (no multi-step draft CUDA graph); a ``d``-layer draft makes ``d``
+  device-to-host copies, the first of which (the root's candidates) also serves
+  the depth choice;
 * **rerank and verify width** — the policy's ``verify_count`` orders the kept
   nodes; the worker swaps in the state of the smallest pre-built width (at the
   chosen depth) that holds them (``runtime_shapes``);
