@@ -125,7 +125,7 @@ def _next_layer(values: torch.Tensor, kept: int, columns: torch.Tensor, child_pr
 
 
 def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor, roots: HostRoots,
-                      step: StepFn, max_steps: int) -> DraftedTree:
+                      step: StepFn, max_steps: int, expected_depth: int) -> DraftedTree:
     """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
 
     ``root_probs``/``root_tokens`` ``[B, K]`` are the root's best children (from the
@@ -139,10 +139,15 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     ``roots``; every deeper layer's frontier is copied to the host in one transfer
     (a few hundred numbers), where the policy decides: a ``d``-layer draft costs
     ``d - 1`` copies here, plus the one of ``roots``.  Each copy waits for the
-    layer's draft forward, and the device idles until the host launches the next
-    one, so between a copy and that launch the host runs only the decisions
-    (``keep``, ``grow``); the tree's bookkeeping (``DraftTree.add_layer``, the
-    largest host cost of a layer) runs after the launch, while the device drafts.
+    device, which then idles until the host launches more work, so right after a
+    copy the host launches the layer's draft forward: its input rows are the
+    layer's frontier, fixed by the previous layer's decision, whatever this
+    layer's ``keep`` says (pruned rows are masked, not removed).  The decisions and
+    the tree's bookkeeping (``DraftTree.add_layer``) then run while the device
+    drafts.  Only ``grow`` can make that forward unnecessary, so it is launched
+    early only below ``expected_depth`` (the plan's ``predict_depth``); a deeper
+    layer is forwarded after ``grow`` says so.  A prediction deeper than the draft
+    costs one unused forward; the tree and the decisions never depend on it.
     """
     batch, topk = root_probs.shape
     if plan.top_k > topk:
@@ -157,19 +162,27 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
 
     # Layer 1: the root's children, SGLang flat ids 0..K-1, all children of node 0.
     values = torch.where(columns, root_probs.double(), -1.0)
-    tokens = root_tokens.long()
+    tokens, rows = root_tokens.long(), None
     host = roots.layer_one(width)
     drafted = width  # children drafted in this layer: all of them join the rerank pool, best first
     layer = 1
+
+    def forward_frontier():
+        """The draft forward of layer ``layer``'s ``K`` frontier rows."""
+        return step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk], layer - 1)
+
     while True:
+        early = layer < min(expected_depth, depth_limit)
+        if early:
+            children = forward_frontier()
         host_values, host_rows, host_tokens, host_flat = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
         grows = layer < depth_limit and plan.grow(layer)
         if grows:
-            child_probs, child_tokens = step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk],
-                                             layer - 1)
-            values, rows, tokens, flat = _next_layer(values, kept, columns, child_probs, child_tokens, layer)
+            if not early:
+                children = forward_frontier()
+            values, rows, tokens, flat = _next_layer(values, kept, columns, *children, layer)
         # Every drafted child joins the pool (the kept ones first: they are the best);
         # ``host_rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
         parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids[:, :1])

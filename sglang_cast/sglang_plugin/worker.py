@@ -153,9 +153,10 @@ class CastDraftWorker(EagleDraftWorker):
             # The iteration's one copy before drafting: the depth choice reads the
             # root's candidates, which are also layer 1 of the tree.
             roots = roots_to_host(draft_input.topk_p, root_tokens, draft_input.bonus_tokens)
+            predicted = plan.predict_depth(roots.values)
             # The depth's runtime state must be in place before the draft batch is
             # prepared: it sizes the draft KV slots and attention metadata.
-            self.cast.use_depth(plan, roots.values)
+            self.cast.use_depth(predicted)
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
@@ -167,7 +168,8 @@ class CastDraftWorker(EagleDraftWorker):
             self.draft_attn_backend.init_forward_metadata(forward_batch)
             forward_batch.mark_forward_metadata_ready()
         drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, roots,
-                                    _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps)
+                                    _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps,
+                                    expected_depth=predicted)
         width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
         layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
@@ -229,11 +231,11 @@ class CastWorker(EAGLEWorkerV2):
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
 
-    def use_depth(self, plan, root_values: torch.Tensor) -> int:
-        """Swap in a state of the depth ``plan`` predicts from the root's candidate
-        values ``[B, topk]`` on the host (see ``CastDecider.depth``), at that depth's
-        largest width until the rerank picks one."""
-        depth = self.decider.depth(plan, root_values)
+    def use_depth(self, predicted: int) -> int:
+        """Swap in the state of the smallest built depth holding the ``predicted``
+        layers (see ``CastDecider.depth``), at that depth's largest width until the
+        rerank picks one."""
+        depth = self.decider.depth(predicted)
         self.apply_runtime_state(self.states[depth, self.decider.widths_at(depth)[-1]])
         return depth
 
