@@ -1,23 +1,27 @@
 """Host time inside the SGLang plugin's draft loop, per drafted layer.
 
 Every layer after the first waits for a device-to-host copy
-(``drafting._to_host``); the device then idles until the host launches the next
-draft forward.  This times, with a zero-cost draft model on this machine's CPU:
+(``drafting._to_host``).  ``draft_masked_tree`` then launches the layer's draft
+forward at once (up to the predicted depth) and decides while the device drafts.
+This times, with a zero-cost draft model on this machine's CPU:
 
-* ``gap_us``: from a layer's copy (or the roots' copy) to the next draft-forward
-  launch: the policy's ``keep``/``grow`` and the copy's unpacking;
+* ``launch_us``: from a layer's copy (or the roots' copy) to its draft-forward
+  launch, during which the device idles;
+* ``decide_us``: from that launch to the launch of the next layer's ranking
+  (``drafting._next_layer``), the host work (``keep``, ``grow``) the draft
+  forward must outlast for the device not to idle after it;
 * ``tree_us``: the tree's bookkeeping of a layer (``DraftTree.add_layer``), which
-  ``draft_masked_tree`` runs after that launch, while the device drafts.
+  runs after both launches, while the device drafts.
 
-On a GPU the idle time per layer is ``gap_us`` plus the copy's latency and the
-first kernel's launch; the numbers here are the host side only.
+The copy's latency and the kernels' launch are not included.
 
     python tools/sglang_draft_host_gap.py --policy cast --batch-sizes 1,16,48 --topk 10 --depth 6
 
 The profile's cost tables are used, with its tree shape replaced by ``--topk`` /
-``--depth`` and C1/C2 thresholds that prune nothing, so the ``cast`` family and
-``eagle2`` draft every layer (``goodput`` has no thresholds and may stop early;
-``layers_timed`` says how many gaps were timed).
+``--depth``, C1/C2 thresholds that prune nothing and a depth prediction of
+``--depth``, so the ``cast`` family and ``eagle2`` draft every layer with every
+forward launched early (``goodput`` has no thresholds and may stop early;
+``layers_timed`` says how many layers were timed).
 """
 
 from __future__ import annotations
@@ -77,12 +81,21 @@ def time_batch(settings, policy: str, batch: int, topk: int, depth: int, repeats
     gen = torch.Generator().manual_seed(batch)
     probs = torch.rand(batch * topk, topk, generator=gen).sort(dim=1, descending=True).values / 2  # [B·K, K]
     tokens = torch.randint(0, 32000, (batch * topk, topk), generator=gen)
-    copied, gaps, tree = [0.0], [], []
+    stamps, launch, decide, tree = {}, [], [], []
 
     def to_host(*tensors):
         out = real_to_host(*tensors)
-        copied[0] = time.perf_counter()
+        stamps["copy"] = time.perf_counter()
         return out
+
+    def step(frontier, rows, index):
+        stamps["forward"] = time.perf_counter()
+        launch.append(stamps["forward"] - stamps["copy"])
+        return probs, tokens
+
+    def next_layer(*args):
+        decide.append(time.perf_counter() - stamps["forward"])
+        return real_next_layer(*args)
 
     def add_layer(self, *layer):
         start = time.perf_counter()
@@ -90,21 +103,22 @@ def time_batch(settings, policy: str, batch: int, topk: int, depth: int, repeats
         tree.append(time.perf_counter() - start)
         return ids
 
-    def step(frontier, rows, index):
-        gaps.append(time.perf_counter() - copied[0])
-        return probs, tokens
-
-    real_to_host, real_add_layer = drafting._to_host, DraftTree.add_layer
-    with mock.patch.object(drafting, "_to_host", to_host), mock.patch.object(DraftTree, "add_layer", add_layer):
+    real_to_host, real_next_layer, real_add_layer = drafting._to_host, drafting._next_layer, DraftTree.add_layer
+    with (mock.patch.object(drafting, "_to_host", to_host), mock.patch.object(drafting, "_next_layer", next_layer),
+          mock.patch.object(DraftTree, "add_layer", add_layer)):
         for _ in range(repeats):
             plan = make_policy(policy, settings).begin(batch, 1000)
             plan.bucket = replace(plan.bucket, shape=replace(plan.bucket.shape, top_k=topk, max_depth=depth),
                                   thresholds=Thresholds(1e-9, 1e-9, 1.0))
             roots = drafting.roots_to_host(probs[:batch], tokens[:batch], torch.arange(batch))
-            copied[0] = time.perf_counter()
-            drafting.draft_masked_tree(plan, probs[:batch], tokens[:batch], roots, step, depth)
-    return {"policy": policy, "batch_size": batch, "topk": topk, "depth": depth, "layers_timed": len(gaps),
-            "gap_us": round(statistics.median(gaps) * 1e6), "tree_us": round(statistics.median(tree) * 1e6)}
+            stamps["copy"] = time.perf_counter()
+            drafting.draft_masked_tree(plan, probs[:batch], tokens[:batch], roots, step, depth, expected_depth=depth)
+
+    def median_us(times: list[float]) -> int:
+        return round(statistics.median(times) * 1e6)
+
+    return {"policy": policy, "batch_size": batch, "topk": topk, "depth": depth, "layers_timed": len(decide),
+            "launch_us": median_us(launch), "decide_us": median_us(decide), "tree_us": median_us(tree)}
 
 
 def main(argv: list[str] | None = None) -> None:
