@@ -11,7 +11,6 @@ worker's decisions against the native engine's with plain tensors.
 
 from __future__ import annotations
 
-
 from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
 from .runtime_shapes import NO_DRAFT, choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
