@@ -21,7 +21,7 @@ from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettin
                               make_policy, select_verified)
 from sglang_cast.profile import Profile, ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
-from sglang_cast.sglang_plugin.drafting import draft_masked_tree
+from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
@@ -84,18 +84,29 @@ class SGLangLayoutDraft:
 
 
 def worker_iteration(decider: CastDecider, model: PathModel, roots: torch.Tensor, context: int, topk: int,
-                     max_steps: int):
+                     max_steps: int, expected_depth: int | None = None):
+    """One iteration as the worker drafts it; ``expected_depth`` replaces the plan's
+    own prediction (which decides how early draft forwards are launched).  Returns
+    the plan, the draft, the rerank's k, the draft forwards and the depth used."""
     plan = decider.begin(roots.numel(), context)
     draft = SGLangLayoutDraft(model, roots, topk)
     root_probs, root_tokens = draft.root_children()
-    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, max_steps)
-    return plan, drafted, plan.verify_count(drafted.tree), draft.forwards
+    roots_host = roots_to_host(root_probs, root_tokens, roots)
+    expected = plan.predict_depth(roots_host.values) if expected_depth is None else expected_depth
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots_host, draft, max_steps, expected)
+    return plan, drafted, plan.verify_count(drafted.tree), draft.forwards, expected
+
+
+def unused_forwards(plan, expected_depth: int, max_steps: int) -> int:
+    """1 when the draft stopped below the depth its forwards were launched early for."""
+    return int(len(plan.kept) < min(expected_depth, plan.max_depth, max_steps))
 
 
 # ------------------------------------------------------ decisions = native
 @pytest.mark.parametrize("policy", ["cast", "goodput", "eagle2"])
 @pytest.mark.parametrize("thresholds", [Thresholds(0.3, 0.5, 0.8), Thresholds(2.0, 3.0, 1.5), Thresholds(0.05, 8, 4)])
-def test_worker_decisions_equal_the_native_engine(policy, thresholds):
+@pytest.mark.parametrize("expected_depth", [None, 1, 6])  # the plan's prediction, too shallow, too deep
+def test_worker_decisions_equal_the_native_engine(policy, thresholds, expected_depth):
     settings = two_bucket_settings(thresholds)
     native, worker = make_policy(policy, settings), make_policy(policy, settings)
     decider = CastDecider(worker, StaticShape(num_steps=6, topk=5, num_draft_tokens=20))
@@ -108,20 +119,24 @@ def test_worker_decisions_equal_the_native_engine(policy, thresholds):
         native_plan = native.begin(batch, context)
         native_tree = grow_tree(native_plan, model, roots)
         native_k = native_plan.verify_count(native_tree)
-        plan, drafted, k, forwards = worker_iteration(decider, model, roots, context, topk=5, max_steps=6)
+        plan, drafted, k, forwards, expected = worker_iteration(decider, model, roots, context, topk=5,
+                                                                max_steps=6, expected_depth=expected_depth)
         where = f"iteration {iteration} (batch {batch}, context {context})"
         assert plan.kept == native_plan.kept, where  # n_i per layer, hence the depth
         assert k == native_k, where
-        assert forwards == len(plan.kept) - 1, where  # one draft forward per layer after the first
+        # one draft forward per layer after the first, and one more only where the
+        # draft stopped below the depth forwards were launched early for
+        assert forwards == len(plan.kept) - 1 + unused_forwards(plan, expected, 6), where
         for name in ("tokens", "parents", "values", "depths"):
             assert torch.equal(getattr(drafted.tree, name), getattr(native_tree, name)), f"{name} at {where}"
         for layer in range(1, 7):  # depth-pruning FIFOs evolve identically
             assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
 
 
-def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
-    """Host decisions between layers cost one device-to-host copy per layer (plus
-    the roots once), not one per tensor."""
+def test_a_draft_of_d_layers_copies_to_the_host_d_times(monkeypatch):
+    """Host decisions between layers cost one device-to-host copy per layer after
+    the first; layer 1 is decided on the roots' copy, which the depth choice makes
+    anyway.  Every copy carries a whole layer, not one tensor."""
     settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=5, num_verify_tokens=16))
     plan = make_policy("eagle2", settings).begin(2, 10)
     draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
@@ -129,18 +144,60 @@ def test_the_draft_copies_to_the_host_once_per_layer(monkeypatch):
     copies = []
     real_cpu = torch.Tensor.cpu
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
-    drafted = draft_masked_tree(plan, root_probs, root_tokens, torch.tensor([1, 2]), draft, 5)
-    assert drafted.depth == 5 and len(copies) == 5 + 1
-    # values, rows, tokens, flat ids together: K per row for the root's children, then
-    # all K·K ranked children of a layer (the whole rerank pool comes from them).
-    assert copies[1:] == [torch.Size([4, 2, 4])] + [torch.Size([4, 2, 16])] * 4
+    roots = roots_to_host(root_probs, root_tokens, torch.tensor([1, 2]))
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, 5, expected_depth=5)
+    assert drafted.depth == 5 and len(copies) == 5
+    # The roots: K probabilities, K tokens and the root token per sequence; then values,
+    # rows, tokens and flat ids of all K·K ranked children of a layer (the rerank pool).
+    assert copies == [torch.Size([2, 4 + 4 + 1])] + [torch.Size([4, 2, 16])] * 4
+
+
+@pytest.mark.parametrize("expected_depth, layer_events", [(4, ["forward", "keep"]), (1, ["keep", "forward"])])
+def test_a_layers_draft_forward_is_launched_before_its_decisions_where_the_depth_is_expected(
+        expected_depth, layer_events, monkeypatch):
+    """Each copy waits for the device.  Right after it, the layer's draft forward is
+    launched (its inputs do not depend on the layer's ``keep``) where the predicted
+    depth says it will be needed, else after ``grow``; the decisions and the tree's
+    bookkeeping run while the device drafts."""
+    from sglang_cast.cast import DraftTree
+
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=4, num_verify_tokens=16))
+    plan = make_policy("eagle2", settings).begin(2, 10)
+    draft = SGLangLayoutDraft(Float32Model(), torch.tensor([1, 2]), topk=4)
+    root_probs, root_tokens = draft.root_children()
+    roots = roots_to_host(root_probs, root_tokens, torch.tensor([1, 2]))
+    events = []
+    real_cpu, real_add_layer, real_keep = torch.Tensor.cpu, DraftTree.add_layer, plan.keep
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: events.append("copy") or real_cpu(self, *a, **k))
+    monkeypatch.setattr(DraftTree, "add_layer", lambda self, *a: events.append("tree") or real_add_layer(self, *a))
+    monkeypatch.setattr(plan, "keep", lambda *a: events.append("keep") or real_keep(*a))
+
+    def forward(tokens, rows, step):
+        events.append("forward")
+        return draft(tokens, rows, step)
+
+    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, forward, 4, expected_depth)
+    assert drafted.depth == 4 and events == (layer_events + ["tree", "copy"]) * 3 + ["keep", "tree"]
+
+
+def test_the_roots_copy_is_exact():
+    """Token ids travel as float64 with the probabilities: exact below 2^53."""
+    probs = torch.tensor([[0.5, 0.25], [0.7, 0.1]], dtype=torch.float32)
+    tokens = torch.tensor([[128255, 3], [2**40 + 1, 0]])
+    roots = roots_to_host(probs, tokens, torch.tensor([7, 2**31 - 1], dtype=torch.int32))
+    assert torch.equal(roots.values, probs.double()) and torch.equal(roots.tokens, tokens)
+    assert torch.equal(roots.bonus, torch.tensor([7, 2**31 - 1]))
+    values, rows, layer_tokens, flat = roots.layer_one(width=1)
+    assert torch.equal(values, torch.tensor([[0.5, -1.0], [0.7, -1.0]], dtype=torch.float32).double())
+    assert torch.equal(rows, torch.zeros(2, 2, dtype=torch.long)) and torch.equal(layer_tokens, tokens)
+    assert torch.equal(flat, torch.tensor([[0, 1], [0, 1]]))
 
 
 def test_cast_actually_prunes_in_these_comparisons():
     """Guard for the test above: the thresholds used there do prune breadth and depth."""
     settings = two_bucket_settings(Thresholds(2.0, 3.0, 1.5))
     decider = CastDecider(make_policy("cast", settings), StaticShape(6, 5, 20))
-    plan, drafted, k, _ = worker_iteration(decider, Float32Model(vocab=24, seed=7), torch.tensor([3]), 100, 5, 6)
+    plan, drafted, k, _, _ = worker_iteration(decider, Float32Model(vocab=24, seed=7), torch.tensor([3]), 100, 5, 6)
     assert min(plan.kept) < plan.top_k or len(plan.kept) < plan.max_depth
     assert 1 <= k <= drafted.tree.size - 1
 
@@ -148,7 +205,7 @@ def test_cast_actually_prunes_in_these_comparisons():
 def test_static_depth_caps_the_tree():
     settings = PolicySettings.single(steep_costs(), TreeShape(top_k=3, max_depth=6, num_verify_tokens=16))
     decider = CastDecider(make_policy("eagle2", settings), StaticShape(2, 3, 7))
-    plan, drafted, _, forwards = worker_iteration(decider, Float32Model(), torch.tensor([1, 2]), 10, 3, max_steps=2)
+    plan, drafted, _, forwards, _ = worker_iteration(decider, Float32Model(), torch.tensor([1, 2]), 10, 3, max_steps=2)
     assert drafted.depth == 2 and forwards == 1 and int(drafted.tree.depths.max()) == 2
 
 
@@ -157,7 +214,9 @@ def test_a_profile_wider_than_sglangs_topk_is_refused():
     plan = make_policy("cast", settings).begin(1, 10)
     draft = SGLangLayoutDraft(PathModel(), torch.tensor([1]), topk=4)
     with pytest.raises(ValueError, match="top_k=6.*--speculative-eagle-topk 4"):
-        draft_masked_tree(plan, *draft.root_children(), torch.tensor([1]), draft, 2)
+        root_probs, root_tokens = draft.root_children()
+        draft_masked_tree(plan, root_probs, root_tokens, roots_to_host(root_probs, root_tokens, torch.tensor([1])),
+                          draft, 2, expected_depth=2)
 
 
 # ------------------------------------------------------------ the layout
@@ -181,7 +240,7 @@ def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
     decider = CastDecider(make_policy(rng.choice(["cast", "goodput", "eagle2"]), settings),
                           StaticShape(5, topk, 16))
     roots = torch.tensor([rng.randrange(12) for _ in range(3)])
-    _, drafted, k, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
+    _, drafted, k, _, _ = worker_iteration(decider, Float32Model(seed=seed), roots, 300, topk, 5)
     width = decider.width(5, k, drafted.tree.size - 1)
     layout = verify_layout(drafted, width, 5)
     assert layout.width == width and layout.top_scores_index.shape == (3, width - 1)
@@ -463,7 +522,7 @@ def test_a_reload_between_catalogue_states_is_clamped_up_and_logged_once(profile
     assert "num_verify_tokens 10 is verified in width-12 states" in warnings[0]
     # and the worker's choices do land in those states
     plan = decider.begin(1, 100)
-    assert plan.max_depth == 3 and decider.depth(plan, torch.tensor([[0.9, 0.5, 0.4, 0.3]])) == 4
+    assert plan.max_depth == 3 and decider.depth(plan.predict_depth(torch.tensor([[0.9, 0.5, 0.4, 0.3]]))) == 4
     assert decider.width(4, 9, 12) == 12
     assert decider.clamps(loaded.profile.settings) == []  # the startup profile has a state for every value
 

@@ -176,7 +176,7 @@ def test_every_catalogue_state_passes_the_cuda_checks_at_every_drafted_depth(top
             # eagle2 keeps top_k nodes per layer, so the tree has topk·drafted_depth nodes
             if width - 1 > topk * drafted_depth:
                 continue
-            _, drafted, _, _ = worker_iteration(decider, model, roots, 50, topk, drafted_depth)
+            _, drafted, _, _, _ = worker_iteration(decider, model, roots, 50, topk, drafted_depth)
             layout = verify_layout(drafted, width, depth)
             mask, positions, *_ = eagle_utils.build_tree_kernel_efficient(
                 roots, layout.parent_list, layout.top_scores_index, layout.draft_tokens, seq_lens,
@@ -191,7 +191,7 @@ def test_the_check_refuses_a_parent_list_sized_by_the_drafted_depth(cuda_tree_pa
     decider = CastDecider(make_policy("eagle2", PolicySettings.single(
         steep_costs(), TreeShape(top_k=4, max_depth=4, num_verify_tokens=9))), StaticShape(4, 4, 9))
     roots, seq_lens = torch.tensor([1, 2]), torch.tensor([4, 4])
-    _, drafted, _, _ = worker_iteration(decider, Float32Model(vocab=16), roots, 50, 4, 2)
+    _, drafted, _, _, _ = worker_iteration(decider, Float32Model(vocab=16), roots, 50, 4, 2)
     layout = verify_layout(drafted, 9, 4)
     unpadded = drafted.parent_list()
     assert unpadded.shape[1] < layout.parent_list.shape[1]

@@ -36,7 +36,7 @@ from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
 from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
-                                worker_iteration)
+                                unused_forwards, worker_iteration)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -194,7 +194,7 @@ def random_layout(seed: int):
     batch = rng.choice([1, 2, 3])
     roots = torch.tensor([rng.randrange(16) for _ in range(batch)])
     model = Float32Model(vocab=16, seed=seed)
-    _, drafted, k, _ = worker_iteration(decider, model, roots, 200, topk, depth)
+    _, drafted, k, _, _ = worker_iteration(decider, model, roots, 200, topk, depth)
     layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1), depth)
     seq_lens = torch.tensor([rng.randrange(1, 9) for _ in range(batch)])
     return layout, roots, seq_lens, topk, depth, model, drafted
@@ -305,8 +305,9 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
     chosen = {}
 
-    def use_depth(plan, root_probs):
-        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(plan, root_probs)
+    def use_depth(predicted):
+        chosen["predicted"] = predicted
+        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(predicted)
         return chosen["depth"]
 
     def use_width(wanted, available):
@@ -321,7 +322,11 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
         draft_attn_backend=argparse.Namespace(attn_backends=[None] * steps, init_forward_metadata=lambda batch: None),
         cast=argparse.Namespace(decider=decider, use_depth=use_depth, use_width=use_width))
     seq_lens = torch.tensor([40, 700, 90])
+    copies = []
+    real_cpu = torch.Tensor.cpu
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: copies.append(self.shape) or real_cpu(self, *a, **k))
     draft_worker.draft(argparse.Namespace(spec_info=draft_input, seq_lens_cpu=seq_lens, seq_lens=seq_lens))
+    monkeypatch.setattr(torch.Tensor, "cpu", real_cpu)
 
     # The native engine with the same policy, capped at the depth the worker's state
     # allows (below its cap the depth rule does not depend on max_depth).
@@ -332,7 +337,11 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     width = decider.width(chosen["depth"], plan.verify_count(tree), tree.size - 1)
     assert chosen["width"] == width and captured["num_draft_tokens"] == width
     assert captured["num_steps"] == chosen["depth"]
-    assert runner.calls == len(plan.kept) - 1  # one eager draft forward per layer after the first
+    # one eager draft forward per layer after the first, one more if the draft stopped
+    # below the predicted depth (forwards are launched early up to it)
+    assert runner.calls == len(plan.kept) - 1 + unused_forwards(plan, chosen["predicted"], chosen["depth"])
+    # Device-to-host copies: the roots once (depth choice and layer 1), then one per deeper layer.
+    assert len(copies) == len(plan.kept) >= 3, copies
     expected = select_verified(tree, width - 1)
     parent_list, top_scores_index, draft_tokens, draft_probs = captured["tree"]
     assert draft_probs is None and torch.equal(draft_tokens, expected.tokens[:, 1:])
@@ -377,8 +386,9 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
 
     plan = worker.decider.begin(1, 100)
     sure, unsure = torch.tensor([[0.5, 0.2, 0.1, 0.05]]), torch.tensor([[0.05, 0.02, 0.01, 0.01]])
-    assert worker.use_depth(plan, sure) == 6 and not rebuilt  # the startup state: nothing to swap
-    assert worker.use_depth(plan, unsure) == 1 == worker.speculative_num_steps  # C2 predicts one layer
+    assert worker.use_depth(plan.predict_depth(sure)) == 6 and not rebuilt  # the startup state: nothing to swap
+    assert plan.predict_depth(unsure) == 1  # C2 stops after layer 1
+    assert worker.use_depth(1) == 1 == worker.speculative_num_steps
     assert worker._draft_worker.speculative_num_steps == 1 and rebuilt
     assert (worker.speculative_num_draft_tokens, target_runner.attn_backend) == (4, "target-1x4")  # widest at 1
     # depth 1 with topk 4 holds at most 4 nodes: widths 2 and 4 only
@@ -388,7 +398,7 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
     assert (draft_runner.draft_attn_backend, draft_runner.attn_backend) == ("draft-1x2", "extend-1x2")
     assert worker._draft_worker.cuda_graph_runner_for_draft_extend == "extend-graph-1x2"
     assert worker.use_width(19, 4) == 4
-    assert worker.use_depth(plan, sure) == 6
+    assert worker.use_depth(5) == 6  # no depth-5 state: the next larger one
     assert worker.use_width(5, 30) == 8 and target_runner.attn_backend == "target-6x8"
     assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
     assert worker.use_width(19, 40) == 20 and target_runner.attn_backend == "target-6x20"
@@ -430,7 +440,7 @@ def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state()
     worker.activate_step_by_batch(2)
     assert (worker.speculative_num_steps, target_runner.attn_backend) == (6, "target-6x20")
     plan = worker.decider.begin(2, 100)
-    depth = worker.use_depth(plan, torch.tensor([[0.5, 0.2, 0.1, 0.05]] * 2))  # drafting resumes normally
+    depth = worker.use_depth(plan.predict_depth(torch.tensor([[0.5, 0.2, 0.1, 0.05]] * 2)))  # drafting resumes
     assert depth in worker.decider.depths and worker.speculative_num_steps == depth >= 1
 
 

@@ -11,8 +11,6 @@ worker's decisions against the native engine's with plain tensors.
 
 from __future__ import annotations
 
-import torch
-
 from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
 from .runtime_shapes import NO_DRAFT, choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
@@ -53,11 +51,12 @@ class CastDecider:
         """docs/design/cast.md §2: a ragged batch is charged at its longest committed context."""
         return self.policy.begin(batch_size, context_len)
 
-    def depth(self, plan: IterationPlan, root_values: torch.Tensor) -> int:
-        """The pre-built depth for this iteration: the smallest that holds the depth
-        ``plan`` predicts from the root's candidate values ``[B, topk]``.  The draft
-        may still stop earlier (the exact depth rule runs layer by layer), never later."""
-        return choose_depth(plan.predict_depth(root_values), self.depths)
+    def depth(self, predicted: int) -> int:
+        """The pre-built depth for an iteration whose plan predicts ``predicted`` layers
+        (``IterationPlan.predict_depth`` on the root's candidate values): the smallest
+        that holds them.  The draft may still stop earlier (the exact depth rule runs
+        layer by layer), never later."""
+        return choose_depth(predicted, self.depths)
 
     def width(self, depth: int, wanted_nodes: int, available_nodes: int) -> int:
         return choose_width(wanted_nodes, available_nodes, self.widths_at(depth))

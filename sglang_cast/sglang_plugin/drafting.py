@@ -6,8 +6,13 @@ and the next frontier is the best ``topk`` of those ``topk²`` children.  CAST
 keeps only ``n_i <= topk`` nodes of layer ``i`` (breadth pruning) and may stop
 before the last layer (depth pruning).  Here the pruning is expressed as a *mask*
 over the frontier values instead of a change of shape: a pruned row keeps its
-slot but gets value 0, so its children have value 0 and never make the next
-layer's best ``topk``.  Every tensor that reaches SGLang keeps its shape.
+slot and is still drafted, but its children get value -1, below every real
+value, so they never make the next layer's best ``topk``.  Every tensor that
+reaches SGLang keeps its shape.  Removing pruned rows from the next draft forward
+would change its row count, which SGLang fixes per iteration: the multi-step
+draft attention backend plans ``topk`` rows per request for every step, and the
+draft KV slots are laid out ``[steps, B·topk]`` (``per_step_draft_out_cache_loc``);
+SGLang's runtime states vary the step count and the verify width, not ``topk``.
 
 The decisions themselves are the shared policy objects' (``IterationPlan.keep``
 and ``IterationPlan.grow``), fed the same ``[B, N]`` candidate values the native
@@ -74,64 +79,119 @@ def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, fla
     return host[0], host[1].long(), host[2].long(), host[3].long()
 
 
-def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor,
-                      bonus_tokens: torch.Tensor, step: StepFn, max_steps: int) -> DraftedTree:
+@dataclass(frozen=True)
+class HostRoots:
+    """The root's candidates on the host.  The depth choice needs their values
+    before the draft batch is prepared, and they are layer 1 of the tree, so one
+    copy serves both (``roots_to_host``)."""
+
+    values: torch.Tensor  # [B, K] float64: the root's best children's draft probabilities
+    tokens: torch.Tensor  # [B, K] long: those children's tokens
+    bonus: torch.Tensor  # [B] long: the roots themselves
+
+    def layer_one(self, width: int):
+        """Layer 1 as ``_to_host`` would give it: values (columns past ``width`` at -1),
+        parent rows (all the root's), tokens and SGLang flat ids ``0..K-1``."""
+        batch, topk = self.values.shape
+        values = torch.where(_first(width, topk, self.values.device), self.values, -1.0)
+        flat = torch.arange(topk).expand(batch, topk)
+        return values, torch.zeros((batch, topk), dtype=torch.long), self.tokens, flat
+
+
+def roots_to_host(root_probs: torch.Tensor, root_tokens: torch.Tensor, bonus_tokens: torch.Tensor) -> HostRoots:
+    """``root_probs``/``root_tokens`` ``[B, K]`` and ``bonus_tokens`` ``[B]`` on the host
+    in one device-to-host copy (float64 carries the token ids exactly)."""
+    topk = root_probs.shape[1]
+    host = torch.cat([root_probs.double(), root_tokens.double(), bonus_tokens.double().unsqueeze(1)], dim=1).cpu()
+    return HostRoots(values=host[:, :topk], tokens=host[:, topk:2 * topk].long(), bonus=host[:, 2 * topk].long())
+
+
+def _next_layer(values: torch.Tensor, kept: int, columns: torch.Tensor, child_probs: torch.Tensor,
+                child_tokens: torch.Tensor, layer: int):
+    """Layer ``layer + 1``'s ranked children on the device, from layer ``layer``'s
+    frontier ``values`` ``[B, K]`` and its draft forward (``[B·K, K]`` each).
+
+    Children of pruned rows (``kept`` and past) and columns past top_k get -1,
+    below every real value (>= 0).  A stable descending sort of the row-major order
+    ranks them exactly as the native engine's ``ranked_children``: the first
+    ``kept · top_k`` are the drafted children, the first K the candidates.  Returns
+    values, parent rows, tokens and SGLang flat ids, each ``[B, K·K]``."""
+    batch, topk = values.shape[0], columns.shape[0]
+    live = _first(kept, topk, values.device).view(1, topk, 1) & columns.view(1, 1, topk)
+    children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(), -1.0)
+    ranked, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
+    tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
+    return ranked, order // topk, tokens, topk + topk * topk * (layer - 1) + order
+
+
+def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor, roots: HostRoots,
+                      step: StepFn, max_steps: int, expected_depth: int) -> DraftedTree:
     """Grow one tree per sequence under ``plan`` with SGLang's static shapes.
 
     ``root_probs``/``root_tokens`` ``[B, K]`` are the root's best children (from the
-    previous draft-extend), ``bonus_tokens`` ``[B]`` the roots themselves.  ``K`` is
+    previous draft-extend), on the model's device; ``roots`` the same numbers and
+    the roots themselves on the host (``roots_to_host``).  ``K`` is
     the worker's ``topk``; a profile bucket may ask for fewer candidates
     (``plan.top_k <= K``): the columns and candidates past it are masked too.  At
     most ``min(plan.max_depth, max_steps)`` layers are drafted.
 
-    The drafting tensors stay on the model's device; each layer's frontier is
-    copied to the host in one transfer (a few hundred numbers), where the policy
-    decides.
+    The drafting tensors stay on the model's device.  Layer 1 is decided on
+    ``roots``; every deeper layer's frontier is copied to the host in one transfer
+    (a few hundred numbers), where the policy decides: a ``d``-layer draft costs
+    ``d - 1`` copies here, plus the one of ``roots``.  Each copy waits for the
+    device, which then idles until the host launches more work, so right after a
+    copy the host launches the layer's draft forward: its input rows are the
+    layer's frontier, fixed by the previous layer's decision, whatever this
+    layer's ``keep`` says (pruned rows are masked, not removed).  The decisions and
+    the tree's bookkeeping (``DraftTree.add_layer``) then run while the device
+    drafts.  Only ``grow`` can make that forward unnecessary, so it is launched
+    early only below ``expected_depth`` (the plan's ``predict_depth``); a deeper
+    layer is forwarded after ``grow`` says so.  A prediction deeper than the draft
+    costs one unused forward; the tree and the decisions never depend on it.
     """
     batch, topk = root_probs.shape
     if plan.top_k > topk:
         raise ValueError(f"the profile asks for top_k={plan.top_k} but SGLang was launched with "
                          f"--speculative-eagle-topk {topk}")
-    device = root_probs.device
     width = plan.top_k
-    columns = _first(width, topk, device)
+    columns = _first(width, topk, root_probs.device)
     depth_limit = min(plan.max_depth, max_steps)
-    tree = DraftTree.from_roots(bonus_tokens.cpu())
+    tree = DraftTree.from_roots(roots.bonus)
     flat_ids = [torch.full((batch, 1), -1, dtype=torch.long)]
     frontier_flat: list[torch.Tensor] = []
 
     # Layer 1: the root's children, SGLang flat ids 0..K-1, all children of node 0.
     values = torch.where(columns, root_probs.double(), -1.0)
-    tokens = root_tokens.long()
-    rows = torch.zeros((batch, topk), dtype=torch.long, device=device)
-    flat = torch.arange(topk, device=device).expand(batch, topk)
+    tokens, rows = root_tokens.long(), None
+    host = roots.layer_one(width)
     drafted = width  # children drafted in this layer: all of them join the rerank pool, best first
     layer = 1
+
+    def forward_frontier():
+        """The draft forward of layer ``layer``'s ``K`` frontier rows."""
+        return step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk], layer - 1)
+
     while True:
-        host_values, host_rows, host_tokens, host_flat = _to_host(values, rows, tokens, flat)
+        early = layer < min(expected_depth, depth_limit)
+        if early:
+            children = forward_frontier()
+        host_values, host_rows, host_tokens, host_flat = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
+        grows = layer < depth_limit and plan.grow(layer)
+        if grows:
+            if not early:
+                children = forward_frontier()
+            values, rows, tokens, flat = _next_layer(values, kept, columns, *children, layer)
         # Every drafted child joins the pool (the kept ones first: they are the best);
-        # ``rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
+        # ``host_rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
         parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids[:, :1])
         layer_ids = tree.add_layer(host_tokens[:, :drafted], parents, host_values[:, :drafted])
         flat_ids.append(host_flat[:, :drafted])
         frontier_flat.append(host_flat[:, :topk])
-        if layer >= depth_limit or not plan.grow(layer):
+        if not grows:
             break
-        child_probs, child_tokens = step(tokens[:, :topk].reshape(-1), None if layer == 1 else rows[:, :topk],
-                                         layer - 1)
-        # [B, K rows, K children]; children of pruned rows and columns past top_k
-        # get -1, below every real value (>= 0).  A stable descending sort of the
-        # row-major order ranks them exactly as the native engine's ``ranked_children``:
-        # the first ``kept · top_k`` are the drafted children, the first K the candidates.
-        live = _first(kept, topk, device).view(1, topk, 1) & columns.view(1, 1, topk)
-        children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(),
-                               -1.0)
-        values, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
         drafted = kept * width
-        rows = order // topk
-        tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
-        flat = topk + topk * topk * (layer - 1) + order
         layer += 1
+        host = _to_host(values, rows, tokens, flat)
     return DraftedTree(tree=tree, flat_ids=torch.cat(flat_ids, dim=1), frontier_flat=frontier_flat, topk=topk)

@@ -19,7 +19,8 @@ per extra runtime state, its CUDA-graph output buffers (estimated as the verify
 graph's float32 logits and captured hidden states, and the draft-extend graph's,
 at the largest graph batch).  The states' attention backends reuse SGLang's one
 FlashInfer workspace (``worker.shared_attention_workspace``), so they add no
-workspace of their own.
+workspace of their own.  No state has a draft-decode graph (the worker drafts
+eagerly: ``CastDraftWorker._capture_cuda_graphs``), so none is charged.
 
 The numbers are an estimate built from SGLang's formulas and the model's
 config.json; they have never been compared with a real GPU's allocator.

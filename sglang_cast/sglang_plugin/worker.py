@@ -13,7 +13,9 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
   (``drafting.draft_masked_tree``), so every tensor keeps SGLang's shape.  The
   exact depth rule (``grow``) still runs after each layer and may stop before the
   state's depth.  Because host decisions sit between layers, the draft forwards
-  run eagerly (no multi-step draft CUDA graph);
+  run eagerly (no multi-step draft CUDA graph); a ``d``-layer draft makes ``d``
+  device-to-host copies, the first of which (the root's candidates) also serves
+  the depth choice;
 * **rerank and verify width** — the policy's ``verify_count`` orders the kept
   nodes; the worker swaps in the state of the smallest pre-built width (at the
   chosen depth) that holds them (``runtime_shapes``);
@@ -55,7 +57,7 @@ from sglang.srt.utils.common import fast_topk
 
 from ..cast import make_policy
 from .decider import CastDecider
-from .drafting import draft_masked_tree
+from .drafting import draft_masked_tree, roots_to_host
 from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
@@ -145,9 +147,16 @@ class CastDraftWorker(EagleDraftWorker):
         plan = None
         if int(seq_lens.numel()) > 0:
             plan = self.cast.decider.begin(int(seq_lens.numel()), int(seq_lens.max()))
+            root_tokens = draft_input.topk_index
+            if self.hot_token_id is not None:
+                root_tokens = self.hot_token_id[root_tokens]
+            # The iteration's one copy before drafting: the depth choice reads the
+            # root's candidates, which are also layer 1 of the tree.
+            roots = roots_to_host(draft_input.topk_p, root_tokens, draft_input.bonus_tokens)
+            predicted = plan.predict_depth(roots.values)
             # The depth's runtime state must be in place before the draft batch is
             # prepared: it sizes the draft KV slots and attention metadata.
-            self.cast.use_depth(plan, draft_input.topk_p)
+            self.cast.use_depth(predicted)
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
@@ -158,11 +167,9 @@ class CastDraftWorker(EagleDraftWorker):
         if self.speculative_num_steps > 1:
             self.draft_attn_backend.init_forward_metadata(forward_batch)
             forward_batch.mark_forward_metadata_ready()
-        root_tokens = draft_input.topk_index
-        if self.hot_token_id is not None:
-            root_tokens = self.hot_token_id[root_tokens]
-        drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, draft_input.bonus_tokens,
-                                    _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps)
+        drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, roots,
+                                    _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps,
+                                    expected_depth=predicted)
         width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
         layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
@@ -224,10 +231,11 @@ class CastWorker(EAGLEWorkerV2):
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
 
-    def use_depth(self, plan, root_probs: torch.Tensor) -> int:
-        """Swap in a state of the depth ``plan`` predicts (see ``CastDecider.depth``),
-        at that depth's largest width until the rerank picks one."""
-        depth = self.decider.depth(plan, root_probs.cpu())
+    def use_depth(self, predicted: int) -> int:
+        """Swap in the state of the smallest built depth holding the ``predicted``
+        layers (see ``CastDecider.depth``), at that depth's largest width until the
+        rerank picks one."""
+        depth = self.decider.depth(predicted)
         self.apply_runtime_state(self.states[depth, self.decider.widths_at(depth)[-1]])
         return depth
 
