@@ -3,7 +3,8 @@ algorithms, registered through SGLang's ``sglang.srt.plugins`` entry point.
 
 Modules that import SGLang: ``register`` (the entry point), ``spec`` (how SGLang
 sees the algorithms, and the start-up checks), ``worker`` (the EAGLE v2 worker
-driven by our policies).  ``contract`` lists everything of SGLang the plugin uses
+driven by our policies), ``profile_forwards`` (SGLang's own verify and draft
+forwards timed for ``cast-autotune profile --backend sglang``; GPU only).  ``contract`` lists everything of SGLang the plugin uses
 and checks the installed version against it (it imports SGLang only when run).
 Pure modules, importable without SGLang: ``drafting`` and ``verify_layout`` (the
 tree in SGLang's static layout), ``decider`` and ``runtime_shapes`` (the worker's
