@@ -40,7 +40,7 @@ import torch
 
 from ..cast import CostModel, PolicySettings, TreeShape, make_policy
 from ..engine.timing import Timing, time_calls
-from .drafting import draft_masked_tree
+from .drafting import draft_masked_tree, roots_to_host
 from .plugin_config import draft_is_eagle3
 from .verify_layout import VerifyLayout, verify_layout
 
@@ -78,7 +78,8 @@ def verify_tree(batch_size: int, n: int, topk: int, vocab: int) -> tuple[VerifyL
     def step(tokens: torch.Tensor, rows, layer: int):
         return _ranked_children(tokens.numel(), topk, vocab)
 
-    drafted = draft_masked_tree(plan, root_probs.float(), root_tokens, roots, step, depth)
+    host_roots = roots_to_host(root_probs.float(), root_tokens, roots)
+    drafted = draft_masked_tree(plan, root_probs.float(), root_tokens, host_roots, step, depth, expected_depth=depth)
     return verify_layout(drafted, n, depth), roots, depth
 
 
