@@ -92,6 +92,20 @@ def float_list(lo: float, hi: float):
     return increasing_list(float, "numbers", lo, hi)
 
 
+def weight_formats(text: str) -> str | tuple[str, ...]:
+    """argparse type of ``--weight-format``: ``auto`` or comma-separated formats (canonical, no repeats)."""
+    if text == "auto":
+        return text
+    from sglang_cast.models.weights import WeightFormat
+
+    try:
+        formats = tuple(dict.fromkeys(str(WeightFormat.parse(part)) for part in text.split(",")))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated formats: "
+                                         f"{str(err).removeprefix('weight_format: ')}") from None
+    return formats
+
+
 def c_range(text: str) -> tuple[float, float]:
     values = float_list(1e-6, 1e6)(text)
     if len(values) != 2:
@@ -154,6 +168,14 @@ def add_models(parser: argparse.ArgumentParser) -> None:
                         help="torch intra-op threads (default: torch's, as the server runs); part of the "
                              "measurement setup, since 1 and 2 threads are different machines")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_weight_formats(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--weight-format", dest="weight_formats", type=weight_formats, default="auto",
+                        help=f"target weight formats to {what}: 'auto' (on the CPU every candidate "
+                             "sglang_cast/engine/format_choice.py knows: fp32, bf16, int8, int4/int8; on CUDA the "
+                             "dense --dtype) or a comma-separated list such as fp32,int4/int8. Each format is its own "
+                             "cost curve (target id '<model>@<format>') (default: auto)")
 
 
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -260,14 +282,26 @@ def checked_label(args, device: str) -> str:
     return args.label
 
 
-def load_pair(args, device: str):
+def formats_for(args, device: str) -> tuple[str, ...]:
+    """``--weight-format`` as a list: ``auto`` is every CPU candidate, or dense on CUDA."""
+    from sglang_cast.engine.format_choice import CANDIDATES, DENSE
+
+    if args.weight_formats != "auto":
+        if device != "cpu" and args.weight_formats != (DENSE,):
+            raise AutotuneError(f"--weight-format: packed formats run on the CPU only; use auto or {DENSE} on {device}")
+        return args.weight_formats
+    return CANDIDATES if device == "cpu" else (DENSE,)
+
+
+def load_pair(args, device: str, weight_format: str = "fp32"):
     import torch
 
     from .models import load_model_pair
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    pair = load_model_pair(args.model_path, args.draft_path, device, args.dtype, args.random_draft_seed)
-    if pair.random_draft:
+    pair = load_model_pair(args.model_path, args.draft_path, device, args.dtype, args.random_draft_seed,
+                           weight_format)
+    if pair.random_draft and weight_format == "fp32":
         print(f"{PROG}: note: no trained draft head for this model; using a random-weight EAGLE head "
               f"({pair.draft_id}): its forward costs are those of an EAGLE-1/2 head of this shape, its acceptance "
               "is near zero", file=sys.stderr)
@@ -281,30 +315,42 @@ def current_setup(pair, device: str):
     return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype)
 
 
-def tune_config(args, label: str):
+def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",)):
     from .workflow import TuneConfig
     return TuneConfig(label=label, output=args.output or PROFILE_DIR / f"{label}.yaml", buckets=args.buckets,
                       trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
                       max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
-                      confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length)
+                      confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length,
+                      weight_formats=formats)
 
 
 # ------------------------------------------------------------------ commands
 def cmd_profile(args) -> int:
+    device = resolve_device(args)
+    checked_label(args, device)
+    formats = formats_for(args, device)
+    for fmt in formats:
+        profile_format(args, device, fmt)
+    if len(formats) > 1:
+        print(f"profiled weight formats {', '.join(formats)}: `cast-autotune tune --weight-format "
+              f"{','.join(formats)}` tunes each and publishes the fastest")
+    return 0
+
+
+def profile_format(args, device: str, weight_format: str) -> None:
+    """Measure (or resume) one weight format's grid and print its curves."""
     from .costs import measured_costs
     from .profiler import run_profile
     from .report import cost_curves
 
-    device = resolve_device(args)
-    checked_label(args, device)
     grid = grid_from(args)
     store = open_store(args)
-    pair = load_pair(args, device)
+    pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
     max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
     report = run_profile(pair, store, setup, grid, max_age=max_age, progress=not args.quiet)
-    print(f"profiled {setup.device} ({args.label}): {report.measured} points measured, {report.skipped} already "
-          f"in {store.path}")
+    print(f"profiled {setup.device} ({args.label}), weight format {weight_format}: {report.measured} points "
+          f"measured, {report.skipped} already in {store.path}")
     for role in ("target", "draft"):
         skipped = grid.interpolated(role)
         if skipped:
@@ -316,7 +362,6 @@ def cmd_profile(args) -> int:
     for role, info in (("target", costs.target), ("draft", costs.draft)):
         if info.left_out:
             print(f"{role}: batch sizes {list(info.left_out)} have incomplete rows and are left out; rerun to finish")
-    return 0
 
 
 def cmd_collect(args) -> int:
@@ -344,11 +389,19 @@ def cmd_tune(args) -> int:
 
     device = resolve_device(args)
     label = checked_label(args, device)
-    config = tune_config(args, label)
+    config = tune_config(args, label, formats_for(args, device))
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)
-    outcome = tune_and_publish(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    outcome = tune_and_publish(pair, store, current_setup(pair, device), config, prompts,
+                               load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
+    for tuning in outcome.formats:
+        rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
+        print(f"weight format {tuning.weight_format}: geometric mean {tuning.score:.2f} tokens/s replayed ({rates})")
+    if outcome.not_profiled:
+        print(f"not profiled, so not tuned: {', '.join(outcome.not_profiled)} (run `cast-autotune profile "
+              f"--weight-format {','.join(outcome.not_profiled)}`)")
+    print(f"publishing weight format {outcome.weight_format}:")
     for result in outcome.results:
         s = result.summary()
         b = result.settings
@@ -467,6 +520,7 @@ def build_parser() -> Parser:
                                         "and a rerun measures only missing points.")
     add_label(p)
     add_models(p)
+    add_weight_formats(p, "profile, one after another (each resumable)")
     add_grid(p)
     add_db(p)
     p.set_defaults(run=cmd_profile)
@@ -497,6 +551,8 @@ def build_parser() -> Parser:
                                         "The best trial is run live before the profile is written.")
     add_label(p)
     add_models(p)
+    add_weight_formats(p, "tune on the same fp32 traces; the one whose tuned trees replay fastest (geometric "
+                          "mean over buckets) is published; formats without measurements are skipped and named")
     add_space(p)
     add_db(p)
     p.set_defaults(run=cmd_tune)
