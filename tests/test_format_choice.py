@@ -217,3 +217,37 @@ def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, 
         studies = {name for (name,) in db.execute("select study_name from studies")}
     assert any("-int8-b1" in name for name in studies) and any(name.endswith("-b1") and "-int8" not in name
                                                                 for name in studies)
+
+
+# ------------------------------------------------------------------ tools/bench.py
+
+def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monkeypatch, tmp_path):
+    import json
+
+    from autotune.models import ModelPair
+    from autotune.prompts import PromptSet
+    from sglang_cast.models.weights import WeightFormat, apply_weight_format
+    from sglang_cast.profile import LoadedProfile
+    from test_engine import CharTokenizer, MirrorDraft, tiny_target
+    from tools import bench
+
+    asked = []
+
+    def load_model_pair(model_path, draft_path, device, dtype, weight_format):
+        asked.append(weight_format)
+        target = apply_weight_format(tiny_target(), WeightFormat.parse(weight_format))
+        return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny", "mirror", "float32",
+                         chat_template=False)
+
+    monkeypatch.setattr(bench, "load_prompts", lambda path: PromptSet("p", ("a", "b"), ("hello", "abc")))
+    monkeypatch.setattr(bench, "load_settings",
+                        lambda path: LoadedProfile(profile(weight_format="int8", isa=isa_class()), tmp_path, "v1"))
+    monkeypatch.setattr(bench, "load_model_pair", load_model_pair)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--dataset", "unused", "--methods", "vanilla", "--num-prompts", "2", "--max-new-tokens", "4",
+                       "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert asked == ["int8"]
+    assert (data["model"]["weight_format"], data["model"]["weight_format_requested"],
+            data["model"]["weight_format_reason"]) == ("int8", "auto", "profile")
+    assert [r["weight_format"] for r in data["records"]] == ["int8"]
