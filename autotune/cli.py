@@ -329,22 +329,22 @@ def cmd_profile(args) -> int:
     device = resolve_device(args)
     checked_label(args, device)
     formats = formats_for(args, device)
+    store = open_store(args)
     for fmt in formats:
-        profile_format(args, device, fmt)
+        profile_format(args, store, device, fmt)
     if len(formats) > 1:
         print(f"profiled weight formats {', '.join(formats)}: `cast-autotune tune --weight-format "
               f"{','.join(formats)}` tunes each and publishes the fastest")
     return 0
 
 
-def profile_format(args, device: str, weight_format: str) -> None:
+def profile_format(args, store, device: str, weight_format: str) -> None:
     """Measure (or resume) one weight format's grid and print its curves."""
     from .costs import measured_costs
     from .profiler import run_profile
     from .report import cost_curves
 
     grid = grid_from(args)
-    store = open_store(args)
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
     max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
@@ -401,7 +401,7 @@ def cmd_tune(args) -> int:
     if outcome.not_profiled:
         print(f"not profiled, so not tuned: {', '.join(outcome.not_profiled)} (run `cast-autotune profile "
               f"--weight-format {','.join(outcome.not_profiled)}`)")
-    print(f"publishing weight format {outcome.weight_format}:")
+    print(f"weight format {outcome.weight_format} replays fastest; its buckets, as published:")
     for result in outcome.results:
         s = result.summary()
         b = result.settings
