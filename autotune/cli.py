@@ -92,6 +92,20 @@ def float_list(lo: float, hi: float):
     return increasing_list(float, "numbers", lo, hi)
 
 
+def weight_formats(text: str) -> str | tuple[str, ...]:
+    """argparse type of ``--weight-format``: ``auto`` or comma-separated formats (canonical, no repeats)."""
+    if text == "auto":
+        return text
+    from sglang_cast.models.weights import WeightFormat
+
+    try:
+        formats = tuple(dict.fromkeys(str(WeightFormat.parse(part)) for part in text.split(",")))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated formats: "
+                                         f"{str(err).removeprefix('weight_format: ')}") from None
+    return formats
+
+
 def c_range(text: str) -> tuple[float, float]:
     values = float_list(1e-6, 1e6)(text)
     if len(values) != 2:
@@ -159,6 +173,15 @@ def add_models(parser: argparse.ArgumentParser) -> None:
 def add_backend(parser: argparse.ArgumentParser, help_text: str) -> None:
     from .store import BACKENDS
     parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help=help_text)
+
+
+def add_weight_formats(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--weight-format", dest="weight_formats", metavar="FORMATS", type=weight_formats,
+                        default="auto",
+                        help=f"target weight formats to {what}: 'auto' (on the CPU every candidate "
+                             "sglang_cast/engine/format_choice.py knows: fp32, bf16, int8, int4/int8; on CUDA the "
+                             "dense --dtype) or a comma-separated list such as fp32,int4/int8. Each format is its own "
+                             "cost curve (target id '<model>@<format>') (default: auto)")
 
 
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -265,14 +288,26 @@ def checked_label(args, device: str) -> str:
     return args.label
 
 
-def load_pair(args, device: str):
+def formats_for(args, device: str) -> tuple[str, ...]:
+    """``--weight-format`` as a list: ``auto`` is every CPU candidate, or dense on CUDA."""
+    from sglang_cast.engine.format_choice import CANDIDATES, DENSE
+
+    if args.weight_formats != "auto":
+        if device != "cpu" and args.weight_formats != (DENSE,):
+            raise AutotuneError(f"--weight-format: packed formats run on the CPU only; use auto or {DENSE} on {device}")
+        return args.weight_formats
+    return CANDIDATES if device == "cpu" else (DENSE,)
+
+
+def load_pair(args, device: str, weight_format: str = "fp32"):
     import torch
 
     from .models import load_model_pair
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    pair = load_model_pair(args.model_path, args.draft_path, device, args.dtype, args.random_draft_seed)
-    if pair.random_draft:
+    pair = load_model_pair(args.model_path, args.draft_path, device, args.dtype, args.random_draft_seed,
+                           weight_format)
+    if pair.random_draft and weight_format == "fp32":
         print(f"{PROG}: note: no trained draft head for this model; using a random-weight EAGLE head "
               f"({pair.draft_id}): its forward costs are those of an EAGLE-1/2 head of this shape, its acceptance "
               "is near zero", file=sys.stderr)
@@ -286,43 +321,69 @@ def current_setup(pair, device: str, backend: str = "native"):
     return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype, backend)
 
 
-def tune_config(args, label: str):
+def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",)):
     from .workflow import TuneConfig
     return TuneConfig(label=label, output=args.output or PROFILE_DIR / f"{label}.yaml", buckets=args.buckets,
                       trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
                       max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
-                      confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length)
+                      confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length,
+                      weight_formats=formats)
 
 
 # ------------------------------------------------------------------ commands
 def cmd_profile(args) -> int:
+    if args.backend == "sglang":
+        profile_sglang(args)
+        return 0
+    device = resolve_device(args)
+    checked_label(args, device)
+    formats = formats_for(args, device)
+    store = open_store(args)
+    for fmt in formats:
+        profile_format(args, store, device, fmt)
+    if len(formats) > 1:
+        print(f"profiled weight formats {', '.join(formats)}: `cast-autotune tune --weight-format "
+              f"{','.join(formats)}` tunes each and publishes the fastest")
+    return 0
+
+
+def profile_format(args, store, device: str, weight_format: str) -> None:
+    """Measure (or resume) one weight format's grid on the native engine and print its curves."""
+    from .profiler import native_timers
+
+    pair = load_pair(args, device, weight_format)
+    setup = current_setup(pair, device)
+    measure_and_report(args, store, setup, native_timers(pair), f"weight format {weight_format}")
+
+
+def profile_sglang(args) -> None:
+    """Measure (or resume) SGLang's own forwards (dense ``--dtype``; CUDA only: refused
+    before anything loads otherwise)."""
+    import torch
+
+    from sglang_cast.hardware import device_name
+
+    from .sglang_backend import check_sglang_backend, sglang_setup, sglang_timers
+    models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available())
+    checked_label(args, "cuda")
+    formats_for(args, "cuda")  # packed formats are refused: SGLang loads the checkpoint's dense weights
+    store = open_store(args)
+    grid = grid_from(args)
+    measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype),
+                       sglang_timers(models, grid, args.dtype), f"SGLang, {args.dtype}")
+
+
+def measure_and_report(args, store, setup, timers, what: str) -> None:
+    """Run the shared grid (``profile_grid``) for one setup and print its cost curves."""
     from .costs import measured_costs
-    from .profiler import native_timers, profile_grid
+    from .profiler import profile_grid
     from .report import cost_curves
 
     grid = grid_from(args)
-    if args.backend == "sglang":
-        import torch
-
-        from sglang_cast.hardware import device_name
-
-        from .sglang_backend import check_sglang_backend, sglang_setup, sglang_timers
-        models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available())
-        checked_label(args, "cuda")
-        store = open_store(args)
-        setup = sglang_setup(models, device_name("cuda"), args.dtype)
-        timers = sglang_timers(models, grid, args.dtype)
-    else:
-        device = resolve_device(args)
-        checked_label(args, device)
-        store = open_store(args)
-        pair = load_pair(args, device)
-        setup = current_setup(pair, device)
-        timers = native_timers(pair)
     max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
     report = profile_grid(timers, store, setup, grid, max_age=max_age, progress=not args.quiet)
-    print(f"profiled {setup.device} ({args.label}): {report.measured} points measured, {report.skipped} already "
-          f"in {store.path}")
+    print(f"profiled {setup.device} ({args.label}), {what}: {report.measured} points measured, "
+          f"{report.skipped} already in {store.path}")
     for role in ("target", "draft"):
         skipped = grid.interpolated(role)
         if skipped:
@@ -334,7 +395,6 @@ def cmd_profile(args) -> int:
     for role, info in (("target", costs.target), ("draft", costs.draft)):
         if info.left_out:
             print(f"{role}: batch sizes {list(info.left_out)} have incomplete rows and are left out; rerun to finish")
-    return 0
 
 
 def cmd_collect(args) -> int:
@@ -362,12 +422,19 @@ def cmd_tune(args) -> int:
 
     device = resolve_device(args)
     label = checked_label(args, device)
-    config = tune_config(args, label)
+    config = tune_config(args, label, formats_for(args, device))
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)
-    setup = current_setup(pair, device, args.backend)
-    outcome = tune_and_publish(pair, store, setup, config, prompts, progress=not args.quiet)
+    outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend), config, prompts,
+                               load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
+    for tuning in outcome.formats:
+        rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
+        print(f"weight format {tuning.weight_format}: geometric mean {tuning.score:.2f} tokens/s replayed ({rates})")
+    if outcome.not_profiled:
+        print(f"not profiled, so not tuned: {', '.join(outcome.not_profiled)} (run `cast-autotune profile "
+              f"--weight-format {','.join(outcome.not_profiled)}`)")
+    print(f"weight format {outcome.weight_format} replays fastest; its buckets, as published:")
     for result in outcome.results:
         s = result.summary()
         b = result.settings
@@ -486,6 +553,7 @@ def build_parser() -> Parser:
                                         "and a rerun measures only missing points.")
     add_label(p)
     add_models(p)
+    add_weight_formats(p, "profile, one after another (each resumable)")
     add_grid(p)
     add_db(p)
     add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
@@ -519,6 +587,8 @@ def build_parser() -> Parser:
                                         "The best trial is run live before the profile is written.")
     add_label(p)
     add_models(p)
+    add_weight_formats(p, "tune on the same fp32 traces; the one whose tuned trees replay fastest (geometric "
+                          "mean over buckets) is published; formats without measurements are skipped and named")
     add_space(p)
     add_db(p)
     add_backend(p, "whose measured cost curves to tune on (as `profile --backend` recorded them)")

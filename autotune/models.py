@@ -99,6 +99,25 @@ def weights_digest(path: Path) -> str:
     return f"sha256:{digest.hexdigest()[:12]}"
 
 
+def format_target_id(target_id: str, weight_format: str) -> str:
+    """The id of ``target_id``'s target stored in ``weight_format``: fp32 is the bare
+    (reference) id, any other format appends ``@<format>``, so each format's
+    measurements are their own cost curve."""
+    base = reference_target_id(target_id)
+    fmt = str(WeightFormat.parse(weight_format))
+    return base if fmt == str(WeightFormat()) else f"{base}@{fmt}"
+
+
+def reference_target_id(target_id: str) -> str:
+    """The fp32 target's id, under which ``collect`` records the acceptance traces
+    every format is tuned on."""
+    base, sep, suffix = target_id.rpartition("@")
+    try:
+        return base if sep and WeightFormat.parse(suffix) else target_id
+    except ValueError:  # an "@" inside the model path, not a format suffix
+        return target_id
+
+
 def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,
                     random_seed: int = 0, weight_format: str = "fp32") -> ModelPair:
     """Load the pair as ``EngineArgs`` would; fall back to a random head (and say so
@@ -110,9 +129,8 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
         target, config, tokenizer = load_target(model_path, device, DTYPES[dtype], weight_format)
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
-    target_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
-    if str(WeightFormat.parse(weight_format)) != str(WeightFormat()):
-        target_id += f"@{WeightFormat.parse(weight_format)}"
+    base_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
+    target_id = format_target_id(base_id, weight_format)
     path = Path(draft_path).expanduser() if draft_path else default_draft_path(model_path)
     if path is None:
         if model_path is not None:

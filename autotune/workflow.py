@@ -1,12 +1,29 @@
 """The ``tune`` pipeline shared by the CLI and the daemon: measured costs + stored
-traces → one Optuna study per bucket → live confirmation → validated profile."""
+traces → one Optuna study per bucket and weight format → the fastest format →
+live confirmation → validated profile.
+
+Weight formats.  Each format's target is its own cost curve (``@<format>`` in its
+id), but every format is tuned on the same acceptance traces, those ``collect``
+recorded with the fp32 target.  This is an approximation: a reduced-precision
+target's greedy token differs from fp32's only where its top logits are a near-tie
+(docs/precision.md), so its acceptance is the fp32 target's up to those flips.
+
+Objective across formats (`FormatTuning.score`): the geometric mean over batch
+buckets of each bucket's published replayed tokens/s (the tuned tree, or plain
+decoding where that is faster).  A geometric mean weighs every bucket's *ratio*
+equally, so the large absolute rates of big batches do not drown batch 1, and no
+bucket is ignored the way "batch 1 first" would ignore them.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+import statistics
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
@@ -14,12 +31,13 @@ from pathlib import Path
 import torch
 
 from sglang_cast.cast import PolicySettings
+from sglang_cast.hardware import isa_class
 from sglang_cast.profile import LoadedProfile, Profile
 
 from .confirm import Confirmation, confirm_live
-from .costs import measured_costs
+from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
-from .models import ModelPair
+from .models import ModelPair, format_target_id, reference_target_id
 from .prompts import PromptSet
 from .publish import publish
 from .space import SearchSpace
@@ -46,13 +64,50 @@ class TuneConfig:
     confirm_prompts: int = 4  # 0 skips the live confirmation
     confirm_max_new_tokens: int = 32
     context_length: int = 2048
+    weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
+
+
+@dataclass(frozen=True)
+class FormatTuning:
+    """One weight format's tuned buckets, on the shared traces with its own cost tables."""
+
+    weight_format: str
+    costs: MeasuredCosts
+    results: list[BucketResult]
+
+    @property
+    def score(self) -> float:
+        """Geometric mean over buckets of the replayed tokens/s (module docstring)."""
+        return math.exp(statistics.fmean(math.log(r.tokens_per_s) for r in self.results))
+
+    def summary(self) -> dict:
+        return {"weight_format": self.weight_format, "geomean_replay_tokens_per_s": round(self.score, 3),
+                "replay_tokens_per_s": {str(r.settings.max_batch_size): round(r.tokens_per_s, 3)
+                                        for r in self.results},
+                "studies": [r.study for r in self.results]}
 
 
 @dataclass(frozen=True)
 class TuneOutcome:
     published: LoadedProfile
-    results: list[BucketResult]
+    results: list[BucketResult]  # the published format's buckets
     confirmations: list[Confirmation]
+    formats: list[FormatTuning] = field(default_factory=list)  # every tuned format, in --weight-format order
+    not_profiled: tuple[str, ...] = ()  # formats asked for that have no measurements
+
+    @property
+    def weight_format(self) -> str:
+        return fastest_format(self.formats).weight_format
+
+
+def fastest_format(tunings: list[FormatTuning]) -> FormatTuning:
+    """The format with the highest score; the first listed wins a tie."""
+    return max(tunings, key=lambda t: t.score)
+
+
+def study_prefix_for(prefix: str, weight_format: str) -> str:
+    """fp32 keeps the plain prefix (studies ``<prefix>-b<bucket>`` resume as before)."""
+    return prefix if weight_format == "fp32" else f"{prefix}-{weight_format.replace('/', '-')}"
 
 
 def _versions() -> dict[str, str]:
@@ -60,14 +115,45 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
-def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
-                     stop: threading.Event | None = None, progress: bool = True) -> TuneOutcome | None:
-    """Tune every bucket, confirm live, publish.  Returns ``None`` (and publishes
-    nothing) when ``stop`` is set before the pipeline finished."""
+def tune_format(store: Store, setup: Setup, weight_format: str, by_bucket: dict, config: TuneConfig, prefix: str,
+                stop: threading.Event | None, progress: bool) -> FormatTuning | None:
+    """Tune every bucket for one format (its measurements are ``setup``'s); None when stopped."""
     costs = measured_costs(store, setup)
-    stored = store.traces(pair.target_id, pair.draft_id, dataset=config.dataset)
+    results = []
+    for size, bucket_traces in by_bucket.items():
+        sample = even_sample([s.trace for s in bucket_traces], config.max_traces)
+        study = f"{study_prefix_for(prefix, weight_format)}-b{size}"
+        results.append(vanilla_if_faster(tune_bucket(store, study, sample, costs.costs, size, config.space,
+                                                     config.trials, config.seed, stop, progress)))
+        if stop is not None and stop.is_set():
+            return None
+    return FormatTuning(weight_format, costs, results)
+
+
+def format_setups(store: Store, setup: Setup, formats: tuple[str, ...]) -> tuple[dict[str, Setup], tuple[str, ...]]:
+    """Each format's measurement setup, and the formats with no measurements at all."""
+    setups = {fmt: replace(setup, target_model=format_target_id(setup.target_model, fmt)) for fmt in formats}
+    missing = tuple(fmt for fmt, s in setups.items() if not store.measurements(s))
+    if len(missing) == len(formats):
+        raise AutotuneError(f"--weight-format: no measurements in {store.path} for {setup.device!r}, "
+                            f"{reference_target_id(setup.target_model)} in {', '.join(formats)} (threads "
+                            f"{setup.threads}); run `cast-autotune profile --weight-format {','.join(formats)}` "
+                            "first")
+    return {fmt: s for fmt, s in setups.items() if fmt not in missing}, missing
+
+
+def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
+                     load_format: Callable[[str], ModelPair] | None = None, stop: threading.Event | None = None,
+                     progress: bool = True) -> TuneOutcome | None:
+    """Tune every bucket of every profiled format, confirm the fastest live, publish it.
+
+    ``pair`` and ``setup`` are the fp32 reference's (the traces are keyed by it);
+    ``load_format`` loads the pair in another format for the live confirmation.
+    Returns ``None`` (and publishes nothing) when ``stop`` is set before the end."""
+    reference_id = reference_target_id(pair.target_id)
+    stored = store.traces(reference_id, pair.draft_id, dataset=config.dataset)
     if not stored:
-        raise AutotuneError(f"no traces in {store.path} for {pair.target_id} + {pair.draft_id}; "
+        raise AutotuneError(f"no traces in {store.path} for {reference_id} + {pair.draft_id}; "
                             "run `cast-autotune collect` first")
     usable = [s for s in stored
               if s.trace.top_k >= config.space.top_k and int(s.trace.tree.depths.max()) >= config.space.max_depth]
@@ -76,51 +162,68 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         raise AutotuneError(f"--top-k/--max-depth: no stored trace covers the space (top_k <= {config.space.top_k}, "
                             f"depth <= {config.space.max_depth}); recorded (top_k, depth): {recorded}; collect "
                             "with a larger shape or shrink the space")
+    setups, not_profiled = format_setups(store, setup, config.weight_formats)
     prefix = config.study_prefix or f"{config.label}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     by_bucket = assign_buckets(usable, config.buckets)
-    results = []
-    for size, bucket_traces in by_bucket.items():
-        sample = even_sample([s.trace for s in bucket_traces], config.max_traces)
-        results.append(vanilla_if_faster(tune_bucket(store, f"{prefix}-b{size}", sample, costs.costs, size,
-                                                     config.space, config.trials, config.seed, stop, progress)))
-        if stop is not None and stop.is_set():
+    tunings = []
+    for fmt, fmt_setup in setups.items():
+        tuning = tune_format(store, fmt_setup, fmt, by_bucket, config, prefix, stop, progress)
+        if tuning is None:
             return None
+        tunings.append(tuning)
+    best = fastest_format(tunings)
+    results, costs = best.results, best.costs
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)
+    live_pair = pair
+    if format_target_id(reference_id, best.weight_format) != pair.target_id:
+        if load_format is None:
+            raise AutotuneError(f"--weight-format: {best.weight_format} is fastest but no loader was given for it")
+        live_pair = load_format(best.weight_format)
 
     confirmations = []
     if config.confirm_prompts > 0:
         for size, bucket_traces in by_bucket.items():
             batch = max(s.batch_size for s in bucket_traces)
-            confirmations.append(confirm_live(pair, settings, prompts.head(max(config.confirm_prompts, batch)),
+            confirmations.append(confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)),
                                               batch, config.confirm_max_new_tokens, config.context_length,
                                               bucket_traces))
             if stop is not None and stop.is_set():
                 return None
 
     notes = [RANDOM_HEAD_NOTE] if pair.random_draft else []
+    if best.weight_format != "fp32":
+        notes.append(f"acceptance traces were recorded with the fp32 target ({reference_id}); a {best.weight_format} "
+                     "target's greedy token differs only at near-ties, so its acceptance is taken as fp32's")
+    machine = {"device_type": pair.device.type, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    if pair.device.type == "cpu":
+        machine["isa_class"] = isa_class()
     provenance = {
         "tool": "cast-autotune tune",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "db": str(store.path),
         "study_prefix": prefix,
         "versions": _versions(),
-        "machine": {"device_type": pair.device.type, "cpu_count": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads()},
+        "machine": machine,
         "cost_tables": costs.provenance(),
         "traces": {"dataset": config.dataset or "all", "stored": len(stored), "usable": len(usable),
-                   "per_bucket": {str(k): len(v) for k, v in by_bucket.items()}, "max_per_bucket": config.max_traces},
+                   "per_bucket": {str(k): len(v) for k, v in by_bucket.items()}, "max_per_bucket": config.max_traces,
+                   "target": reference_id},
         "search_space": {"c_range": [config.space.c_min, config.space.c_max], "top_k": [1, config.space.top_k],
                          "max_depth": [1, config.space.max_depth], "num_verify_tokens": [2, config.space.max_tokens],
                          "fifo_len": [1, config.space.fifo_max], "trials_per_bucket": config.trials},
+        "weight_formats": {"objective": "geometric mean over buckets of replayed tokens/s",
+                           "published": best.weight_format, "tuned": [t.summary() for t in tunings],
+                           "not_profiled": list(not_profiled)},
         "tuning": [r.summary() for r in results],
         "live_confirmation": [c.summary() for c in confirmations] or "skipped (--confirm-prompts 0)",
         "notes": notes,
     }
     profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
-                      model={"target": pair.target_id, "draft": pair.draft_id, "dtype": pair.dtype},
+                      model={"target": format_target_id(reference_id, best.weight_format), "draft": pair.draft_id,
+                             "dtype": pair.dtype, "weight_format": best.weight_format},
                       provenance=provenance)
     published = publish(profile, config.output, store, results[0].study, results[0].trial)
     for result in results[1:]:
         store.record_publication(published.path.resolve(), config.label, published.version, "measured",
                                  result.study, result.trial)
-    return TuneOutcome(published, results, confirmations)
+    return TuneOutcome(published, results, confirmations, tunings, not_profiled)

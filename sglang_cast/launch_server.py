@@ -23,7 +23,7 @@ COST_AWARE = ("cast", "goodput")
 
 
 def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | None:
-    """``--cast-profile``, else ``profiles/<hardware label>.yaml`` if there is one.
+    """``--cast-profile``, else this hardware's profile if there is one (`profile.find_profile`).
     eagle2 and vanilla may run without a profile; cast and goodput decide on its
     cost tables and refuse to start without them."""
     from .profile import ProfileError, find_profile, load_profile
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             model_path=args.model_path, draft_path=args.draft_path, policy=args.policy,
             settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
             context_length=args.context_length, device=args.device, dtype=args.dtype,
-            weight_format=args.weight_format,
+            weight_format=args.weight_format, profile=profile.profile if profile is not None else None,
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         max_request_bytes=args.max_request_bytes, max_top_logprobs=args.max_logprobs, profile=profile,
         shape_override=args.shape,
         server_args={"host": args.host, "port": args.port, "device": args.device, "dtype": args.dtype,
+                     "weight_format": str(engine.runner.target.weight_format),
                      "speculative_algorithm": args.algorithm, "draft_path": args.draft_path},
     )
     logging.getLogger(__name__).info(

@@ -10,8 +10,8 @@ schema: 1
 label: cpu                       # what `--cast-profile` auto-selection matches
 device: AMD EPYC 7B13            # hardware the numbers describe
 source: measured                 # measured | analytic
-model: {target: ..., draft: ...}
-provenance: {...}                # free-form: db, study, trial, versions, date
+model: {target: ..., draft: ..., dtype: float32, weight_format: int4/int8}
+provenance: {..., machine: {isa_class: amx, ...}}   # free-form but for machine.isa_class
 costs: {target: <CostTable>, draft: <CostTable>}
 buckets:                         # per batch-size bucket, ascending
   - {max_batch_size: 1, top_k: 10, max_depth: 6, num_verify_tokens: 60, c1: 1.0, c2: 1.0, c3: 1.0, fifo_len: 8}
@@ -31,6 +31,8 @@ import yaml
 
 from .cast import BucketSettings, CostModel, PolicySettings
 from .cast.settings import check_mapping
+from . import hardware
+from .models.weights import WeightFormat
 
 SCHEMA = 1
 SOURCES = ("measured", "analytic")
@@ -49,6 +51,20 @@ class Profile:
     settings: PolicySettings
     model: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def weight_format(self) -> str | None:
+        """The target format the cost tables were measured with (``model.weight_format``);
+        None for a profile that does not record it (older profiles: they were measured in fp32)."""
+        value = self.model.get("weight_format")
+        return None if value is None else str(WeightFormat.parse(value))
+
+    @property
+    def isa_class(self) -> str | None:
+        """The CPU ISA class it was measured on (``provenance.machine.isa_class``,
+        `hardware.isa_class`); None if not recorded (GPU, analytic or older profiles)."""
+        machine = self.provenance.get("machine")
+        return machine.get("isa_class") if isinstance(machine, dict) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +95,8 @@ class Profile:
         for name in ("model", "provenance"):
             if not isinstance(data.get(name, {}), dict):
                 raise ProfileError(f"profile.{name}: expected a mapping")
+        _check_weight_format(data.get("model", {}))
+        _check_isa_class(data.get("provenance", {}))
         buckets = data.get("buckets")
         if not isinstance(buckets, list) or not buckets:
             raise ProfileError("profile.buckets: expected a non-empty list of batch-size buckets")
@@ -90,6 +108,29 @@ class Profile:
             raise ProfileError(str(err) if str(err).startswith("profile") else f"profile: {err}") from None
         return cls(label=data["label"], device=data["device"], source=data["source"], settings=settings,
                    model=dict(data.get("model", {})), provenance=dict(data.get("provenance", {})))
+
+
+def _check_weight_format(model: dict[str, Any]) -> None:
+    """``model.weight_format``, if present, is a concrete format (never ``auto``)."""
+    if "weight_format" not in model:
+        return
+    value = model["weight_format"]
+    try:
+        valid = isinstance(value, str) and WeightFormat.parse(value) is not None
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ProfileError(f"profile.model.weight_format: expected fp32, bf16, int8, int4 or '<linears>/<lm_head>' "
+                           f"such as int4/int8, got {value!r}")
+
+
+def _check_isa_class(provenance: dict[str, Any]) -> None:
+    machine = provenance.get("machine")
+    if not isinstance(machine, dict) or "isa_class" not in machine:
+        return
+    if machine["isa_class"] not in hardware.ISA_CLASSES:
+        raise ProfileError(f"profile.provenance.machine.isa_class: expected one of {list(hardware.ISA_CLASSES)}, "
+                           f"got {machine['isa_class']!r}")
 
 
 @dataclass(frozen=True)
@@ -137,7 +178,15 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     return path
 
 
-def find_profile(label: str, directory: Path = PROFILE_DIR) -> Path | None:
-    """``profiles/<label>.yaml`` if it exists."""
-    candidate = directory / f"{label}.yaml"
-    return candidate if candidate.is_file() else None
+def find_profile(label: str, directory: Path = PROFILE_DIR, isa: str | None = None) -> Path | None:
+    """The profile for hardware ``label``: for ``cpu``, ``cpu-<ISA class>.yaml`` first
+    (``cpu-amx``, ``cpu-avx512``, ``cpu-avx2``: trees and formats tuned per class), then
+    ``<label>.yaml``; None if neither exists.  ``isa`` defaults to this CPU's class."""
+    names = [label]
+    if label == "cpu":
+        names.insert(0, f"cpu-{isa or hardware.isa_class()}")
+    for name in names:
+        candidate = directory / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None

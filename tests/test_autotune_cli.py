@@ -59,6 +59,9 @@ def test_profile_refuses_a_gpu_label_on_this_cpu(tmp_path, capsys):
     (["daemon", "--gpu", "cpu", "--interval", "-3"], "argument --interval: expected a number in [1, 1e+09]"),
     (["tune"], "the following arguments are required: --gpu/--label"),
     (["profile", "--gpu", "cpu", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["profile", "--gpu", "cpu", "--weight-format", "fp32,int3"],
+     "argument --weight-format: expected 'auto' or comma-separated formats: 'int3' is not"),
+    (["tune", "--gpu", "cpu", "--weight-format", ""], "argument --weight-format: expected 'auto' or comma-separated"),
 ])
 def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -66,6 +69,30 @@ def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_weight_formats_auto_is_every_cpu_candidate_and_lists_are_canonical(capsys):
+    from autotune.cli import formats_for
+    from sglang_cast.engine.format_choice import CANDIDATES
+
+    parser = build_parser()
+    profile = parser.parse_args(["profile", "--gpu", "cpu"])
+    assert profile.weight_formats == "auto" and formats_for(profile, "cpu") == CANDIDATES
+    assert formats_for(profile, "cuda") == ("fp32",)
+    listed = parser.parse_args(["tune", "--gpu", "cpu", "--weight-format", "int4/int8,fp32,int4/int8,int8/int8"])
+    assert formats_for(listed, "cpu") == ("int4/int8", "fp32", "int8")
+    with pytest.raises(AutotuneError, match="--weight-format: packed formats run on the CPU only"):
+        formats_for(listed, "cuda")
+
+
+def test_tune_without_measurements_of_any_format_says_what_to_profile(tmp_path):
+    from autotune.workflow import format_setups
+
+    store = Store(tmp_path / "a.db")
+    setup = Setup.current("test-cpu", "tiny-target", "tiny-draft", "float32")
+    with pytest.raises(AutotuneError) as err:
+        format_setups(store, setup, ("fp32", "int8"))
+    assert "cast-autotune profile --weight-format fp32,int8" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_every_flag_of_every_command_has_help():

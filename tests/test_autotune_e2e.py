@@ -56,7 +56,7 @@ def test_quick_profile_collect_tune_and_the_server_hot_reloads_the_published_pro
     db, watched = str(tmp_path / "autotune.db"), tmp_path / "cpu.yaml"
     pair = ("--draft-path", str(head), "--db", db, "--quiet")
 
-    cli("profile", "--gpu", "cpu", "--quick", *pair)
+    cli("profile", "--gpu", "cpu", "--quick", "--weight-format", "fp32", *pair)
     cli("collect", "--num-prompts", "2", "--max-new-tokens", "12", "--top-k", "4", "--max-depth", "3", *pair)
 
     # The server starts on a profile with larger trees than any the tuner may pick
@@ -79,7 +79,7 @@ def test_quick_profile_collect_tune_and_the_server_hot_reloads_the_published_pro
 
     try:
         assert wait_for(status, 300, "the server")["version"] == before
-        out = cli("tune", "--gpu", "cpu", "--buckets", "1", "--trials", "8", "--top-k", "4", "--max-depth", "3",
+        out = cli("tune", "--gpu", "cpu", "--weight-format", "fp32", "--buckets", "1", "--trials", "8", "--top-k", "4", "--max-depth", "3",
                   "--max-tokens", "12", "--confirm-prompts", "1", "--confirm-max-new-tokens", "8",
                   "--output", str(watched), *pair)
         published = load_profile(watched)

@@ -171,11 +171,11 @@ def test_tune_builds_its_setup_for_the_backend_it_is_given(monkeypatch):
     monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
     monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
     monkeypatch.setattr(cli, "open_store", lambda args: None)
-    monkeypatch.setattr(cli, "load_pair", lambda args, device: type("Pair", (), dict(
+    monkeypatch.setattr(cli, "load_pair", lambda args, device, weight_format="fp32": type("Pair", (), dict(
         target_id="t", draft_id="d", dtype="float32"))())
     import autotune.workflow as workflow
 
-    def tune_and_publish(pair, store, setup, config, prompts, progress):
+    def tune_and_publish(pair, store, setup, config, prompts, **_):
         captured["setup"] = setup
         raise AutotuneError("stop here")
     monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)

@@ -130,3 +130,29 @@ def test_limit_and_key_flags_reach_the_app(monkeypatch):
         ("u", "a", 5000, 3)
     defaults = parse_launch_args([])
     assert (defaults.admin_api_key, defaults.max_request_bytes, defaults.max_logprobs) == (None, None, 20)
+
+
+def test_weight_format_auto_is_the_default_and_cast_profile_auto_means_this_hardware():
+    defaults = parse_launch_args([])
+    assert defaults.weight_format == "auto" and defaults.cast_profile is None
+    assert parse_launch_args(["--weight-format", "auto", "--cast-profile", "auto"]).cast_profile is None
+    assert parse_launch_args(["--weight-format", "int4/int4"]).weight_format == "int4"
+    assert parse_launch_args(["--weight-format", "auto", "--backend", "sglang"]).weight_format == "auto"
+    help_text = launch_args.build_parser().format_help()
+    assert "default: auto" in help_text and "cpu-<ISA class>.yaml" in help_text
+
+
+def test_the_profile_reaches_the_engine_so_auto_can_use_its_format(monkeypatch, tmp_path):
+    import uvicorn
+    from test_format_choice import profile
+    from test_server_harness import tiny_engine
+
+    from sglang_cast.profile import save_profile
+
+    path = save_profile(profile(weight_format="int4/int8"), tmp_path / "p.yaml")
+    built = []
+    monkeypatch.setattr("sglang_cast.engine.build_engine",
+                        lambda engine_args: built.append(engine_args) or tiny_engine("vanilla"))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    launch_server.main(["--speculative-algorithm", "NONE", "--cast-profile", str(path)])
+    assert built[0].weight_format == "auto" and built[0].profile.weight_format == "int4/int8"

@@ -51,7 +51,10 @@ The PNG goes to ``--plot`` (default: the ``--json`` path with ``.png``).
 Greedy runs (temperature 0) check losslessness: every method's tokens must equal
 vanilla's for every prompt.  A mismatch is printed to stderr, recorded in the JSON
 (``lossless: false`` and where it diverged) and makes the exit status 1 after the
-results are written.  With a packed ``--weight-format`` a verified tree and a single
+results are written.  ``--weight-format auto`` (the default) resolves as the server
+does (``sglang_cast/engine/format_choice.py``: the profile's recorded format, else the
+cheapest in a few timed forwards); every record names the format it ran.  With a packed
+weight format a verified tree and a single
 token run different kernels, so an argmax may flip where the target's top two logits
 tie within the dtype's rounding: each first divergence is then rescored on the
 target's logits (``models/numerics.py``), recorded with its gap and tolerance, and
@@ -83,11 +86,13 @@ from autotune.store import Store, default_db_path
 from autotune.tuner import assign_buckets, even_sample, replay_settings
 from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, IterationRecord, StepLog
+from sglang_cast.engine.build import DTYPES
+from sglang_cast.engine.format_choice import FormatChoice, choose_weight_format, parse_requested, verify_sizes
 from sglang_cast.hardware import cpu_name, device_name, isa_class
 from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.models.numerics import NearTieRule, judge_divergence
 from sglang_cast.models.weights import ACTIVATION_DTYPE, WeightFormat
-from sglang_cast.profile import ProfileError, find_profile, load_profile
+from sglang_cast.profile import LoadedProfile, ProfileError, find_profile, load_profile
 
 ANCHOR = "llamacpp"
 DTYPE = "float32"  # the native engine's residual stream in every method (--weight-format sets the linears')
@@ -156,6 +161,7 @@ class Record:
     # own logits (models/numerics.py), each mismatch then carries its gap and tolerance.
     near_ties_only: bool | None = None
     note: str | None = None
+    weight_format: str | None = None  # the native target's; None for the llama.cpp anchor (its GGUF's own)
 
 
 # ------------------------------------------------------- the llama.cpp anchor
@@ -251,15 +257,14 @@ def parse_list(text: str, kind: type, name: str, low: float, high: float) -> tup
         raise BenchError(f"{name}: {err}") from None
 
 
-def load_settings(path: str | None) -> tuple[PolicySettings, str]:
+def load_settings(path: str | None) -> LoadedProfile:
     chosen = Path(path) if path else find_profile("cpu")
     if chosen is None:
         raise BenchError("--profile: no profiles/cpu.yaml; run cast-autotune tune --gpu cpu or pass a profile")
     try:
-        loaded = load_profile(chosen)
+        return load_profile(chosen)
     except ProfileError as err:
         raise BenchError(f"--profile: {err}") from None
-    return loaded.profile.settings, f"{loaded.path} (version {loaded.version})"
 
 
 # ---------------------------------------------------------- eagle2-best
@@ -380,10 +385,10 @@ def greedy_check(pair: ModelPair, rule: NearTieRule | None, prompts: list[str], 
     return mismatches, all(m["near_tie"] for m in mismatches)
 
 
-def near_tie_rule(pair: ModelPair, weight_format: str) -> NearTieRule | None:
+def near_tie_rule(pair: ModelPair) -> NearTieRule | None:
     """fp32 must be token-identical to vanilla (no rule); packed formats run bf16
     activations, whose kernels may flip near-ties."""
-    if WeightFormat.parse(weight_format) == WeightFormat():
+    if pair.target.weight_format == WeightFormat():
         return None
     return NearTieRule.for_model(pair.target.config, ACTIVATION_DTYPE)
 
@@ -433,7 +438,9 @@ def bench(pair: ModelPair, methods: list[Method], settings: PolicySettings, best
             rates[method.label] = stats["tokens_per_s"]
             current.append(Record(method=method.label, batch_size=batch_size, temperature=temperature,
                                   prompts=len(prompts), speedup_vs_vanilla=None, lossless=None,
-                                  shape=asdict(shape) if shape else None, note=note, **stats))
+                                  shape=asdict(shape) if shape else None, note=note,
+                                  weight_format=None if method.is_anchor else str(pair.target.weight_format),
+                                  **stats))
             bar.update()
         records += current
         for record in current:
@@ -681,9 +688,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-path", default=None, help="target model (default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-path", default=None, help="draft head (default: the shipped head)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--weight-format", default="fp32",
+    parser.add_argument("--weight-format", default="auto",
                         help="how the target's linears / LM head are stored: fp32, bf16, int8, int4 or "
-                             "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md; default: fp32)")
+                             "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md), or auto: the profile's "
+                             "recorded format, else the cheapest in a few timed forwards, as the server decides "
+                             "(default: auto)")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -695,6 +704,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budgets", default=DEFAULT_BUDGETS,
                         help=f"with --figure: comma-separated verify budgets m, 2..{EAGLE2_SHAPE.pool_size + 1} "
                              "(default %(default)s)")
+    parser.set_defaults(format_choice=None)  # set by load_inputs: how 'auto' was resolved
     return parser.parse_args(argv)
 
 
@@ -719,7 +729,7 @@ def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> Non
     if not 1 <= args.max_new_tokens <= 4096:
         raise BenchError(f"--max-new-tokens: must be in [1, 4096], got {args.max_new_tokens}")
     try:
-        args.weight_format = str(WeightFormat.parse(args.weight_format))
+        args.weight_format = parse_requested(args.weight_format)
     except ValueError as err:
         raise BenchError(f"--weight-format: {str(err).removeprefix('weight_format: ')}") from None
     if args.threads is not None:
@@ -728,19 +738,41 @@ def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> Non
         torch.set_num_threads(args.threads)
 
 
+def timed_sizes(args: argparse.Namespace, settings: PolicySettings) -> tuple[int, ...]:
+    """The Ms ``--weight-format auto`` times: 1, plus the largest tree this run verifies."""
+    if args.figure:
+        return (1, max(parse_list(args.budgets, int, "--budgets", 2, EAGLE2_SHAPE.pool_size + 1)))
+    policies = {Method.parse(label.strip()).policy for label in (args.methods or DEFAULT_METHODS).split(",")
+                if label.strip()}
+    return verify_sizes("vanilla" if policies <= {"vanilla", ANCHOR} else "cast", settings)
+
+
 def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, str, ModelPair]:
-    """The dataset's first ``--num-prompts`` texts, the profile's settings and the model pair."""
+    """The dataset's first ``--num-prompts`` texts, the profile's settings and the model pair
+    in the resolved weight format (``args.format_choice`` says how it was chosen)."""
     prompt_set = load_prompts(args.dataset)
     if len(prompt_set.texts) < args.num_prompts:
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
-    settings, profile_name = load_settings(args.profile)
-    pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE, weight_format=args.weight_format)
-    return prompt_set.texts[: args.num_prompts], settings, profile_name, pair
+    loaded = load_settings(args.profile)
+    settings = loaded.profile.settings
+    args.format_choice = choose_weight_format(args.weight_format, device="cpu", profile=loaded.profile,
+                                              sizes=timed_sizes(args, settings), model_path=args.model_path,
+                                              dtype=DTYPES[DTYPE])
+    print(args.format_choice.describe(), file=sys.stderr)
+    pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE,
+                           weight_format=args.format_choice.weight_format)
+    return prompt_set.texts[: args.num_prompts], settings, f"{loaded.path} (version {loaded.version})", pair
 
 
 def model_record(pair: ModelPair, args: argparse.Namespace) -> dict:
-    """What every JSON record says about the models: ids, the residual dtype and the weight format."""
-    return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE, "weight_format": args.weight_format}
+    """What every JSON record says about the models: ids, the residual dtype, the weight
+    format the target ran and how it was chosen (``--weight-format`` as given, the
+    reason, and the measured ms per format and M when it was measured)."""
+    choice: FormatChoice | None = args.format_choice
+    return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE,
+            "weight_format": str(pair.target.weight_format), "weight_format_requested": args.weight_format,
+            "weight_format_reason": choice.reason if choice else None,
+            "weight_format_costs_ms": choice.costs_ms if choice else {}}
 
 
 def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:
@@ -772,7 +804,7 @@ def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     prompts = [pair.format_prompt(text) for text in texts]
     runs, vanilla = budget_sweep(pair, settings, prompts, batch_sizes, budgets, temperatures[0], args.max_new_tokens,
                                  context_for(pair, prompts, args.max_new_tokens),
-                                 near_tie_rule(pair, args.weight_format))
+                                 near_tie_rule(pair))
     result = {
         "command": command_line(argv), "machine": machine_info(),
         "model": model_record(pair, args),
@@ -820,7 +852,7 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         return 2
     prompts = [pair.format_prompt(text) for text in texts]
     records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
-                    context_for(pair, prompts, args.max_new_tokens), gguf, near_tie_rule(pair, args.weight_format))
+                    context_for(pair, prompts, args.max_new_tokens), gguf, near_tie_rule(pair))
     result = {
         "command": command_line(argv), "machine": machine_info(),
         "model": model_record(pair, args),

@@ -90,7 +90,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    engine = build_engine(EngineArgs(policy="vanilla", max_batch_size=1, context_length=2048))
+    engine = build_engine(EngineArgs(policy="vanilla", max_batch_size=1, context_length=2048, weight_format="fp32"))
     target, tokenizer = engine.target, engine.tokenizer
     hf_dir = resolve_model_dir(None)
     hf_model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..cast import CostModel, PolicySettings, make_policy
 from ..models import load_draft, load_target
 from .engine import Engine
+from .format_choice import AUTO, choose_weight_format, verify_sizes
+
+if TYPE_CHECKING:
+    from ..profile import Profile
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EMBEDDED_DRAFT = ASSETS / "smollm2-135m-eagle"
@@ -28,8 +33,10 @@ class EngineArgs:
     device: str = "cpu"
     dtype: str = "float32"
     # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4" or
-    # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md).
-    weight_format: str = "fp32"
+    # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md),
+    # or "auto": chosen by engine/format_choice.py (the profile's, else measured here).
+    weight_format: str = AUTO
+    profile: Profile | None = None  # what `settings` came from: its recorded format decides "auto"
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -54,8 +61,12 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {args.dtype!r}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {args.device!r} requested but CUDA is not available")
-    policy = make_policy(args.policy, resolve_settings(args.policy, args.settings))
-    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], args.weight_format)
+    settings = resolve_settings(args.policy, args.settings)
+    policy = make_policy(args.policy, settings)
+    weight_format = choose_weight_format(args.weight_format, device=args.device, profile=args.profile,
+                                         sizes=verify_sizes(args.policy, settings), model_path=args.model_path,
+                                         dtype=DTYPES[args.dtype]).weight_format
+    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], weight_format)
     draft = None
     if policy.name != "vanilla":
         draft_path = args.draft_path or default_draft_path(args.model_path)

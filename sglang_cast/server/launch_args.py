@@ -59,12 +59,17 @@ def _fraction(text: str) -> float:
 
 
 def _weight_format(text: str) -> str:
-    from ..models.weights import WeightFormat  # imports torch: only when the flag is given
+    from ..engine.format_choice import parse_requested  # imports torch: only when the flag is given
 
     try:
-        return str(WeightFormat.parse(text))
+        return parse_requested(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("weight_format: ")) from None
+
+
+def _profile_path(text: str) -> Path | None:
+    """``auto`` (the default) picks ``profiles/<hardware label>.yaml`` in `resolve_profile`."""
+    return None if text == "auto" else Path(text)
 
 
 def _port(text: str) -> int:
@@ -121,11 +126,16 @@ def build_parser() -> OneLineParser:
     model.add_argument("--context-length", metavar="TOKENS", type=_positive_int, default=2048,
                        help="longest prompt + generation per request, in tokens (default: 2048)")
     model.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    model.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations (default: float32)")
+    model.add_argument("--dtype", choices=DTYPES, default="float32",
+                       help="activations, norms, attention and the weights --weight-format leaves dense "
+                            "(default: float32)")
     model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
                        help="native engine on the CPU: how the target's linears / LM head are stored, one of "
                             "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8 (packed formats run "
-                            "bf16 activations; docs/precision.md has their measured costs; default: fp32)")
+                            "bf16 activations; docs/precision.md has their measured costs), or auto: the format the "
+                            "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "
+                            "int4/int8 in a few timed forwards at startup (default: auto; on CUDA auto is the "
+                            "--dtype weights)")
 
     spec = parser.add_argument_group("speculative decoding")
     spec.add_argument("--speculative-algorithm", dest="algorithm", type=str.upper, choices=list(ALGORITHMS),
@@ -142,10 +152,11 @@ def build_parser() -> OneLineParser:
                       type=_positive_int, default=None,
                       help="tokens verified per iteration, the root included (>= 2); overrides every profile "
                            "bucket")
-    spec.add_argument("--cast-profile", metavar="PATH", type=Path, default=None,
-                      help="CAST profile YAML (cost tables and per-batch tree settings), watched and hot-reloaded "
-                           "(default: profiles/<label>.yaml for this hardware: 'cpu', or h100/a800/h20/rtx4090 "
-                           "from the CUDA device name)")
+    spec.add_argument("--cast-profile", metavar="PATH", type=_profile_path, default=None,
+                      help="CAST profile YAML (cost tables and per-batch tree settings), watched and hot-reloaded, "
+                           "or auto: profiles/<label>.yaml for this hardware: on the CPU cpu-<ISA class>.yaml "
+                           "(cpu-amx, cpu-avx512, cpu-avx2) if shipped, else cpu.yaml; h100/a800/h20/rtx4090 "
+                           "from the CUDA device name (default: auto)")
 
     serving = parser.add_argument_group("serving")
     serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -197,7 +208,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                                           ("--speculative-draft-model-path", ns.draft_path)) if value is not None]
         if given:
             parser.error(f"{', '.join(given)} cannot be used with --speculative-algorithm NONE (no draft tree)")
-    if ns.weight_format is not None and ns.backend == "sglang":
+    if ns.weight_format not in (None, "auto") and ns.backend == "sglang":
         parser.error("--weight-format applies to the native engine only (SGLang loads the checkpoint's own dtype)")
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
@@ -211,7 +222,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
                       max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
-                      dtype=ns.dtype, weight_format=ns.weight_format or "fp32",
+                      dtype=ns.dtype, weight_format=ns.weight_format or "auto",
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 
 

@@ -1,0 +1,164 @@
+"""``weight_format="auto"``: which format the target's linears / LM head run in here.
+
+The one rule every entry point (``EngineArgs``, the server, ``tools/bench.py``,
+``cast-autotune``) goes through.  The cheapest format depends on the CPU (AMX,
+AVX-512 or AVX2 kernels) and on the verify size M, so it is decided by measurement,
+never from the CPU's name:
+
+1. an explicit format is used as given;
+2. on CUDA, ``auto`` is the dense model dtype (packed formats are CPU-only);
+3. a *measured* profile that records ``model.weight_format`` decides: its trees and
+   cost tables were tuned for that format.  If the profile records another ISA class
+   than this CPU's, one warning names both and the fix;
+4. otherwise (no profile, an analytic profile, an old profile without a format) a few
+   target forwards of every candidate are timed at M = 1 and, when the policy
+   speculates, at the largest verify size; the format with the lowest summed cost
+   wins (M = 1 is what a non-speculating bucket and plain decoding pay, the verify
+   size what a speculating iteration pays; a format must be cheap at both).
+   Candidates are timed round-robin (every format once per round) so a burst of load
+   on a shared machine hits all of them alike; the measurement stops starting new
+   rounds after ``MEASURE_BUDGET_S``.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..cast import PolicySettings
+from ..hardware import isa_class
+from ..models.weights import WeightFormat
+
+AUTO = "auto"
+DENSE = str(WeightFormat())  # "fp32": the model's own dtype, no packing
+CANDIDATES = ("fp32", "bf16", "int8", "int4/int8")
+MEASURE_CONTEXT = 256  # committed tokens the timed forwards attend to
+MEASURE_ROUNDS = 5  # timed rounds per (format, M); the median is kept
+MEASURE_WARMUP = 2  # untimed rounds first (allocator growth, kernel selection)
+MEASURE_BUDGET_S = 60.0  # no new round starts after this; at least one timed round always runs
+
+log = logging.getLogger(__name__)
+
+# Times one target forward of format ``fmt`` with ``m`` new tokens at batch 1, in ms.
+TimeOnce = Callable[[str, int], float]
+
+
+@dataclass(frozen=True)
+class FormatChoice:
+    """The format chosen and why: ``explicit``, ``cuda``, ``profile`` or ``measured``
+    (then ``costs_ms[format][M]`` holds the median ms of each timed forward)."""
+
+    weight_format: str
+    reason: str
+    costs_ms: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if not self.costs_ms:
+            return f"weight format {self.weight_format} ({self.reason})"
+        costs = "; ".join(f"{fmt} " + ", ".join(f"M={m} {ms:.1f} ms" for m, ms in by_m.items())
+                          for fmt, by_m in self.costs_ms.items())
+        return f"weight format {self.weight_format} (measured, cheapest summed over M: {costs})"
+
+
+def parse_requested(spec: str) -> str:
+    """``auto`` or a canonical format name; ``ValueError`` naming ``weight_format`` otherwise."""
+    if spec == AUTO:
+        return AUTO
+    try:
+        return str(WeightFormat.parse(spec))
+    except ValueError as err:
+        raise ValueError(f"{err} (or 'auto')") from None
+
+
+def verify_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
+    """The Ms a format is timed at: 1, plus the largest verify size of a speculating bucket."""
+    if policy == "vanilla" or settings is None:
+        return (1,)
+    sizes = [b.shape.num_verify_tokens for b in settings.buckets if b.speculate]
+    return (1, max(sizes)) if sizes and max(sizes) > 1 else (1,)
+
+
+def profile_format(profile, this_isa: str) -> str | None:
+    """The format a measured profile was tuned with, or None if it records none.
+
+    Warns once when the profile was measured on another ISA class than ``this_isa``.
+    ``profile`` is a ``sglang_cast.profile.Profile``.
+    """
+    if profile is None or profile.source != "measured" or profile.weight_format is None:
+        return None
+    recorded = profile.isa_class
+    if recorded is not None and recorded != this_isa:
+        log.warning("CAST profile %r was measured on a %s CPU, this one is %s: its weight format (%s) and trees "
+                    "may not be the fastest here; run `cast-autotune profile` and `cast-autotune tune` on this "
+                    "machine", profile.label, recorded, this_isa, profile.weight_format)
+    return profile.weight_format
+
+
+def measure_costs(time_once: TimeOnce, candidates: Sequence[str], sizes: Sequence[int], *,
+                  rounds: int = MEASURE_ROUNDS, warmup: int = MEASURE_WARMUP, budget_s: float = MEASURE_BUDGET_S,
+                  clock: Callable[[], float] = time.monotonic) -> dict[str, dict[int, float]]:
+    """Median ms of every (format, M), timed round-robin; stops starting rounds after
+    ``budget_s`` (keeping at least one timed round)."""
+    samples: dict[tuple[str, int], list[float]] = {(f, m): [] for f in candidates for m in sizes}
+    began = clock()
+    for index in range(warmup + rounds):
+        if index > warmup and clock() - began > budget_s:
+            break
+        for key in samples:
+            elapsed = time_once(*key)
+            if index >= warmup:
+                samples[key].append(elapsed)
+    return {f: {m: statistics.median(samples[(f, m)]) for m in sizes} for f in candidates}
+
+
+def cheapest(costs_ms: dict[str, dict[int, float]]) -> str:
+    """The format with the lowest cost summed over the timed Ms (first listed wins a tie)."""
+    return min(costs_ms, key=lambda fmt: sum(costs_ms[fmt].values()))
+
+
+def target_timer(model_path: str | None, dtype: torch.dtype, candidates: Sequence[str],
+                 capacity: int) -> TimeOnce:
+    """Times batch-1 target forwards of each candidate, loaded once each from ``model_path``
+    (the engine's own forward and logits, as ``cast-autotune profile`` times them)."""
+    from ..models import KVCache, load_target
+    from .timing import ForwardTimer
+
+    timers: dict[str, ForwardTimer] = {}
+    for fmt in candidates:
+        model, config, _ = load_target(model_path, "cpu", dtype, fmt)
+        cache = KVCache.for_model(config, 1, capacity, torch.device("cpu"), dtype)
+        timers[fmt] = ForwardTimer(lambda *a, model=model: model.logits(model(*a).hidden), cache, config.vocab_size)
+    return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
+
+
+def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Sequence[int] = (1,),
+                         model_path: str | None = None, dtype: torch.dtype = torch.float32,
+                         time_once: TimeOnce | None = None, this_isa: str | None = None) -> FormatChoice:
+    """Resolve ``requested`` (a format or ``auto``) by the module's rule; logs the choice.
+
+    ``profile`` (a ``Profile`` or None) is what the engine's settings came from;
+    ``sizes`` the Ms to time (`verify_sizes`); ``time_once`` replaces the real forward
+    timer (tests); ``this_isa`` replaces ``hardware.isa_class()`` (tests).
+    """
+    requested = parse_requested(requested)
+    if requested != AUTO:
+        return FormatChoice(requested, "explicit")
+    if device.startswith("cuda"):
+        return FormatChoice(DENSE, "cuda")
+    recorded = profile_format(profile, this_isa or isa_class())
+    if recorded is not None:
+        choice = FormatChoice(recorded, "profile")
+        log.info("weight format %s, as measured and tuned in CAST profile %r", recorded, profile.label)
+        return choice
+    began = time.monotonic()
+    timer = time_once or target_timer(model_path, dtype, CANDIDATES, MEASURE_CONTEXT + max(sizes))
+    costs = measure_costs(timer, CANDIDATES, sizes)
+    choice = FormatChoice(cheapest(costs), "measured", costs)
+    log.info("%s; chosen in %.1f s (no measured profile records a format)", choice.describe(),
+             time.monotonic() - began)
+    return choice

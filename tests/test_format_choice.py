@@ -1,0 +1,253 @@
+"""``weight_format="auto"`` (sglang_cast/engine/format_choice.py): the profile's recorded
+format, the ISA-mismatch warning, the measured choice on a planted cost table, the
+profile fields that carry the choice, and cast-autotune publishing the faster format."""
+
+import logging
+import sqlite3
+from dataclasses import replace
+
+import pytest
+
+from autotune.prompts import load_prompts
+from autotune.store import Setup, Store
+from autotune.tuner import BucketResult
+from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and_publish
+from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, TreeShape
+from sglang_cast.engine import build
+from sglang_cast.engine.format_choice import (CANDIDATES, choose_weight_format, cheapest, measure_costs,
+                                              parse_requested, verify_sizes)
+from sglang_cast.engine.timing import Timing
+from sglang_cast.hardware import isa_class
+from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
+
+SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0), shape=TreeShape(4, 4, 16))
+# ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too.
+PLANTED = {"fp32": {1: 32.0, 16: 64.0}, "bf16": {1: 37.0, 16: 46.0}, "int8": {1: 20.0, 16: 70.0},
+           "int4/int8": {1: 15.0, 16: 45.0 + 30.0}}
+
+
+def planted_timer(calls=None):
+    def time_once(fmt, m):
+        if calls is not None:
+            calls.append((fmt, m))
+        return PLANTED[fmt][m]
+    return time_once
+
+
+def refusing_timer(fmt, m):
+    raise AssertionError("nothing may be timed when the format is already decided")
+
+
+def profile(source="measured", weight_format="int8", isa="amx") -> Profile:
+    model = {"target": "t", "draft": "d"} | ({"weight_format": weight_format} if weight_format else {})
+    provenance = {"machine": {"device_type": "cpu", "isa_class": isa}} if isa else {}
+    return Profile(label="cpu", device="test cpu", source=source, settings=SETTINGS, model=model,
+                   provenance=provenance)
+
+
+def test_measured_choice_is_the_cheapest_summed_over_the_timed_sizes(caplog):
+    calls = []
+    with caplog.at_level(logging.INFO, logger="sglang_cast.engine.format_choice"):
+        at_1 = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(calls))
+        at_16 = choose_weight_format("auto", device="cpu", sizes=(1, 16), time_once=planted_timer())
+    assert (at_1.weight_format, at_1.reason) == ("int4/int8", "measured")
+    assert at_16.weight_format == "bf16" and at_16.costs_ms == PLANTED
+    assert {fmt for fmt, _ in calls} == set(CANDIDATES) and {m for _, m in calls} == {1}
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and all("measured" in line for line in lines)
+    assert "weight format bf16" in lines[1] and all(f"{fmt} M=1" in lines[1] for fmt in CANDIDATES)
+
+
+def test_candidates_are_timed_round_robin_and_the_budget_stops_new_rounds():
+    calls = []
+    ticks = iter(range(1000))
+    costs = measure_costs(planted_timer(calls), ["fp32", "bf16"], (1, 16), rounds=5, warmup=1, budget_s=2.5,
+                          clock=lambda: next(ticks))
+    # the clock reads 0 at the start and ticks once per check before rounds 2, 3, 4:
+    # rounds 0 (warm-up) to 3 run, round 4 finds 3 s > 2.5 s spent and is not started
+    assert calls == [("fp32", 1), ("fp32", 16), ("bf16", 1), ("bf16", 16)] * 4
+    assert costs == {"fp32": PLANTED["fp32"], "bf16": PLANTED["bf16"]}
+    assert cheapest(costs) == "bf16"
+
+
+def test_a_measured_profile_that_records_its_format_decides():
+    choice = choose_weight_format("auto", device="cpu", profile=profile(), time_once=refusing_timer,
+                                  this_isa="amx")
+    assert (choice.weight_format, choice.reason) == ("int8", "profile")
+
+
+@pytest.mark.parametrize("source,weight_format", [("analytic", "int8"), ("measured", None)])
+def test_analytic_or_old_profiles_fall_back_to_measuring(source, weight_format):
+    choice = choose_weight_format("auto", device="cpu", profile=profile(source, weight_format), sizes=(1,),
+                                  time_once=planted_timer(), this_isa="amx")
+    assert (choice.weight_format, choice.reason) == ("int4/int8", "measured")
+
+
+def test_a_profile_from_another_isa_class_warns_once_naming_both_and_the_fix(caplog):
+    with caplog.at_level(logging.WARNING):
+        choice = choose_weight_format("auto", device="cpu", profile=profile(isa="amx"), time_once=refusing_timer,
+                                      this_isa="avx2")
+        choose_weight_format("auto", device="cpu", profile=profile(isa="avx2"), time_once=refusing_timer,
+                             this_isa="avx2")
+        choose_weight_format("auto", device="cpu", profile=profile(isa=None), time_once=refusing_timer,
+                             this_isa="avx2")
+    assert choice.weight_format == "int8"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "amx" in warnings[0] and "avx2" in warnings[0] and "cast-autotune profile" in warnings[0]
+
+
+def test_explicit_formats_and_cuda_are_not_measured():
+    assert choose_weight_format("int4", device="cpu", time_once=refusing_timer).weight_format == "int4"
+    assert choose_weight_format("int4/int4", device="cpu", time_once=refusing_timer).reason == "explicit"
+    cuda = choose_weight_format("auto", device="cuda:0", profile=profile(), time_once=refusing_timer)
+    assert (cuda.weight_format, cuda.reason) == ("fp32", "cuda")
+    with pytest.raises(ValueError, match=r"weight_format: 'int3' is not .* \(or 'auto'\)"):
+        parse_requested("int3")
+
+
+def test_verify_sizes_follow_the_policy_and_the_speculating_buckets():
+    off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
+    assert verify_sizes("vanilla", SETTINGS) == (1,)
+    assert verify_sizes("cast", SETTINGS) == (1, 16)
+    assert verify_sizes("cast", off) == (1,)
+
+
+def test_build_engine_loads_the_format_auto_resolves_to(monkeypatch):
+    loaded = []
+
+    class Stop(Exception):
+        pass
+
+    def load_target(path, device, dtype, weight_format):
+        loaded.append(weight_format)
+        raise Stop
+
+    monkeypatch.setattr(build, "load_target", load_target)
+    monkeypatch.setattr("sglang_cast.engine.format_choice.isa_class", lambda: "amx")
+    with pytest.raises(Stop):
+        build.build_engine(build.EngineArgs(policy="cast", settings=SETTINGS, profile=profile()))
+    assert build.EngineArgs().weight_format == "auto" and loaded == ["int8"]
+
+
+# ------------------------------------------------------------------ profile fields
+
+def test_profile_round_trip_keeps_the_format_and_isa_class(tmp_path):
+    path = save_profile(profile(weight_format="int4/int8", isa="avx512"), tmp_path / "p.yaml")
+    loaded = load_profile(path).profile
+    assert (loaded.weight_format, loaded.isa_class) == ("int4/int8", "avx512")
+    old = save_profile(profile(weight_format=None, isa=None), tmp_path / "old.yaml")
+    assert (load_profile(old).profile.weight_format, load_profile(old).profile.isa_class) == (None, None)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d["model"].update(weight_format="int3"), "profile.model.weight_format: expected fp32, bf16"),
+    (lambda d: d["model"].update(weight_format="auto"), "got 'auto'"),
+    (lambda d: d["model"].update(weight_format=4), "profile.model.weight_format"),
+    (lambda d: d["provenance"]["machine"].update(isa_class="sse"),
+     "profile.provenance.machine.isa_class: expected one of ['amx', 'avx512', 'avx2', 'other'], got 'sse'"),
+])
+def test_bad_format_or_isa_class_is_a_one_line_error(edit, message):
+    data = profile().to_dict()
+    edit(data)
+    with pytest.raises(ProfileError) as err:
+        Profile.from_dict(data)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cpu_profiles_are_picked_per_isa_class(tmp_path):
+    assert find_profile("cpu", tmp_path, isa="amx") is None
+    save_profile(profile(), tmp_path / "cpu.yaml")
+    save_profile(profile(isa="avx2"), tmp_path / "cpu-avx2.yaml")
+    assert find_profile("cpu", tmp_path, isa="avx2") == tmp_path / "cpu-avx2.yaml"
+    assert find_profile("cpu", tmp_path, isa="amx") == tmp_path / "cpu.yaml"
+    assert find_profile("h100", tmp_path) is None
+
+
+# ------------------------------------------------------------------ cast-autotune tune per format
+
+def bucket_result(size: int, rate: float) -> BucketResult:
+    return BucketResult(BucketSettings(size, TreeShape(2, 2, 4)), "s", 0, 1, 1, rate, 1.0, 0)
+
+
+def test_the_objective_is_the_geometric_mean_over_buckets():
+    fast_at_1 = FormatTuning("fp32", None, [bucket_result(1, 100.0), bucket_result(8, 10.0)])  # geomean 31.6
+    balanced = FormatTuning("bf16", None, [bucket_result(1, 90.0), bucket_result(8, 20.0)])  # geomean 42.4
+    assert fastest_format([fast_at_1, balanced]).weight_format == "bf16"
+    assert fastest_format([balanced, replace(balanced, weight_format="int8")]).weight_format == "bf16"
+
+
+def plant_format(store: Store, setup: Setup, weight_format: str, factor: float) -> Setup:
+    """Copy ``setup``'s measurements as ``weight_format``'s, every time scaled by ``factor``."""
+    planted = replace(setup, target_model=f"{setup.target_model}@{weight_format}")
+    for row in store.measurements(setup):
+        timing = Timing(row.median_ms * factor, row.p10_ms * factor, row.p90_ms * factor, row.repeats)
+        store.add_measurement(planted, row.role, row.batch_size, row.context_len, row.n, timing, row.load_avg)
+    return planted
+
+
+@pytest.mark.parametrize("factor,published", [(0.5, "int8"), (2.0, "fp32")])
+def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, published):
+    from test_autotune_pipeline import SETUP, SPACE, fill, tiny_pair
+
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=2, batch_sizes=(1,))
+    plant_format(store, SETUP, "int8", factor)
+    loads = []
+
+    def load_format(fmt):
+        loads.append(fmt)
+        return replace(tiny_pair(), target_id=f"tiny-target@{fmt}")
+
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=3, space=SPACE,
+                        confirm_prompts=1, confirm_max_new_tokens=4, context_length=128,
+                        weight_formats=("fp32", "int8", "bf16"))
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts(), load_format=load_format, progress=False)
+    rates = {t.weight_format: t.score for t in outcome.formats}
+    assert (rates["int8"] > rates["fp32"]) == (factor < 1)
+    assert outcome.weight_format == published and outcome.not_profiled == ("bf16",)
+    assert loads == ([published] if published != "fp32" else [])
+    loaded = load_profile(config.output).profile
+    assert loaded.weight_format == published and loaded.isa_class == isa_class()
+    assert loaded.model["target"] == ("tiny-target" if published == "fp32" else f"tiny-target@{published}")
+    formats = loaded.provenance["weight_formats"]
+    assert formats["published"] == published and formats["not_profiled"] == ["bf16"]
+    assert [t["weight_format"] for t in formats["tuned"]] == ["fp32", "int8"]
+    with sqlite3.connect(store.path) as db:  # each format has its own studies
+        studies = {name for (name,) in db.execute("select study_name from studies")}
+    assert any("-int8-b1" in name for name in studies) and any(name.endswith("-b1") and "-int8" not in name
+                                                                for name in studies)
+
+
+# ------------------------------------------------------------------ tools/bench.py
+
+def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monkeypatch, tmp_path):
+    import json
+
+    from autotune.models import ModelPair
+    from autotune.prompts import PromptSet
+    from sglang_cast.models.weights import WeightFormat, apply_weight_format
+    from sglang_cast.profile import LoadedProfile
+    from test_engine import CharTokenizer, MirrorDraft, tiny_target
+    from tools import bench
+
+    asked = []
+
+    def load_model_pair(model_path, draft_path, device, dtype, weight_format):
+        asked.append(weight_format)
+        target = apply_weight_format(tiny_target(), WeightFormat.parse(weight_format))
+        return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny", "mirror", "float32",
+                         chat_template=False)
+
+    monkeypatch.setattr(bench, "load_prompts", lambda path: PromptSet("p", ("a", "b"), ("hello", "abc")))
+    monkeypatch.setattr(bench, "load_settings",
+                        lambda path: LoadedProfile(profile(weight_format="int8", isa=isa_class()), tmp_path, "v1"))
+    monkeypatch.setattr(bench, "load_model_pair", load_model_pair)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--dataset", "unused", "--methods", "vanilla", "--num-prompts", "2", "--max-new-tokens", "4",
+                       "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert asked == ["int8"]
+    assert (data["model"]["weight_format"], data["model"]["weight_format_requested"],
+            data["model"]["weight_format_reason"]) == ("int8", "auto", "profile")
+    assert [r["weight_format"] for r in data["records"]] == ["int8"]
