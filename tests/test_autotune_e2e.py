@@ -67,7 +67,7 @@ def test_quick_profile_collect_tune_and_the_server_hot_reloads_the_published_pro
     server = subprocess.Popen(
         [sys.executable, "-m", "sglang_cast.launch_server", "--cast-profile", str(watched), "--port", str(port),
          "--speculative-draft-model-path", str(head), "--context-length", "512", "--max-running-requests", "1",
-         "--log-level", "warning"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+         "--log-level", "warning", "--weight-format", "fp32"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/cast/profile"
 
     def status():

@@ -46,7 +46,8 @@ class ServerProcess:
         self.log = log_path.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sglang_cast.launch_server", "--speculative-algorithm", "NONE", "--port",
-             str(port), "--context-length", str(CONTEXT), "--max-running-requests", "4", "--log-level", "warning"],
+             str(port), "--context-length", str(CONTEXT), "--max-running-requests", "4", "--log-level", "warning",
+             "--weight-format", "fp32"],  # memory is measured on the reference format, not after timing four
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         wait_until_healthy(self.process, self.url, log_path.read_text)
 
