@@ -118,6 +118,19 @@ def reference_target_id(target_id: str) -> str:
         return target_id
 
 
+def target_model_id(model_path: str | None) -> str:
+    """The id a dense target's measurements and traces are keyed by, on every backend:
+    the embedded model's name, else the resolved path (`format_target_id` adds a
+    packed format)."""
+    return f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
+
+
+def draft_model_id(path: Path) -> str:
+    """A head's id: its resolved path and weights digest, so a head retrained in
+    place never shares measurements or traces with the old one."""
+    return f"{path.expanduser().resolve()}#{weights_digest(path)}"
+
+
 def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,
                     random_seed: int = 0, weight_format: str = "fp32") -> ModelPair:
     """Load the pair as ``EngineArgs`` would; fall back to a random head (and say so
@@ -129,8 +142,7 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
         target, config, tokenizer = load_target(model_path, device, DTYPES[dtype], weight_format)
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
-    base_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
-    target_id = format_target_id(base_id, weight_format)
+    target_id = format_target_id(target_model_id(model_path), weight_format)
     path = Path(draft_path).expanduser() if draft_path else default_draft_path(model_path)
     if path is None:
         if model_path is not None:
@@ -142,5 +154,5 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
             draft = load_draft(path, target, device, DTYPES[dtype])
         except (FileNotFoundError, ValueError) as err:
             raise AutotuneError(f"--draft-path: {err}") from None
-        draft_id = f"{path.resolve()}#{weights_digest(path)}"
+        draft_id = draft_model_id(path)
     return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids)

@@ -48,14 +48,14 @@ def check_sglang_backend(model_path: str | None, draft_path: str | None, device:
     if not draft_path:
         raise AutotuneError("--draft-path: required with --backend sglang (the EAGLE or EAGLE-3 head directory "
                             "the deployment serves with)")
-    from .models import weights_digest
+    from .models import draft_model_id, target_model_id
 
     target, draft = Path(model_path).expanduser(), Path(draft_path).expanduser()
     for flag, path in (("--model-path", target), ("--draft-path", draft)):
         if not (path / "config.json").is_file():
             raise AutotuneError(f"{flag}: {path} is not a model directory with a config.json")
     # The ids load_model_pair gives the same paths, so `tune --backend sglang` finds these rows.
-    return SGLangModels(str(target), str(draft), str(target.resolve()), f"{draft.resolve()}#{weights_digest(draft)}")
+    return SGLangModels(str(target), str(draft), target_model_id(model_path), draft_model_id(draft))
 
 
 def sglang_setup(models: SGLangModels, device_name: str, dtype: str) -> Setup:
