@@ -84,6 +84,7 @@ from autotune.tuner import assign_buckets, even_sample, replay_settings
 from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.hardware import cpu_name, device_name, isa_class
+from sglang_cast.models.compiled import COMPILE_MODES, compile_models, compile_wanted
 from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.models.numerics import NearTieRule, judge_divergence
 from sglang_cast.models.weights import ACTIVATION_DTYPE, WeightFormat
@@ -684,6 +685,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weight-format", default="fp32",
                         help="how the target's linears / LM head are stored: fp32, bf16, int8, int4 or "
                              "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md; default: fp32)")
+    parser.add_argument("--compile", default="auto", choices=COMPILE_MODES,
+                        help="compile the target's and draft's layers (models/compiled.py): auto = packed "
+                             "--weight-format only, on, off (default: auto); compiled before timing starts")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -735,12 +739,18 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
     settings, profile_name = load_settings(args.profile)
     pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE, weight_format=args.weight_format)
+    args.compile_s = None
+    if compile_wanted(args.compile, pair.target):
+        started = time.perf_counter()
+        compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))
+        args.compile_s = round(time.perf_counter() - started, 1)
     return prompt_set.texts[: args.num_prompts], settings, profile_name, pair
 
 
 def model_record(pair: ModelPair, args: argparse.Namespace) -> dict:
     """What every JSON record says about the models: ids, the residual dtype and the weight format."""
-    return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE, "weight_format": args.weight_format}
+    return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE, "weight_format": args.weight_format,
+            "compiled": args.compile_s is not None, "compile_s": args.compile_s}
 
 
 def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:

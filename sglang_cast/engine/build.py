@@ -10,6 +10,7 @@ import torch
 
 from ..cast import CostModel, PolicySettings, make_policy
 from ..models import load_draft, load_target
+from ..models.compiled import compile_models, compile_wanted
 from .engine import Engine
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -30,6 +31,9 @@ class EngineArgs:
     # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4" or
     # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md).
     weight_format: str = "fp32"
+    # "auto" compiles the layers of packed weight formats (fp32 stays the eager reference),
+    # "on" / "off" force it; compiled at construction (models/compiled.py, docs/precision.md).
+    compile: str = "auto"
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -65,5 +69,7 @@ def build_engine(args: EngineArgs) -> Engine:
     max_context = config.max_position_embeddings
     if args.context_length > max_context:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
+    if compile_wanted(args.compile, target):
+        compile_models(target, draft, args.max_batch_size)
     return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
                   context_length=args.context_length, eos_token_ids=config.eos_token_ids)
