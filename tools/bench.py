@@ -688,6 +688,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile", default="auto", choices=COMPILE_MODES,
                         help="compile the target's and draft's layers (models/compiled.py): auto = packed "
                              "--weight-format only, on, off (default: auto); compiled before timing starts")
+    parser.set_defaults(compile_s=None)  # seconds the compilation took, once done (load_inputs)
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -739,7 +740,6 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
     settings, profile_name = load_settings(args.profile)
     pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE, weight_format=args.weight_format)
-    args.compile_s = None
     if compile_wanted(args.compile, pair.target):
         started = time.perf_counter()
         compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))
