@@ -685,9 +685,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weight-format", default="fp32",
                         help="how the target's linears / LM head are stored: fp32, bf16, int8, int4 or "
                              "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md; default: fp32)")
-    parser.add_argument("--compile", default="auto", choices=COMPILE_MODES,
-                        help="compile the target's and draft's layers (models/compiled.py): auto = packed "
-                             "--weight-format only, on, off (default: auto); compiled before timing starts")
+    parser.add_argument("--compile", default="off", choices=COMPILE_MODES,
+                        help="compile the target's and draft's layers (models/compiled.py): on, off, or auto = "
+                             "packed --weight-format only (default: off); compiled before timing starts")
     parser.set_defaults(compile_s=None)  # seconds the compilation took, once done (load_inputs)
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")

@@ -31,9 +31,10 @@ class EngineArgs:
     # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4" or
     # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md).
     weight_format: str = "fp32"
-    # "auto" compiles the layers of packed weight formats (fp32 stays the eager reference),
-    # "on" / "off" force it; compiled at construction (models/compiled.py, docs/precision.md).
-    compile: str = "auto"
+    # "on" compiles the layers at construction, "auto" only those of packed weight formats
+    # (fp32 stays the eager reference); "off" by default: it measured no faster here
+    # (models/compiled.py, docs/precision.md).
+    compile: str = "off"
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
