@@ -23,7 +23,9 @@ fp32's token identity with the eager reference; ``auto`` therefore compiles only
 packed weight formats, whose bf16 activations already put them under the near-tie
 rule (`numerics.py`).  Measured on a 2-core AMX Xeon (docs/precision.md) this cut of
 the graphs is no faster than eager: 31 compiled calls per forward cost about what the
-fused elementwise work saves, so engines default to ``off``.  Inductor's on-disk caches (FX graph and generated C++) live in
+fused elementwise work saves, so engines default to ``off``.
+
+Inductor's on-disk caches (FX graph and generated C++) live in
 ``$TORCHINDUCTOR_CACHE_DIR``, by default ``<cache_root>/inductor`` (`loader.cache_root`).
 """
 
