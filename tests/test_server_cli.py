@@ -24,7 +24,8 @@ def test_help_explains_every_flag():
                  "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                  "--cast-profile", "--host", "--port", "--max-running-requests", "--max-queued-requests",
                  "--context-length", "--api-key", "--device", "--backend", "--served-model-name", "--log-level",
-                 "--admin-api-key", "--max-request-bytes", "--max-logprobs", "--mem-fraction-static", "--weight-format"):
+                 "--admin-api-key", "--max-request-bytes", "--max-logprobs", "--mem-fraction-static", "--weight-format",
+                 "--compile"):
         assert flag in result.stdout
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
@@ -57,6 +58,8 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
     (["--weight-format", "int3"], "'int3' is not '<linears>' or '<linears>/<lm_head>' with each one of fp32, bf16"),
     (["--weight-format", "int4", "--backend", "sglang"], "--weight-format applies to the native engine only"),
+    (["--compile", "yes"], "--compile: expected one of auto, on, off, got 'yes'"),
+    (["--compile", "on", "--backend", "sglang"], "--compile applies to the native engine only"),
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
     (["--no-such-flag"], "unrecognized arguments"),
@@ -138,6 +141,8 @@ def test_weight_format_auto_is_the_default_and_cast_profile_auto_means_this_hard
     assert parse_launch_args(["--weight-format", "auto", "--cast-profile", "auto"]).cast_profile is None
     assert parse_launch_args(["--weight-format", "int4/int4"]).weight_format == "int4"
     assert parse_launch_args(["--weight-format", "auto", "--backend", "sglang"]).weight_format == "auto"
+    assert parse_launch_args([]).compile == "off"
+    assert parse_launch_args(["--compile", "auto"]).compile == "auto"
     help_text = launch_args.build_parser().format_help()
     assert "default: auto" in help_text and "cpu-<ISA class>.yaml" in help_text
 

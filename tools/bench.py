@@ -89,6 +89,7 @@ from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.engine.build import DTYPES
 from sglang_cast.engine.format_choice import FormatChoice, choose_weight_format, parse_requested, verify_sizes
 from sglang_cast.hardware import cpu_name, device_name, isa_class
+from sglang_cast.models.compiled import COMPILE_MODES, compile_models, compile_wanted
 from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.models.numerics import NearTieRule, judge_divergence
 from sglang_cast.models.weights import ACTIVATION_DTYPE, WeightFormat
@@ -693,6 +694,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "'<linears>/<lm_head>' such as int4/int8 (docs/precision.md), or auto: the profile's "
                              "recorded format, else the cheapest in a few timed forwards, as the server decides "
                              "(default: auto)")
+    parser.add_argument("--compile", default="off", choices=COMPILE_MODES,
+                        help="compile the target's and draft's layers (models/compiled.py): on, off, or auto = "
+                             "packed --weight-format only (default: off); compiled before timing starts")
+    parser.set_defaults(compile_s=None)  # seconds the compilation took, once done (load_inputs)
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -761,18 +766,24 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
     print(args.format_choice.describe(), file=sys.stderr)
     pair = load_model_pair(args.model_path, args.draft_path, "cpu", DTYPE,
                            weight_format=args.format_choice.weight_format)
+    if compile_wanted(args.compile, pair.target):
+        started = time.perf_counter()
+        compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))
+        args.compile_s = round(time.perf_counter() - started, 1)
     return prompt_set.texts[: args.num_prompts], settings, f"{loaded.path} (version {loaded.version})", pair
 
 
 def model_record(pair: ModelPair, args: argparse.Namespace) -> dict:
     """What every JSON record says about the models: ids, the residual dtype, the weight
     format the target ran and how it was chosen (``--weight-format`` as given, the
-    reason, and the measured ms per format and M when it was measured)."""
+    reason, and the measured ms per format and M when it was measured), and whether
+    its layers were compiled (and in how many seconds)."""
     choice: FormatChoice | None = args.format_choice
     return {"target": pair.target_id, "draft": pair.draft_id, "dtype": DTYPE,
             "weight_format": str(pair.target.weight_format), "weight_format_requested": args.weight_format,
             "weight_format_reason": choice.reason if choice else None,
-            "weight_format_costs_ms": choice.costs_ms if choice else {}}
+            "weight_format_costs_ms": choice.costs_ms if choice else {},
+            "compiled": args.compile_s is not None, "compile_s": args.compile_s}
 
 
 def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:

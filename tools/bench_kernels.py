@@ -2,7 +2,7 @@
 
     python tools/bench_kernels.py --json docs/results/kernels_amx.json
 
-Three measurements on the embedded SmolLM2-135M's real weights, all in this process:
+Measurements on the embedded SmolLM2-135M's real weights, all in this process:
 
 1. kernels: the 30 layers' 210 linears, and the LM head ``[49152, 576]`` separately, in
    each format at M = 1, 2, 4, 8, 16, 32 activation rows (kernel calls only);
@@ -10,7 +10,10 @@ Three measurements on the embedded SmolLM2-135M's real weights, all in this proc
    committed tokens) running M = 1, 8, 16 new tokens, plus the LM head on every token,
    for each model variant (``<linears>[/<lm_head>][@<residual dtype>]``);
 3. agreement: each variant's logits against fp32 on a few real prompts (max abs diff,
-   top-1 agreement, and how many top-1 disagreements the bf16 near-tie rule accepts).
+   top-1 agreement, and how many top-1 disagreements the bf16 near-tie rule accepts);
+4. breakdown: where an eager forward's time goes (GEMM, casts, attention, elementwise,
+   Python/dispatch), target at M = 1 and 16 and one call of the shipped draft head;
+5. compile (``--compile <variants>``): eager vs compiled layers (`models/compiled.py`).
 
 The machine may be shared, so variants are interleaved round-robin within each
 repetition and the record keeps the median over ``--reps`` repetitions.
@@ -19,6 +22,7 @@ repetition and the record keeps the median over ``--reps`` repetitions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -26,7 +30,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -34,7 +38,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from sglang_cast.hardware import cpu_name, isa_class
-from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_target
+from sglang_cast.engine.build import EMBEDDED_DRAFT
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_draft, load_target
+from sglang_cast.models import llama
+from sglang_cast.models.attention import AttentionBatch
+from sglang_cast.models.compiled import compile_models
 from sglang_cast.models.gguf_convert import read_q4_1_linears
 from sglang_cast.models.loader import embedded_gguf_path
 from sglang_cast.models.numerics import NearTieRule
@@ -200,46 +208,137 @@ def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters:
 
 
 def bench_compile(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
-    """``torch.compile`` (inductor, fixed shapes) of each variant's whole forward vs eager.
+    """Each variant's forward eager vs with its layers compiled (`models/compiled.py`).
 
-    Per variant and M in (1, 8): the first compiled call's seconds (compilation included),
-    then eager and compiled ms per step (median over ``reps``, interleaved), and the max
-    |Δlogit| between them.  `AttentionBatch.build` reads host values, so dynamo splits the
-    forward there and compiles the 30-layer body as one graph; that graph is specialised
-    to the cache slice length, so a real decoder would need one graph per length bucket.
+    Per variant: the seconds `compile_models` took (the engine's start-up cost; cold or
+    warm depending on inductor's on-disk cache), then eager and compiled ms per forward
+    at each M of ``FORWARD_ROWS`` (medians over ``reps``, interleaved) and the max
+    |Δlogit| between them.  The compiled copy shares nothing mutable with the eager model.
     """
     config = next(iter(models.values())).config
     gen = torch.Generator().manual_seed(1)
     prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
     slots = torch.tensor([0])
     result: dict = {}
-    with torch.no_grad():
+    with torch.inference_mode():
         for spec, model in models.items():
-            cache = prefilled_cache(model, prefix)
-            compiled = torch.compile(model.forward, dynamic=False)
-            for rows in (1, 8):
-                tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
-                args = (tokens, context + torch.arange(rows)[None], cache, slots,
-                        causal_tree_mask(1, rows, "cpu"))
-                steps = {
-                    "eager": lambda: model.logits(model.forward(*args).hidden),
-                    "compiled": lambda: model.logits(compiled(*args).hidden),
-                }
-                start = time.perf_counter()
-                diff = float((steps["compiled"]() - steps["eager"]()).abs().max())
-                warmup = time.perf_counter() - start
-                samples: dict[str, dict[int, list[float]]] = {name: {rows: []} for name in steps}
-                for _ in range(reps):
-                    for name, step in steps.items():
+            twin = copy.deepcopy(model)
+            start = time.perf_counter()
+            compile_models(twin, None, max_batch_size=1)
+            result[spec] = {"compile_s": round(time.perf_counter() - start, 1)}
+            caches = {"eager": prefilled_cache(model, prefix), "compiled": prefilled_cache(twin, prefix)}
+            runs = {"eager": model, "compiled": twin}
+            samples: dict[str, dict[int, list[float]]] = {name: {m: [] for m in FORWARD_ROWS} for name in runs}
+            for rep in range(reps + 1):
+                for rows in FORWARD_ROWS:
+                    tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
+                    args = (tokens, context + torch.arange(rows)[None])
+                    mask = causal_tree_mask(1, rows, "cpu")
+                    logits = {}
+                    for name, run in runs.items():
+
+                        def step(run=run, cache=caches[name]) -> Tensor:
+                            return run.logits(run(*args, cache, slots, mask).hidden)
+
                         samples[name][rows].append(time_call(step, iters))
-                timing = medians(samples)
-                result.setdefault(spec, {})[str(rows)] = {
-                    "first_call_s": round(warmup, 1),
-                    "eager_ms": timing["eager"][str(rows)],
-                    "compiled_ms": timing["compiled"][str(rows)],
-                    "max_abs_logit_diff": diff,
-                }
-                print(spec, rows, result[spec][str(rows)], flush=True)
+                        logits[name] = step()
+                    diff = float((logits["compiled"] - logits["eager"]).abs().max())
+                    key = f"max_abs_logit_diff_m{rows}"
+                    result[spec][key] = max(result[spec].get(key, 0.0), diff)
+            for name, by_rows in samples.items():
+                for rows in by_rows:
+                    by_rows[rows] = by_rows[rows][1:]  # the first repetition is a warm-up
+            result[spec].update({f"{name}_ms": ms for name, ms in medians(samples).items()})
+            print(spec, json.dumps(result[spec]), flush=True)
+    return result
+
+
+# Profiler labels: the linears' ops and the LM head's count as GEMM (their dtype casts
+# apart), ops inside `AttentionBatch.attend` as attention, every other op as elementwise.
+_GEMM_LABELS = ("linear", "lm_head")
+_CAST_OPS = ("aten::to", "aten::_to_copy", "aten::copy_")
+
+
+@contextlib.contextmanager
+def stage_labels(model: LlamaModel, draft) -> Iterator[None]:
+    """Wrap the linears, the LM head and attention in profiler ranges for `op_ms_by_stage`
+    (patched here, for the duration of one profile, so the model code carries no labels)."""
+
+    def labelled(fn: Callable, label: str) -> Callable:
+        def run(*args, **kwargs):
+            with torch.profiler.record_function(label):
+                return fn(*args, **kwargs)
+        return run
+
+    originals = (llama.linear, AttentionBatch.attend, LlamaModel.logits)
+    llama.linear = labelled(llama.linear, "linear")
+    AttentionBatch.attend = labelled(AttentionBatch.attend, "attention")
+    LlamaModel.logits = labelled(LlamaModel.logits, "lm_head")
+    heads = [draft.fc] + ([draft.lm_head] if hasattr(draft, "lm_head") else [])
+    for head in heads:
+        head.forward = labelled(head.forward, "linear")
+    try:
+        yield
+    finally:
+        llama.linear, AttentionBatch.attend, LlamaModel.logits = originals
+        for head in heads:
+            del head.forward
+
+
+def op_ms_by_stage(prof: torch.profiler.profile, calls: int) -> dict[str, float]:
+    """ms per call of the ops run directly from Python, by stage (`stage_labels`)."""
+    stages = {"gemm": 0.0, "casts": 0.0, "attention": 0.0, "elementwise": 0.0}
+    for event in prof.events():
+        parent = event.cpu_parent
+        if not event.name.startswith("aten::") or (parent is not None and parent.name.startswith("aten::")):
+            continue  # a nested op: its time is in its caller's
+        label = parent.name if parent is not None else None
+        if label in _GEMM_LABELS:
+            stage = "casts" if event.name in _CAST_OPS else "gemm"
+        else:
+            stage = "attention" if label == "attention" else "elementwise"
+        stages[stage] += event.cpu_time_total / 1000 / calls
+    return stages
+
+
+def breakdown(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
+    """Where one eager forward's time goes, per variant: the target at M = 1 and 16 and
+    one call of the shipped draft head.  Per repetition: the wall time (no profiler),
+    then one profiled pass for the op time per stage; ``python_dispatch`` is the wall
+    time minus all op time (the profiler's own overhead lands in the op times, so it is
+    an underestimate).  Medians over ``reps``."""
+    config = next(iter(models.values())).config
+    gen = torch.Generator().manual_seed(2)
+    prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
+    slots = torch.tensor([0])
+    result: dict = {}
+    with torch.inference_mode():
+        for spec, model in models.items():
+            draft = load_draft(EMBEDDED_DRAFT, model, "cpu", model.embed_tokens.weight.dtype)
+            cache = prefilled_cache(model, prefix)
+            draft_cache = KVCache.for_model(config, 1, context + 64, "cpu", model.embed_tokens.weight.dtype, 1)
+            draft_cache.lens[0] = context
+            steps = {}
+            for rows in (1, 16):
+                tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
+                positions, mask = context + torch.arange(rows)[None], causal_tree_mask(1, rows, "cpu")
+                features = torch.randn(1, rows, config.hidden_size, generator=gen)
+                steps[f"target_m{rows}"] = lambda t=tokens, p=positions, m=mask: model.logits(
+                    model(t, p, cache, slots, m).hidden)
+                steps[f"draft_m{rows}"] = lambda t=tokens, f=features, p=positions, m=mask: draft(
+                    t, f, p, draft_cache, slots, m)
+            for name, step in steps.items():
+                rounds = []
+                for _ in range(reps):
+                    wall = time_call(step, iters) * 1000
+                    with stage_labels(model, draft), torch.profiler.profile() as prof:
+                        for _ in range(iters):
+                            step()
+                    rounds.append({"wall": wall, **op_ms_by_stage(prof, iters)})
+                row = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+                row["python_dispatch"] = row["wall"] - sum(v for k, v in row.items() if k != "wall")
+                result.setdefault(spec, {})[name] = {k: round(v, 2) for k, v in row.items()}
+                print(spec, name, result[spec][name], flush=True)
     return result
 
 
@@ -341,10 +440,10 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--prompts", type=Path, default=DATASET, help="mt_bench-style jsonl")
     parser.add_argument("--num-prompts", type=int, default=4)
-    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement,spread")
+    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement,breakdown,spread")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument(
-        "--compile", default="", help="comma list of variants to also run under torch.compile"
+        "--compile", default="", help="comma list of variants to also run with compiled layers"
     )
     args = parser.parse_args()
     for name in ("reps", "iters", "context", "num_prompts", "threads"):
@@ -386,6 +485,8 @@ def main() -> None:
         prompts = prompt_ids(tokenizer, args.prompts, args.num_prompts)
         record["agreement"] = agreement(models, prompts)
         print(json.dumps(record["agreement"], indent=1), flush=True)
+    if "breakdown" not in skip:
+        record["breakdown"] = breakdown(models, args.context, args.reps, args.iters)
     if "spread" not in skip:
         prompts = prompt_ids(tokenizer, args.prompts, 2)
         record["kernel_path_spread"] = kernel_path_spread(models, prompts)

@@ -11,6 +11,7 @@ import torch
 
 from ..cast import CostModel, PolicySettings, make_policy
 from ..models import load_draft, load_target
+from ..models.compiled import compile_models, compile_wanted
 from .engine import Engine
 from .format_choice import AUTO, choose_weight_format, verify_sizes
 
@@ -37,6 +38,10 @@ class EngineArgs:
     # or "auto": chosen by engine/format_choice.py (the profile's, else measured here).
     weight_format: str = AUTO
     profile: Profile | None = None  # what `settings` came from: its recorded format decides "auto"
+    # "on" compiles the layers at construction, "auto" only those of packed weight formats
+    # (fp32 stays the eager reference); "off" by default: it measured no faster here
+    # (models/compiled.py, docs/precision.md).
+    compile: str = "off"
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -76,5 +81,7 @@ def build_engine(args: EngineArgs) -> Engine:
     max_context = config.max_position_embeddings
     if args.context_length > max_context:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
+    if compile_wanted(args.compile, target):
+        compile_models(target, draft, args.max_batch_size)
     return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
                   context_length=args.context_length, eos_token_ids=config.eos_token_ids)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -34,6 +34,9 @@ from .llama import (
     rope_cos_sin,
 )
 from .loader import check_state_dict, read_json
+
+if TYPE_CHECKING:
+    from .compiled import CompiledLayers
 
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 Layout = Literal["eagle", "eagle3"]
@@ -76,6 +79,16 @@ class _TargetRef:
     model: LlamaModel
 
 
+def run_draft(draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
+              batch: AttentionBatch) -> DraftOutput:
+    """One draft step: its layer's input side, attention on the head's cache, output side;
+    through ``draft.compiled`` when the head carries one (`compiled.py`)."""
+    if draft.compiled is not None:
+        return draft.compiled.run_draft(draft, input_ids, features, cos, sin, batch)
+    residual, q, k, v = draft.attention_inputs(input_ids, features, cos, sin)
+    return draft.finish(residual, batch.attend(0, q, k, v))
+
+
 def _step_batch(
     input_ids: Tensor, positions: Tensor, cache: KVCache, slots: Tensor, tree_mask: Tensor
 ) -> AttentionBatch:
@@ -98,6 +111,7 @@ class EagleDraft(nn.Module):
         self.fc = nn.Linear(2 * hidden, hidden, bias=config.fc_bias)
         self.layers = nn.ModuleList([DecoderLayer(config.layer, 0, input_norm=False)])
         self.target = _TargetRef(target)
+        self.compiled: CompiledLayers | None = None  # set by `compiled.compile_models`
 
     def forward(
         self,
@@ -110,9 +124,19 @@ class EagleDraft(nn.Module):
     ) -> DraftOutput:
         """``features`` ``[B, n, hidden]``: target features, or this head's previous ``hidden``."""
         batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
+        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
+        return run_draft(self, input_ids, features, cos, sin, batch)
+
+    def attention_inputs(
+        self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The layer's residual input ``fc(concat[embed, features])`` and its q, k, v."""
         x = self.fc(torch.cat((self.target.model.embed_tokens(input_ids), features), dim=-1))
-        cos, sin = rope_cos_sin(positions, self.config.layer, x.dtype)
-        h = self.layers[0](x, cos, sin, batch)
+        return (x, *self.layers[0].attention_inputs(x, cos, sin))
+
+    def finish(self, x: Tensor, attended: Tensor) -> DraftOutput:
+        """The layer's output side, then the target's LM head."""
+        h = self.layers[0].finish(x, attended)
         return DraftOutput(hidden=h, logits=self.target.model.logits(h))
 
     @property
@@ -143,8 +167,19 @@ class Eagle3Layer(nn.Module):
     def forward(
         self, embeds: Tensor, hidden: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch
     ) -> Tensor:
+        q, k, v = self.attention_inputs(embeds, hidden, cos, sin)
+        return self.finish(hidden, batch.attend(0, q, k, v))
+
+    def attention_inputs(
+        self, embeds: Tensor, hidden: Tensor, cos: Tensor, sin: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v of ``concat[norm(embeds), norm(hidden)]``: everything before the cache."""
         x = torch.cat((self.input_layernorm(embeds), self.hidden_norm(hidden)), dim=-1)
-        h = hidden + self.self_attn(x, cos, sin, batch)
+        return self.self_attn.project(x, cos, sin)
+
+    def finish(self, hidden: Tensor, attended: Tensor) -> Tensor:
+        """``o_proj``, residual adds and MLP: everything after the cache."""
+        h = hidden + self.self_attn.output(attended, hidden.shape)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -170,6 +205,7 @@ class Eagle3Draft(nn.Module):
         self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.arange(vocab) < config.draft_vocab_size)
         self.target = _TargetRef(target)
+        self.compiled: CompiledLayers | None = None  # set by `compiled.compile_models`
 
     def embed(self, input_ids: Tensor) -> Tensor:
         if self.embed_tokens is not None:
@@ -192,17 +228,26 @@ class Eagle3Draft(nn.Module):
         Logits are over the draft vocab; map ids with `draft_to_target`.
         """
         hidden_size = self.config.layer.hidden_size
-        if features.shape[-1] == 3 * hidden_size:
-            features = self.fc(features)
-        elif features.shape[-1] != hidden_size:
+        if features.shape[-1] not in (hidden_size, 3 * hidden_size):
             raise ValueError(
                 f"features width {features.shape[-1]} is neither 3*hidden ({3 * hidden_size}) "
                 f"nor hidden ({hidden_size})"
             )
         batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
-        embeds = self.embed(input_ids)
-        cos, sin = rope_cos_sin(positions, self.config.layer, embeds.dtype)
-        h = self.midlayer(embeds, features, cos, sin, batch)
+        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
+        return run_draft(self, input_ids, features, cos, sin, batch)
+
+    def attention_inputs(
+        self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The residual input (``fc(features)`` for target features) and its q, k, v."""
+        if features.shape[-1] != self.config.layer.hidden_size:
+            features = self.fc(features)
+        return (features, *self.midlayer.attention_inputs(self.embed(input_ids), features, cos, sin))
+
+    def finish(self, hidden: Tensor, attended: Tensor) -> DraftOutput:
+        """The layer's output side, then the head's own norm and reduced-vocab LM head."""
+        h = self.midlayer.finish(hidden, attended)
         return DraftOutput(hidden=h, logits=self.lm_head(self.norm(h)))
 
     @property

@@ -8,6 +8,7 @@ numerics can be checked against ``transformers`` directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,9 @@ from .attention import AttentionBatch, causal_tree_mask
 from .config import ModelConfig
 from .kv_cache import KVCache
 from .weights import PackedLinear, WeightFormat
+
+if TYPE_CHECKING:
+    from .compiled import CompiledLayers
 
 
 @dataclass
@@ -130,17 +134,28 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch) -> Tensor:
-        """``x`` is ``[B, n, width]`` or flattened ``[B·n, width]``; the output has its shape.
+        """``x`` is ``[B, n, width]`` or flattened ``[B·n, width]``; the output has its shape."""
+        q, k, v = self.project(x, cos, sin)
+        return self.output(batch.attend(self.layer_idx, q, k, v), x.shape)
+
+    def project(self, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Rotated ``q`` ``[B, H, n, D]`` and ``k``, ``v`` ``[B, kv_heads, n, D]`` of ``x``:
+        the attention's input side, which touches no cache (so a compiled graph can hold it,
+        `compiled.py`).  ``B`` and ``n`` are read off ``cos`` ``[B, 1, n, D]``.
 
         q and k are concatenated before RoPE so one rotation (three kernels) covers both.
         """
-        b, n = batch.write_positions.shape
+        b, n = cos.shape[0], cos.shape[2]
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         qk = torch.cat((linear(self.q_proj, x), linear(self.k_proj, x)), dim=-1)
         qk = apply_rope(qk.view(b, n, heads + kv_heads, dim).transpose(1, 2), cos, sin)
         v = linear(self.v_proj, x).view(b, n, kv_heads, dim).transpose(1, 2)
-        out = batch.attend(self.layer_idx, qk[:, :heads], qk[:, heads:], v)
-        return linear(self.o_proj, out.transpose(1, 2).reshape(*x.shape[:-1], heads * dim))
+        return qk[:, :heads], qk[:, heads:], v
+
+    def output(self, attended: Tensor, shape: torch.Size) -> Tensor:
+        """``o_proj`` of the attention output ``[B, H, n, D]``, shaped like the input ``shape``."""
+        flat = attended.transpose(1, 2).reshape(*shape[:-1], self.num_heads * self.head_dim)
+        return linear(self.o_proj, flat)
 
 
 class MLP(nn.Module):
@@ -179,7 +194,17 @@ class DecoderLayer(nn.Module):
         Sub-modules are run through ``.forward``, skipping ``nn.Module.__call__`` (see
         `linear`): at batch-1 decoding per-call overhead rivals the GEMVs.
         """
-        h = x + self.self_attn.forward(self.input_layernorm.forward(x), cos, sin, batch)
+        q, k, v = self.attention_inputs(x, cos, sin)
+        return self.finish(x, batch.attend(self.self_attn.layer_idx, q, k, v))
+
+    def attention_inputs(self, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Norm, q/k/v projections and RoPE of ``x``: everything before the cache."""
+        return self.self_attn.project(self.input_layernorm.forward(x), cos, sin)
+
+    def finish(self, x: Tensor, attended: Tensor) -> Tensor:
+        """The layer's output from its input ``x`` and the attention output ``[B, H, n, D]``:
+        ``o_proj``, the residual adds and the MLP (everything after the cache)."""
+        h = x + self.self_attn.output(attended, x.shape)
         return h.add_(self.mlp.forward(self.post_attention_layernorm.forward(h)))  # h is ours
 
 
@@ -195,6 +220,21 @@ def check_step_shapes(
             f"{tuple(positions.shape)}, slots {tuple(slots.shape)}, tree_mask "
             f"{tuple(tree_mask.shape)}; expected [B, n], [B, n], [B], [B, n, s >= n]"
         )
+
+
+def run_layers(
+    model: LlamaModel, h: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
+    capture: tuple[int, ...],
+) -> tuple[Tensor, dict[int, Tensor]]:
+    """The eager decoder stack: final-norm hidden states ``[B·n, hidden]`` from the
+    embeddings ``h`` ``[B·n, hidden]``, and the residual stream entering each layer in
+    ``capture`` (see `eagle3_feature_layers` for why this convention)."""
+    features: dict[int, Tensor] = {}
+    for i, layer in enumerate(model.layers):
+        if i in capture:
+            features[i] = h
+        h = layer(h, cos, sin, batch)
+    return model.norm(h), features
 
 
 class LlamaModel(nn.Module):
@@ -214,6 +254,8 @@ class LlamaModel(nn.Module):
         # Set by `weights.apply_weight_format`; None / fp32 is the dense reference path.
         self.packed_head: PackedLinear | None = None
         self.weight_format = WeightFormat()
+        # Set by `compiled.compile_models`; None runs the layers eagerly (the reference).
+        self.compiled: CompiledLayers | None = None
 
     def forward(
         self,
@@ -244,14 +286,11 @@ class LlamaModel(nn.Module):
         # 3-D one goes through extra reshapes (measurable per op at batch-1 decode).
         h = self.embed_tokens(input_ids.reshape(-1))
         cos, sin = rope_cos_sin(positions, self.config, h.dtype)
-        features: dict[int, Tensor] = {}
-        for i, layer in enumerate(self.layers):
-            if i in layer_ids_to_capture:
-                features[i] = h.view(b, n, -1)
-            h = layer(h, cos, sin, batch)
+        stack = self.compiled.run_layers if self.compiled is not None else run_layers
+        hidden, features = stack(self, h, cos, sin, batch, layer_ids_to_capture)
         return ModelOutput(
-            hidden=self.norm(h).view(b, n, -1),
-            captured=[features[i] for i in layer_ids_to_capture],
+            hidden=hidden.view(b, n, -1),
+            captured=[features[i].view(b, n, -1) for i in layer_ids_to_capture],
         )
 
     @property

@@ -67,6 +67,14 @@ def _weight_format(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err).removeprefix("weight_format: ")) from None
 
 
+def _compile_mode(text: str) -> str:
+    from ..models.compiled import COMPILE_MODES  # imports torch: only when the flag is given
+
+    if text not in COMPILE_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(COMPILE_MODES)}, got {text!r}")
+    return text
+
+
 def _profile_path(text: str) -> Path | None:
     """``auto`` (the default) picks ``profiles/<hardware label>.yaml`` in `resolve_profile`."""
     return None if text == "auto" else Path(text)
@@ -100,6 +108,7 @@ class LaunchArgs:
     device: str
     dtype: str
     weight_format: str
+    compile: str  # native engine only: off | auto | on (models/compiled.py)
     backend: str
     served_model_name: str | None
     log_level: str
@@ -136,6 +145,12 @@ def build_parser() -> OneLineParser:
                             "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "
                             "int4/int8 in a few timed forwards at startup (default: auto; on CUDA auto is the "
                             "--dtype weights)")
+    model.add_argument("--compile", metavar="{off,auto,on}", type=_compile_mode, default="off",
+                       help="native engine: compile the target's and draft head's layers with torch.compile at "
+                            "startup (on), only for packed --weight-format (auto), or not (off). Compilation takes "
+                            "~20 s cold and ~5 s with inductor's cache warm (~/.cache/sglang_cast/inductor), before "
+                            "the server listens; it measured no faster than eager on a 2-core AMX Xeon "
+                            "(docs/precision.md) (default: off)")
 
     spec = parser.add_argument_group("speculative decoding")
     spec.add_argument("--speculative-algorithm", dest="algorithm", type=str.upper, choices=list(ALGORITHMS),
@@ -210,6 +225,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
             parser.error(f"{', '.join(given)} cannot be used with --speculative-algorithm NONE (no draft tree)")
     if ns.weight_format not in (None, "auto") and ns.backend == "sglang":
         parser.error("--weight-format applies to the native engine only (SGLang loads the checkpoint's own dtype)")
+    if ns.compile != "off" and ns.backend == "sglang":
+        parser.error("--compile applies to the native engine only (SGLang captures its own CUDA graphs)")
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
                      "cache from --context-length and --max-running-requests)")
@@ -222,7 +239,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       context_length=ns.context_length, api_key=ns.api_key, admin_api_key=ns.admin_api_key,
                       max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
-                      dtype=ns.dtype, weight_format=ns.weight_format or "auto",
+                      dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
 
 
