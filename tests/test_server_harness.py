@@ -118,9 +118,10 @@ def profile_settings(c1: float = 1.0, shape: TreeShape = SHAPE) -> PolicySetting
                           costs=CostModel.linear(1.0, 4.0, draft_ratio=0.2))
 
 
-def write_profile(path: Path, c1: float = 1.0, shape: TreeShape = SHAPE) -> Path:
+def write_profile(path: Path, c1: float = 1.0, shape: TreeShape = SHAPE, weight_format: str | None = None) -> Path:
+    model = {} if weight_format is None else {"weight_format": weight_format}
     return save_profile(Profile(label="test", device="test cpu", source="measured",
-                                settings=profile_settings(c1, shape)), path)
+                                settings=profile_settings(c1, shape), model=model), path)
 
 
 class LiveServer:

@@ -104,7 +104,13 @@ def test_forced_reload_reports_rejections_and_applies_fixes(tmp_path, target, ca
         assert response.status_code == 400 and "restart the server" in response.json()["error"]["message"]
         assert engine.policy.settings.buckets[0].thresholds.c1 == 1.0
 
-        write_profile(path, c1=3.0, shape=TreeShape(top_k=3, max_depth=3, num_verify_tokens=10))
+        # The tiny target runs fp32: a profile tuned for another format is refused, its own is not.
+        write_profile(path, c1=3.0, shape=TreeShape(top_k=3, max_depth=3, num_verify_tokens=10), weight_format="bf16")
+        response = c.post("/cast/reload")
+        assert response.status_code == 400
+        assert "tuned for weight format bf16 but the target runs fp32" in response.json()["error"]["message"]
+
+        write_profile(path, c1=3.0, shape=TreeShape(top_k=3, max_depth=3, num_verify_tokens=10), weight_format="fp32")
         response = c.post("/cast/reload").json()
         assert response["reloaded"] is True and response["profile"]["last_reload_error"] is None
         bucket = engine.policy.settings.buckets[0]

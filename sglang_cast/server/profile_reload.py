@@ -40,11 +40,15 @@ def _now() -> str:
 
 class ProfileReloader:
     def __init__(self, loaded: LoadedProfile | None, shape: ShapeOverride, reserved_room: int,
-                 apply: Callable[[PolicySettings], Future], metrics: ServerMetrics, poll_seconds: float) -> None:
+                 apply: Callable[[PolicySettings], Future], metrics: ServerMetrics, poll_seconds: float,
+                 weight_format: str | None = None) -> None:
         """``apply`` hands settings to the engine thread; ``reserved_room`` is the
-        engine's ``tree_room`` (a profile needing more would overflow its KV cache)."""
+        engine's ``tree_room`` (a profile needing more would overflow its KV cache);
+        ``weight_format`` the format the target was loaded in (weights are not
+        re-packed on a reload, and another format's cost tables describe another curve)."""
         self.shape = shape
         self.reserved_room = reserved_room
+        self.weight_format = weight_format
         self._apply = apply
         self.metrics = metrics
         self._loaded = loaded
@@ -113,6 +117,10 @@ class ProfileReloader:
         self._watcher.stop()
 
     def _settings_for(self, loaded: LoadedProfile) -> PolicySettings:
+        tuned_for = loaded.profile.weight_format
+        if None not in (tuned_for, self.weight_format) and tuned_for != self.weight_format:
+            raise ProfileError(f"profile was tuned for weight format {tuned_for} but the target runs "
+                               f"{self.weight_format}; restart the server to switch formats")
         try:
             settings = self.shape.apply(loaded.profile.settings)
         except ValueError as err:
