@@ -458,13 +458,19 @@ def cmd_daemon(args) -> int:
 
     device = resolve_device(args)
     label = checked_label(args, device)
-    config = DaemonConfig(tune=tune_config(args, label), grid=grid_from(args), interval_s=args.interval,
-                          poll_s=args.poll, once=args.once,
+    weight_formats = formats_for(args, device)
+    config = DaemonConfig(tune=tune_config(args, label, weight_formats), grid=grid_from(args),
+                          interval_s=args.interval, poll_s=args.poll, once=args.once,
                           profile_max_age=timedelta(seconds=args.max_age) if args.max_age is not None else None)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
-    pair = load_pair(args, device)
-    daemon = Daemon(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet)
+    pair = load_pair(args, device)  # the fp32 reference: traces are keyed by it
+    formats = {}
+    for fmt in weight_formats:
+        fmt_pair = pair if fmt == "fp32" else load_pair(args, device, fmt)
+        formats[fmt] = (fmt_pair, current_setup(fmt_pair, device))
+    daemon = Daemon(pair, store, current_setup(pair, device), config, prompts, progress=not args.quiet,
+                    formats=formats)
     daemon.install_signal_handlers()
     daemon.run()
     return 0
@@ -601,6 +607,7 @@ def build_parser() -> Parser:
                                         "publishes nothing.")
     add_label(p)
     add_models(p)
+    add_weight_formats(p, "profile and tune at each step; the one whose tuned trees replay fastest is published")
     add_grid(p)
     add_space(p)
     add_db(p)

@@ -1,8 +1,10 @@
 """``daemon``: keep a device's profile current.
 
 A step measures whatever grid points are missing (or older than
-``profile_max_age``), re-tunes on all stored traces, confirms live and publishes
-``profiles/<label>.yaml``, which a running server hot-reloads.  Steps run at start,
+``profile_max_age``) for every weight format it was given, re-tunes each format on
+all stored traces, confirms the fastest live and publishes ``profiles/<label>.yaml``,
+which a running server hot-reloads (if the published format differs from the one a
+server loaded, that server refuses the reload: a format change needs a restart).  Steps run at start,
 every ``interval_s``, and whenever the trace count grows (someone ran ``collect``).
 
 Stopping: SIGTERM/SIGINT only set an event.  The event is polled between
@@ -45,10 +47,14 @@ def log(message: str) -> None:
 
 class Daemon:
     def __init__(self, pair: ModelPair, store: Store, setup: Setup, config: DaemonConfig, prompts: PromptSet,
-                 progress: bool = False) -> None:
+                 progress: bool = False, formats: dict[str, tuple[ModelPair, Setup]] | None = None) -> None:
+        """``pair``/``setup`` are the fp32 reference's (traces are keyed by it);
+        ``formats`` maps each weight format of ``config.tune.weight_formats`` to its
+        loaded pair and measurement setup (default: the reference alone, as fp32)."""
         self.pair = pair
         self.store = store
         self.setup = setup
+        self.formats = formats if formats is not None else {"fp32": (pair, setup)}
         self.config = config
         self.prompts = prompts
         self.progress = progress
@@ -67,15 +73,16 @@ class Daemon:
         return self.store.trace_count(self.pair.target_id, self.pair.draft_id, self.config.tune.dataset)
 
     def step(self) -> TuneOutcome | None:
-        report = run_profile(self.pair, self.store, self.setup, self.config.grid,
-                             max_age=self.config.profile_max_age, progress=self.progress,
-                             should_stop=self.stop.is_set)
-        log(f"profile: {report.measured} points measured, {report.skipped} already stored")
-        if self.stop.is_set():
-            return None
+        for fmt, (pair, setup) in self.formats.items():
+            report = run_profile(pair, self.store, setup, self.config.grid, max_age=self.config.profile_max_age,
+                                 progress=self.progress, should_stop=self.stop.is_set)
+            log(f"profile {fmt}: {report.measured} points measured, {report.skipped} already stored")
+            if self.stop.is_set():
+                return None
         prefix = f"{self.config.tune.label}-daemon-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
         outcome = tune_and_publish(self.pair, self.store, self.setup, replace(self.config.tune, study_prefix=prefix),
-                                   self.prompts, stop=self.stop, progress=self.progress)
+                                   self.prompts, load_format=lambda fmt: self.formats[fmt][0], stop=self.stop,
+                                   progress=self.progress)
         if outcome is None:
             log("stopped during tuning: nothing published")
         else:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from autotune.analytic import AnalyticGrid, analytic_profile
 from autotune.daemon import Daemon, DaemonConfig
 from autotune.errors import AutotuneError
+from autotune.models import format_target_id
 from autotune.publish import publish
 from autotune.prompts import load_prompts
 from autotune.store import Store
@@ -74,6 +76,21 @@ def test_an_invalid_profile_is_never_published(tmp_path):
     assert output.read_bytes() == before and load_profile(output).version == first.published.version
     assert not list(tmp_path.glob(".tiny.yaml*"))
     assert [p.version for p in store.publications()] == [first.published.version]
+
+
+def test_a_step_profiles_every_weight_format_and_tunes_them_together(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    # The tiny fp32 pair stands in for a packed one: only the measurement setup (the target id) differs.
+    packed = replace(SETUP, target_model=format_target_id(SETUP.target_model, "int4/int8"))
+    assert not store.measurements(packed)
+    config = daemon_config(tmp_path / "tiny.yaml")
+    config = replace(config, tune=replace(config.tune, weight_formats=("fp32", "int4/int8")))
+    daemon = Daemon(pair, store, SETUP, config, load_prompts(), formats={"fp32": (pair, SETUP), "int4/int8": (pair, packed)})
+    outcome = daemon.step()
+    assert store.measurements(packed), "the daemon did not profile the second format"
+    assert [t.weight_format for t in outcome.formats] == ["fp32", "int4/int8"] and outcome.not_profiled == ()
+    assert load_profile(tmp_path / "tiny.yaml").profile.weight_format == outcome.weight_format
 
 
 def test_publish_validates_the_written_bytes_before_renaming(tmp_path):
