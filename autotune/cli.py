@@ -353,7 +353,7 @@ def profile_format(args, store, device: str, weight_format: str) -> None:
 
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
-    measure_and_report(args, store, setup, native_timers(pair), f"weight format {weight_format}")
+    measure_and_report(args, store, setup, native_timers(pair), grid_from(args), f"weight format {weight_format}")
 
 
 def profile_sglang(args) -> None:
@@ -370,16 +370,15 @@ def profile_sglang(args) -> None:
     store = open_store(args)
     grid = grid_from(args)
     measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype),
-                       sglang_timers(models, grid, args.dtype), f"SGLang, {args.dtype}")
+                       sglang_timers(models, grid, args.dtype), grid, f"SGLang, {args.dtype}")
 
 
-def measure_and_report(args, store, setup, timers, what: str) -> None:
+def measure_and_report(args, store, setup, timers, grid, what: str) -> None:
     """Run the shared grid (``profile_grid``) for one setup and print its cost curves."""
     from .costs import measured_costs
     from .profiler import profile_grid
     from .report import cost_curves
 
-    grid = grid_from(args)
     max_age = timedelta(seconds=args.max_age) if args.max_age is not None else None
     report = profile_grid(timers, store, setup, grid, max_age=max_age, progress=not args.quiet)
     print(f"profiled {setup.device} ({args.label}), {what}: {report.measured} points measured, "
