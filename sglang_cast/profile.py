@@ -12,7 +12,7 @@ device: AMD EPYC 7B13            # hardware the numbers describe
 source: measured                 # measured | analytic
 model: {target: ..., draft: ..., dtype: float32, weight_format: int4/int8}
 provenance: {..., machine: {isa_class: amx, ...}}   # free-form but for machine.isa_class
-costs: {target: <CostTable>, draft: <CostTable>}
+costs: {target: <CostTable>, draft: <CostTable>, overhead: <OverheadTable>}   # overhead optional
 buckets:                         # per batch-size bucket, ascending
   - {max_batch_size: 1, top_k: 10, max_depth: 6, num_verify_tokens: 60, c1: 1.0, c2: 1.0, c3: 1.0, fifo_len: 8}
 ```
@@ -21,6 +21,7 @@ buckets:                         # per batch-size bucket, ascending
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from .models.weights import WeightFormat
 SCHEMA = 1
 SOURCES = ("measured", "analytic")
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+log = logging.getLogger(__name__)
 
 
 class ProfileError(ValueError):
@@ -158,7 +161,12 @@ def load_profile(path: str | Path) -> LoadedProfile:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as err:
         raise ProfileError(f"profile file {path} is not valid YAML: {err}") from None
-    return LoadedProfile(Profile.from_dict(data), path, content_version(raw))
+    profile = Profile.from_dict(data)
+    if profile.settings.costs.overhead is None:
+        log.warning("CAST profile %s has no host-overhead table (costs.overhead): its trees are charged for their "
+                    "forwards only, which over-predicts speculation; re-run `cast-autotune profile` and `tune` to "
+                    "measure it", path)
+    return LoadedProfile(profile, path, content_version(raw))
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:

@@ -15,17 +15,12 @@ from typing import Any
 
 import torch
 
+from .lookup import batch_row, select_bucket
+from .overhead import ZERO, OverheadTable, OverheadTerms
+
 # Added as ``EPS * n`` after the running max so that rows are strictly increasing,
 # which Algorithm 1 needs (it divides by cost differences).
 EPS = 1e-6
-
-
-def select_bucket(context_len: int, bucket: int, num_buckets: int) -> int:
-    """``select(c) = (min(floor(c / L), M - 1) + 1) · L``: the bucket boundary a
-    context is charged at (docs/design/cast.md §2; the paper's ``max`` is a typo)."""
-    if context_len < 0:
-        raise ValueError(f"context_len must be >= 0, got {context_len}")
-    return (min(context_len // bucket, num_buckets - 1) + 1) * bucket
 
 
 def _extend_linearly(row: torch.Tensor, n_max: int) -> torch.Tensor:
@@ -90,18 +85,7 @@ class CostTable:
 
     def _batch_row(self, batch_size: int, bucket_index: int) -> torch.Tensor:
         """Latency row over ``n`` for any batch size (docs/design/cast.md §2 batch rule)."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        rows = self.ms[:, bucket_index, :].double()
-        sizes = self.batch_sizes
-        for i, size in enumerate(sizes):
-            if size >= batch_size:
-                return rows[i]
-        if len(sizes) == 1:
-            # One profiled size gives no slope; charge the largest measurement.
-            return rows[-1]
-        b1, b2 = sizes[-2], sizes[-1]
-        return rows[-1] + (rows[-1] - rows[-2]) * (batch_size - b2) / (b2 - b1)
+        return batch_row(self.ms[:, bucket_index, :].double(), self.batch_sizes, batch_size)
 
     def row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
         """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing)."""
@@ -147,21 +131,62 @@ class CostTable:
 
 @dataclass(frozen=True)
 class CostModel:
-    """The target and draft tables a policy charges its decisions against."""
+    """Everything a policy charges its decisions against: the target and draft
+    forward tables and, when measured, the host overhead (``cast/overhead.py``).
+
+    The methods below are the one place where an iteration's cost is assembled from
+    the tables; policies, trace replay, the plain-decoding baseline and the live
+    checks all charge through them.  With no overhead table every term is 0 and
+    each method reduces to the paper's forward-only cost.
+    """
 
     target: CostTable
     draft: CostTable
+    overhead: OverheadTable | None = None
+
+    def host(self, batch_size: int, context_len: int) -> OverheadTerms:
+        return ZERO if self.overhead is None else self.overhead.terms(batch_size, context_len)
+
+    def plain_ms(self, batch_size: int, context_len: int) -> float:
+        """One plain-decoding iteration: ``f_T(B, c, 1)`` plus its host work.  The unit
+        every normalised cost divides by (what a token costs without speculation)."""
+        return self.target(batch_size, context_len, 1) + self.host(batch_size, context_len).plain
+
+    def draft_layer_row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+        """ms of one draft layer of ``k = 1..n_max`` rows: its forward plus the layer's host work."""
+        return self.draft.row(batch_size, context_len, n_max) + self.host(batch_size, context_len).per_layer
+
+    def draft_layer_ms(self, batch_size: int, context_len: int, n: int) -> float:
+        return float(self.draft_layer_row(batch_size, context_len, n)[n - 1])
+
+    def verify_row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+        """ms of a speculative iteration's verify over ``t = 1..n_max`` tokens (root
+        included): ``f_T(B, c, t)`` plus the iteration's fixed host work plus the
+        commit of ``t - 1`` verified nodes."""
+        host = self.host(batch_size, context_len)
+        t = torch.arange(n_max, dtype=torch.float64)
+        return self.target.row(batch_size, context_len, n_max) + host.spec_base + host.per_token * t
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target.to_dict(), "draft": self.draft.to_dict()}
+        out = {"target": self.target.to_dict(), "draft": self.draft.to_dict()}
+        if self.overhead is not None:
+            out["overhead"] = self.overhead.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "costs") -> CostModel:
+        """Parse ``{target, draft[, overhead]}``; a model without ``overhead`` (profiles
+        made before it existed) charges no host work (the caller warns)."""
         if not isinstance(data, dict) or "target" not in data or "draft" not in data:
             raise ValueError(f"{name}: expected a mapping with 'target' and 'draft' tables")
+        unknown = sorted(set(data) - {"target", "draft", "overhead"})
+        if unknown:
+            raise ValueError(f"{name}: unknown field(s) {unknown}; accepted: ['draft', 'overhead', 'target']")
+        overhead = data.get("overhead")
         return cls(
             target=CostTable.from_dict(data["target"], f"{name}.target"),
             draft=CostTable.from_dict(data["draft"], f"{name}.draft"),
+            overhead=None if overhead is None else OverheadTable.from_dict(overhead, f"{name}.overhead"),
         )
 
     @classmethod

@@ -131,10 +131,12 @@ class IterationPlan:
         return self.context_len + sum(self.kept[: layer - 1])
 
     def _draft_row(self, layer: int, n: int) -> torch.Tensor:
-        """Normalised draft cost ``f_D(B, ctx_i, k) / f_T(B, ctx_i, 1)`` for k = 1..n."""
+        """Normalised draft cost of layer ``i`` keeping ``k = 1..n``: the layer's ms (its
+        forward plus its host work) over one plain step's ms at ``ctx_i``
+        (``f_D(B, ctx_i, k) / f_T(B, ctx_i, 1)`` when no host overhead is measured)."""
         ctx = self.layer_context(layer)
         costs = self.settings.costs
-        return costs.draft.row(self.batch_size, ctx, n) / costs.target(self.batch_size, ctx, 1)
+        return costs.draft_layer_row(self.batch_size, ctx, n) / costs.plain_ms(self.batch_size, ctx)
 
     @property
     def depth_ratios(self) -> DepthRatios:
@@ -158,11 +160,18 @@ class IterationPlan:
         return not self.depth_ratios.count_stop(layer)
 
     def _charge_expansion(self, layer: int) -> None:
-        self.draft_ms += self.settings.costs.draft(self.batch_size, self.layer_context(layer), self.kept[layer - 1])
+        self.draft_ms += self.settings.costs.draft_layer_ms(self.batch_size, self.layer_context(layer),
+                                                            self.kept[layer - 1])
 
     def _verify_ms(self, tokens: int) -> torch.Tensor:
-        """``f_T(B, c0, 1..tokens)`` in ms."""
-        return self.settings.costs.target.row(self.batch_size, self.context_len, tokens)
+        """ms of verifying ``1..tokens`` tokens (root included) with their host work
+        (``CostModel.verify_row``; ``f_T(B, c0, 1..tokens)`` when no overhead is measured)."""
+        return self.settings.costs.verify_row(self.batch_size, self.context_len, tokens)
+
+    @property
+    def plain_ms(self) -> float:
+        """One plain step's ms at this batch and context: the unit of normalised costs."""
+        return self.settings.costs.plain_ms(self.batch_size, self.context_len)
 
     def _full_budget(self, tree: DraftTree) -> int:
         """EAGLE-2's verify rule: the best ``m - 1`` nodes, or all when fewer."""
@@ -337,7 +346,8 @@ class CastPlan(IterationPlan):
         return super().verify_count(tree) if self.rerank else self._full_budget(tree)
 
     def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
-        return largest_valid_index(utility, verify_ms[1:] / verify_ms[0], self.bucket.thresholds.c3)
+        # c_k = verify(k + 1) / plain step (docs/design/cast.md §5): f_T(k+1) / f_T(1) without overhead.
+        return largest_valid_index(utility, verify_ms[1:] / self.plain_ms, self.bucket.thresholds.c3)
 
 
 class RerankOnlyPlan(CastPlan):
@@ -379,7 +389,7 @@ class GoodputPlan(IterationPlan):
         count = utility.numel()
         nodes, expected = self._tree_size()
         verify_ms = self._verify_ms(nodes + count + 1)
-        expand_ms = self.settings.costs.draft.row(self.batch_size, self.layer_context(layer), count)
+        expand_ms = self.settings.costs.draft_layer_row(self.batch_size, self.layer_context(layer), count)
         rate = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
         total_ms = self.draft_ms + expand_ms + verify_ms[nodes + 1:]
         n = largest_valid_index(utility, total_ms, rate)
@@ -392,7 +402,7 @@ class GoodputPlan(IterationPlan):
         width = self.kept[-1]
         verify_ms = self._verify_ms(nodes + width + 1)
         gain = self.depth_ratios.mean(layer) * self.utility[-1]
-        expand_ms = self.settings.costs.draft(self.batch_size, self.layer_context(layer), width)
+        expand_ms = self.settings.costs.draft_layer_ms(self.batch_size, self.layer_context(layer), width)
         now = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
         deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + float(verify_ms[nodes + width]))
         if deeper <= now and self._stops_after(layer):

@@ -182,12 +182,15 @@ class IterationOutcome:
 
 
 def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int) -> tuple[float, float]:
-    """``(draft_ms, verify_ms)`` the cost model charges an iteration: the draft
-    forwards the plan asked for, the draft catching up on the accepted tokens
-    (none for plain decoding), and one target forward over ``verified + 1`` tokens."""
+    """``(draft_ms, verify_ms)`` the cost model charges an iteration, host work included
+    (``CostModel``): the draft layers the plan asked for, the draft catching up on the
+    accepted tokens, and the verify over ``verified + 1`` tokens with the iteration's
+    fixed host work and its commit; a plain step (``depth == 0``) is ``plain_ms``."""
     costs, batch, context = plan.settings.costs, plan.batch_size, plan.context_len
-    catch_up = costs.draft(batch, context, max_accepted + 1) if depth > 0 else 0.0
-    return plan.draft_ms + catch_up, costs.target(batch, context, verified + 1)
+    if depth == 0:
+        return 0.0, costs.plain_ms(batch, context)
+    catch_up = costs.draft(batch, context, max_accepted + 1)
+    return plan.draft_ms + catch_up, float(costs.verify_row(batch, context, verified + 1)[verified])
 
 
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
