@@ -203,3 +203,12 @@ def test_unknown_costs_field_is_refused_by_name():
     data = flat_costs().to_dict() | {"overheads": {}}
     with pytest.raises(ValueError, match=r"profile.costs: unknown field\(s\) \['overheads'\]"):
         CostModel.from_dict(data, "profile.costs")
+
+
+def test_policy_keeps_the_plan_of_its_latest_iteration():
+    """``last_plan`` is what a live iteration was charged against (server and live checks)."""
+    policy = make_policy("cast", PolicySettings.single(flat_costs(), TreeShape(2, 2, 4)))
+    assert policy.last_plan is None
+    first = policy.begin(1, 10)
+    second = policy.begin(2, 30)
+    assert policy.last_plan is second and second is not first and second.batch_size == 2

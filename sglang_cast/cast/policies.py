@@ -241,6 +241,9 @@ class Policy:
         self._settings = settings
         self._lock = threading.Lock()
         self._ratios: dict[int, DepthRatios] = {}  # per bucket, keyed by its max_batch_size
+        # The plan of the latest ``begin``: what a live engine's iteration was charged
+        # against (``cast.charge(policy.last_plan, ...)``), for predicted-vs-live checks.
+        self.last_plan: IterationPlan | None = None
 
     @property
     def settings(self) -> PolicySettings:
@@ -262,9 +265,12 @@ class Policy:
             settings = self._settings
         bucket = settings.for_batch(batch_size)
         if not bucket.speculate and self.plan_class.cost_aware:
-            return VanillaPlan(self, bucket, settings, batch_size, context_len)
-        self.bucket_ratios(bucket).resize(bucket.fifo_len)
-        return self.plan_class(self, bucket, settings, batch_size, context_len)
+            plan: IterationPlan = VanillaPlan(self, bucket, settings, batch_size, context_len)
+        else:
+            self.bucket_ratios(bucket).resize(bucket.fifo_len)
+            plan = self.plan_class(self, bucket, settings, batch_size, context_len)
+        self.last_plan = plan
+        return plan
 
     def bucket_ratios(self, bucket: BucketSettings) -> DepthRatios:
         """The FIFOs ``A_i`` of ``bucket``: each bucket learns its own, so a batch size
