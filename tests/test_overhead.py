@@ -71,7 +71,7 @@ def test_fit_recovers_planted_terms():
         for depth in range(0, 7):
             for verified in (0,) if depth == 0 else (2, 8, 20, 40):
                 for _ in range(3):
-                    exact = plain if depth == 0 else base + layer * depth + token * verified
+                    exact = plain if depth == 0 else base + layer * (depth - 1) + token * verified
                     noise = float(torch.randn(1, generator=g)) * 0.01
                     samples.append(StepSample(batch, 100, depth, verified, exact + noise))
     table = fit_overhead(samples, (1, 4), 1 << 20, 1)
@@ -212,3 +212,20 @@ def test_policy_keeps_the_plan_of_its_latest_iteration():
     first = policy.begin(1, 10)
     second = policy.begin(2, 30)
     assert policy.last_plan is second and second is not first and second.batch_size == 2
+
+
+def test_charge_of_a_step_adds_the_host_ms_its_fitted_terms_give():
+    """What the fit says a step of depth d verifying v nodes costs beyond its forwards
+    (``OverheadTerms.iteration_ms``, the fit's own design) is exactly what ``charge`` adds:
+    ``per_layer`` once per expanding draft forward (depth - 1), not once per layer."""
+    table = overhead(plain=0.5, spec_base=2.0, per_layer=0.3, per_token=0.1)
+    shape = TreeShape(2, 3, 8)
+    with_host, bare = (make_policy("eagle2", PolicySettings.single(flat_costs(t), shape)).begin(1, 10)
+                       for t in (table, None))
+    for plan in (with_host, bare):
+        for layer, values in enumerate(([0.9, 0.5], [0.4, 0.3], [0.2, 0.1]), start=1):
+            plan.keep(layer, torch.tensor([values], dtype=torch.float64))
+            plan.grow(layer)
+    host = sum(charge(with_host, 4, 3, 1)) - sum(charge(bare, 4, 3, 1))
+    assert host == pytest.approx(table.terms(1, 10).iteration_ms(3, 4), abs=1e-4)
+    assert host == pytest.approx(2.0 + 0.3 * 2 + 0.1 * 4, abs=1e-4)

@@ -14,8 +14,10 @@ terms, each a rule the engine really has:
 * ``plain``      — one plain-decoding iteration's host work (no draft head runs);
 * ``spec_base``  — a speculative iteration's fixed host work (tree set-up, verify
   inputs, the draft's catch-up bookkeeping);
-* ``per_layer``  — each drafted layer's host work beyond its draft forward
-  (a draft layer costs its forward plus this);
+* ``per_layer``  — the host work of each draft forward that expands a layer, beyond
+  the forward itself (a draft layer costs its forward plus this).  A tree of depth
+  ``d`` runs ``d - 1`` such forwards: layer 1's candidates come from the previous
+  iteration's catch-up, whose host work is in ``spec_base``;
 * ``per_token``  — each verified draft token's host work beyond the verify forward
   (a bigger verify costs its forward plus its commit).
 
@@ -49,10 +51,16 @@ class OverheadTerms:
         """Host ms of one iteration that drafted ``depth`` layers and verified ``verified`` nodes."""
         if depth == 0:
             return self.plain
-        return self.spec_base + self.per_layer * depth + self.per_token * verified
+        return self.spec_base + self.per_layer * expansions(depth) + self.per_token * verified
 
 
 ZERO = OverheadTerms(0.0, 0.0, 0.0, 0.0)
+
+
+def expansions(depth: int) -> int:
+    """Draft forwards that expand a layer in a tree of ``depth`` layers: ``depth - 1``
+    (what ``IterationPlan._charge_expansion`` charges ``per_layer`` for)."""
+    return max(depth - 1, 0)
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,11 @@ class StepSample:
 def _fit_cell(samples: list[StepSample]) -> list[float | None]:
     """Least squares of the residual on the four terms' indicators, terms clamped at 0.
 
-    Design row: ``[depth == 0, depth > 0, depth, verified]`` (the last three zero for a
-    plain step).  A term with no sample that exercises it is ``None`` (filled by the
+    Design row: ``[depth == 0, depth > 0, expansions(depth), verified]`` (the last three
+    zero for a plain step).  A term with no sample that exercises it is ``None`` (filled by the
     caller); a negative term is fixed at 0 and the rest refitted (an active set of one
     pass per term is enough for four terms)."""
-    x = torch.tensor([[float(s.depth == 0), float(s.depth > 0), float(s.depth), float(s.verified)]
+    x = torch.tensor([[float(s.depth == 0), float(s.depth > 0), float(expansions(s.depth)), float(s.verified)]
                       for s in samples], dtype=torch.float64)
     y = torch.tensor([s.residual_ms for s in samples], dtype=torch.float64)
     free = [t for t in range(len(TERMS)) if bool((x[:, t] != 0).any())]
