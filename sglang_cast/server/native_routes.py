@@ -128,6 +128,7 @@ async def server_info(request: Request) -> dict[str, Any]:
             "policy": engine.policy.name, "max_running_requests": engine.max_batch_size,
             "max_queued_requests": state.config.max_queued_requests, "context_length": engine.context_length,
             "cast_profile": state.profiles.status(),
+            "cast_live_calibration": state.worker.calibration.report(),
             "internal_states": [{"outstanding_requests": state.worker.outstanding}]}
 
 
