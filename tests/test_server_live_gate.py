@@ -125,6 +125,9 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
         assert state["plain"]["iterations"] > 0, "the rest of the requests decoded plainly"
         assert engine.policy.settings.buckets[0].speculate is False
         assert calibration.served.buckets[0].speculate is True, "the served profile itself is not rewritten"
+        # A hot-reload (what ProfileReloader hands the worker) keeps the bucket off until its probe.
+        server.app.state.server.worker.reconfigure(SETTINGS).result(timeout=30)
+        assert engine.policy.settings.buckets[0].speculate is False and bucket_state(c)["switches_off"] == 1
 
         after = c.get("/metrics").text
         assert metric(after, 'cast_speculation_on{bucket="64"}') == 0.0
