@@ -125,9 +125,6 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
         assert state["plain"]["iterations"] > 0, "the rest of the requests decoded plainly"
         assert engine.policy.settings.buckets[0].speculate is False
         assert calibration.served.buckets[0].speculate is True, "the served profile itself is not rewritten"
-        # A hot-reload (what ProfileReloader hands the worker) keeps the bucket off until its probe.
-        server.app.state.server.worker.reconfigure(SETTINGS).result(timeout=30)
-        assert engine.policy.settings.buckets[0].speculate is False and bucket_state(c)["switches_off"] == 1
 
         after = c.get("/metrics").text
         assert metric(after, 'cast_speculation_on{bucket="64"}') == 0.0
@@ -137,6 +134,12 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
         # Every iteration the engine ran was charged (the histogram counts every record).
         assert metric(after, 'cast_live_iterations_total{bucket="64"}') == metric(after,
                                                                                 "cast_iteration_batch_size_count")
+        # A hot-reload (what ProfileReloader hands the worker) restarts the windows and keeps the
+        # bucket off until its probe.
+        server.app.state.server.worker.reconfigure(SETTINGS).result(timeout=30)
+        reloaded = bucket_state(c)
+        assert engine.policy.settings.buckets[0].speculate is False and not reloaded["speculate_live"]
+        assert reloaded["switches_off"] == 1 and reloaded["plain"]["iterations"] == 0
         print(f"planted slowdown: switched off after {slow.delayed_steps} slowed iterations; "
               f"{state['plain']['iterations']} plain iterations followed")
 
