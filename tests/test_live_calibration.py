@@ -121,6 +121,9 @@ def test_a_probe_brings_speculation_back_when_it_pays_and_backs_off_when_it_does
     assert speculating(feed(calibration, spec(1, live_ms=50.0), times=4)) == [False, True]
     assert feed(calibration, plain(1, 5.0), times=4) is None  # probe_after = 5 plain iterations
     assert speculating(feed(calibration, plain(1, 5.0))) == [True, True]  # the probe starts
+    # The probe's first speculative iteration carries the draft's catch-up and is not judged.
+    assert feed(calibration, spec(1, live_ms=500.0)) is None
+    assert calibration.report()["buckets"][0]["speculative"]["iterations"] == 0
     # Still slow: the probe fails after min_samples speculative iterations, the wait doubles.
     assert speculating(feed(calibration, spec(1, live_ms=50.0), times=4)) == [False, True]
     report = calibration.report()["buckets"][0]
@@ -128,7 +131,7 @@ def test_a_probe_brings_speculation_back_when_it_pays_and_backs_off_when_it_does
     assert feed(calibration, plain(1, 5.0), times=9) is None
     assert speculating(feed(calibration, plain(1, 5.0))) == [True, True]
     # Recovered: the probe confirms, the wait goes back to probe_after.
-    assert feed(calibration, spec(1, live_ms=6.0), times=4) is None
+    assert feed(calibration, spec(1, live_ms=6.0), times=5) is None
     report = calibration.report()["buckets"][0]
     assert report["switches_on"] == 1 and report["speculate_live"] and not report["probing"]
     assert feed(calibration, spec(1, live_ms=6.0), times=20) is None
@@ -142,7 +145,7 @@ def test_a_uniformly_slower_machine_keeps_speculating_after_its_probe():
     assert speculating(feed(calibration, spec(1, live_ms=18.0), times=4)) == [False, True]  # 0.167 < 0.2
     feed(calibration, plain(1, 15.0), times=5)  # live plain is 3x the table: 1/15 tok/ms
     assert calibration.report()["buckets"][0]["plain_rate_source"] == "live-scaled"
-    assert feed(calibration, spec(1, live_ms=18.0), times=4) is None  # 0.167 >= 1/15
+    assert feed(calibration, spec(1, live_ms=18.0), times=5) is None  # 0.167 >= 1/15 (first: catch-up)
     assert calibration.report()["buckets"][0]["switches_on"] == 1
 
 

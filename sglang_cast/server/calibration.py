@@ -28,7 +28,8 @@ The gate, per bucket whose served settings say ``speculate: true``:
   and its probe then compares like with like.
 * **probe**: a switched-off bucket runs ``probe_after`` plain iterations, then
   speculates again with an empty window; after ``min_samples`` speculative
-  iterations the same test decides.  A failed probe doubles the wait (up to
+  iterations the same test decides (the probe's first one is not counted: it also
+  feeds the draft every token committed while the bucket was plain).  A failed probe doubles the wait (up to
   ``max_probe_after``), so a machine that stays slow pays a bounded, shrinking probe
   tax, and one that recovers gets speculation back within one probe.
 
@@ -156,6 +157,7 @@ class BucketCalibration:
     counts: GateCounts = field(default_factory=GateCounts)
     gated_off: bool = False
     probing: bool = False
+    catching_up: bool = False  # the next speculative iteration feeds the draft its backlog
     plain_since_off: int = 0
     wait: int = 0  # plain iterations before the next probe
     iterations: int = 0  # iterations of this bucket seen since the settings were served
@@ -284,6 +286,10 @@ class LiveCalibration:
                 bucket.plain.append(cost)
                 bucket.last_plain_at = bucket.iterations
                 changed = self._count_plain(bucket)
+            elif bucket.catching_up:
+                # The probe's first speculative iteration also feeds the draft every token
+                # committed while the bucket decoded plainly: a one-off cost, not the rate.
+                bucket.catching_up, changed = False, False
             else:
                 bucket.spec.append(cost)
                 bucket.spec_since_refit += 1
@@ -299,7 +305,7 @@ class LiveCalibration:
         bucket.plain_since_off += 1
         if bucket.plain_since_off < bucket.wait:
             return False
-        bucket.gated_off, bucket.probing, bucket.plain_since_off = False, True, 0
+        bucket.gated_off, bucket.probing, bucket.plain_since_off, bucket.catching_up = False, True, 0, True
         bucket.spec.clear()
         bucket.counts.probes += 1
         log.info("live gate: bucket max_batch_size=%d probes speculation again after %d plain iterations",
