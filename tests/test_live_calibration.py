@@ -26,14 +26,18 @@ def settings(speculate: bool = True) -> PolicySettings:
                           costs=CostModel.linear(1.0, 4.0, draft_ratio=0.2))
 
 
+def charged(predicted_ms: float, forwards_ms: float):
+    return lambda: (predicted_ms, forwards_ms)
+
+
 def spec(batch: int, live_ms: float, tokens_per_seq: float = 3.0, verified: int = 4, depth: int = 3,
          predicted_ms: float = 10.0) -> IterationCost:
-    return IterationCost(batch, 10, depth, verified, round(tokens_per_seq * batch), live_ms, predicted_ms,
-                         predicted_ms, PLAIN_MS)
+    return IterationCost(batch, 10, depth, verified, round(tokens_per_seq * batch), live_ms, PLAIN_MS,
+                         charged(predicted_ms, predicted_ms))
 
 
 def plain(batch: int, live_ms: float) -> IterationCost:
-    return IterationCost(batch, 10, 0, 0, batch, live_ms, PLAIN_MS, PLAIN_MS, PLAIN_MS)
+    return IterationCost(batch, 10, 0, 0, batch, live_ms, PLAIN_MS, charged(PLAIN_MS, PLAIN_MS))
 
 
 def plan_for(calibration: LiveCalibration, batch: int):
@@ -90,6 +94,25 @@ def test_a_bucket_whose_live_speculation_loses_to_plain_is_switched_off_alone():
     report = calibration.report()["buckets"][0]
     assert report["speculate_live"] is False and report["switches_off"] == 1
     assert report["plain_rate_source"] == "table"
+    # An iteration begun under the old settings (none is, with reconfigure between iterations) changes nothing.
+    assert feed(calibration, slow, times=20) is None and calibration.report()["buckets"][0]["switches_off"] == 1
+
+
+def test_the_gate_charges_no_iteration_itself_a_report_does_once():
+    calls = []
+
+    def charges():
+        calls.append(1)
+        return 10.0, 8.0
+
+    calibration = LiveCalibration(CONFIG, settings())
+    for live_ms in [6.0] * 8 + [50.0] * 8:  # speculation, then a switch-off
+        calibration.observe(plan_for(calibration, 1), IterationCost(1, 10, 3, 4, 3, live_ms, PLAIN_MS, charges))
+    assert calls == [] and calibration.report(samples=False)["buckets"][0]["switches_off"] == 1
+    report = calibration.report()["buckets"][0]
+    assert len(calls) == len(report["step_samples"]) > 0
+    calibration.report()
+    assert len(calls) == len(report["step_samples"]), "each iteration is charged once"
 
 
 def test_the_large_bucket_is_judged_on_its_own_batch_sizes():
@@ -173,10 +196,11 @@ def test_the_live_fit_recovers_planted_host_terms():
     for i in range(CONFIG.window):
         verified, depth = 2 + i % 5, 1 + i % 3
         live = 10.0 + 2.0 + 0.5 * depth + 0.25 * verified  # forwards 10 ms, spec_base 2, per_layer .5, per_token .25
-        cost = IterationCost(1, 10, depth, verified, 20, live, 10.0, 10.0, PLAIN_MS)  # pays: stays on
+        cost = IterationCost(1, 10, depth, verified, 20, live, PLAIN_MS, charged(10.0, 10.0))  # pays: stays on
         calibration.observe(plan_for(calibration, 1), cost)
+    assert calibration.report(samples=False)["buckets"][0]["overhead"]["live"] is None, "the scrape fits nothing"
     report = calibration.report()["buckets"][0]
-    assert report["refits"] == 1
+    assert report["refits"] == 1 and calibration.report()["buckets"][0]["refits"] == 1, "one fit per window"
     assert report["overhead"]["live"] == {"plain": 0.0, "spec_base": pytest.approx(2.0),
                                           "per_layer": pytest.approx(0.5), "per_token": pytest.approx(0.25)}
     assert report["overhead"]["profile"] == {"plain": 0.0, "spec_base": 0.0, "per_layer": 0.0, "per_token": 0.0}

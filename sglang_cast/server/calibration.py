@@ -58,7 +58,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property, partial
 from typing import Any
 
 from ..cast import CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charge, fit_overhead
@@ -70,7 +72,12 @@ TINY_MS = 1e-9  # floor of a summed duration, so a rate never divides by zero
 
 @dataclass(frozen=True)
 class IterationCost:
-    """One iteration as the calibration sees it (all ms)."""
+    """One iteration as the calibration sees it (all ms).
+
+    What the gate needs per iteration (tokens, live ms, the table's plain ms) is
+    stored; what only a report or the live fit reads — the predicted ms and the ms of
+    the forwards alone — is charged when first read (``charges``), so the engine
+    thread does not pay a cost-model evaluation of every iteration it runs."""
 
     batch_size: int
     context_len: int
@@ -78,9 +85,20 @@ class IterationCost:
     verified: int  # draft nodes verified per sequence
     tokens: int  # committed over the batch (accepted + one bonus per sequence)
     live_ms: float
-    predicted_ms: float
-    forwards_ms: float
     plain_ms: float  # the table's plain-decoding ms at this batch and context
+    charges: Callable[[], tuple[float, float]] = field(compare=False, repr=False)  # (predicted, forwards)
+
+    @cached_property
+    def _charged(self) -> tuple[float, float]:
+        return self.charges()
+
+    @property
+    def predicted_ms(self) -> float:
+        return self._charged[0]
+
+    @property
+    def forwards_ms(self) -> float:
+        return self._charged[1]
 
     @property
     def sample(self) -> StepSample:
@@ -102,17 +120,22 @@ def forwards_plan(plan: IterationPlan) -> IterationPlan:
     return replace(plan, settings=replace(plan.settings, costs=costs), draft_ms=draft_ms)
 
 
+def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
+    """(predicted ms, forwards ms) of an iteration that ran under ``plan``: ``cast.charge``
+    with the plan's costs, and with its forward tables alone."""
+    depth = len(plan.kept)
+    return (sum(charge(plan, verified, depth, max_accepted)),
+            sum(charge(forwards_plan(plan), verified, depth, max_accepted)))
+
+
 def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verified: int, accepted: list[int],
                    live_ms: float) -> IterationCost:
-    """Charge one finished iteration: ``plan`` is the one it ran under (``Policy.last_plan``),
+    """One finished iteration: ``plan`` is the one it ran under (``Policy.last_plan``),
     the rest comes from the engine's record.  A plan that drafted no layer is a plain
-    iteration."""
-    depth = len(plan.kept)
-    max_accepted = max(accepted, default=0)
-    predicted = sum(charge(plan, verified, depth, max_accepted))
-    forwards = sum(charge(forwards_plan(plan), verified, depth, max_accepted))
-    return IterationCost(batch_size, context_len, depth, verified, sum(accepted) + len(accepted), live_ms,
-                         predicted, forwards, plan.settings.costs.plain_ms(batch_size, context_len))
+    iteration (its predicted ms is the plain ms)."""
+    return IterationCost(batch_size, context_len, len(plan.kept), verified, sum(accepted) + len(accepted),
+                         live_ms, plan.settings.costs.plain_ms(batch_size, context_len),
+                         partial(charged_ms, plan, verified, max(accepted, default=0)))
 
 
 def _summary(window: deque[IterationCost]) -> dict[str, Any]:
@@ -182,8 +205,7 @@ class BucketCalibration:
                  and self.iterations - self.last_plain_at <= self.config.plain_stale_after)
         if not fresh or len(self.plain) < self.config.min_plain_samples:
             return None
-        predicted = sum(c.predicted_ms for c in self.plain)
-        return sum(c.live_ms for c in self.plain) / predicted if predicted > 0 else None
+        return sum(c.live_ms for c in self.plain) / sum(c.plain_ms for c in self.plain)
 
     def rates(self) -> tuple[float, float]:
         """Over the speculative window: (live tokens per live ms, tokens per ms plain
@@ -193,40 +215,54 @@ class BucketCalibration:
         plain = sum(c.batch_size for c in self.spec) / max(scale * sum(c.plain_ms for c in self.spec), TINY_MS)
         return spec, plain
 
-    def refit(self) -> None:
-        """The bucket's live host terms, fitted from both windows with the profile's own
-        fit (``cast.fit_overhead``) on one cell spanning the bucket."""
-        samples = [c.sample for c in (*self.spec, *self.plain)]
-        table = fit_overhead(samples, (self.max_batch_size,), bucket=1 << 30, num_buckets=1)
-        self.live_terms = table.terms(self.max_batch_size, 0)
-        self.counts.refits += 1
-        self.spec_since_refit = 0
-
-    def report(self, costs: CostModel, samples: bool) -> dict[str, Any]:
-        """The bucket's state; host terms are shown at the batch and context of its
-        newest iteration (the profile's there, and the live fit's)."""
-        spec_rate, plain_rate = self.rates() if self.spec else (None, None)
+    def view(self, costs: CostModel) -> BucketView:
+        """A copy of what a report shows, cheap to take under the lock (no iteration is
+        charged here)."""
         newest = self.newest
-        served = None if newest is None else costs.host(newest.batch_size, newest.context_len)
-        out = {
-            "max_batch_size": self.max_batch_size,
-            "speculate_served": self.served_speculate,
-            "speculate_live": self.speculating,
-            "probing": self.probing,
-            "plain_iterations_until_probe": max(self.wait - self.plain_since_off, 0) if self.gated_off else None,
-            "speculative": _summary(self.spec),
-            "plain": _summary(self.plain),
-            "speculative_tokens_per_ms": spec_rate,
-            "plain_tokens_per_ms": plain_rate,
-            "plain_rate_source": "live-scaled" if self.plain_scale() is not None else "table",
-            **asdict(self.counts),
-            "overhead": {"at": None if newest is None else {"batch_size": newest.batch_size,
-                                                           "context_len": newest.context_len},
-                         "profile": _terms_dict(served), "live": _terms_dict(self.live_terms)},
-        }
+        return BucketView(
+            self, {
+                "max_batch_size": self.max_batch_size,
+                "speculate_served": self.served_speculate,
+                "speculate_live": self.speculating,
+                "probing": self.probing,
+                "plain_iterations_until_probe": max(self.wait - self.plain_since_off, 0) if self.gated_off else None,
+                **dict(zip(("speculative_tokens_per_ms", "plain_tokens_per_ms"),
+                           self.rates() if self.spec else (None, None))),
+                "plain_rate_source": "live-scaled" if self.plain_scale() is not None else "table",
+                **asdict(self.counts),
+                "overhead": {"at": None if newest is None else {"batch_size": newest.batch_size,
+                                                               "context_len": newest.context_len},
+                             "profile": _terms_dict(None if newest is None else
+                                                    costs.host(newest.batch_size, newest.context_len)),
+                             "live": _terms_dict(self.live_terms)},
+            }, tuple(self.spec), tuple(self.plain), self.spec_since_refit >= self.config.window)
+
+
+@dataclass(frozen=True)
+class BucketView:
+    """One bucket's state copied under the lock.  Reading its windows charges their
+    iterations (``IterationCost.predicted_ms``), outside the lock, so the engine thread
+    never waits on a scrape."""
+
+    bucket: BucketCalibration
+    state: dict[str, Any]
+    spec: tuple[IterationCost, ...]
+    plain: tuple[IterationCost, ...]
+    refit_due: bool  # ``window`` speculative iterations arrived since the last live fit
+
+    def report(self, samples: bool) -> dict[str, Any]:
+        out = {**self.state, "speculative": _summary(self.spec), "plain": _summary(self.plain)}
         if samples:
             out["step_samples"] = [asdict(c.sample) for c in (*self.spec, *self.plain)]
         return out
+
+    def fit(self) -> OverheadTerms:
+        """The bucket's live host terms, fitted from both windows with the profile's own
+        fit (``cast.fit_overhead``) on one cell spanning the bucket; a term the windows
+        cannot separate is folded into ``spec_base`` (the fit's rank rule)."""
+        samples = [c.sample for c in (*self.spec, *self.plain)]
+        size = self.bucket.max_batch_size
+        return fit_overhead(samples, (size,), bucket=1 << 30, num_buckets=1).terms(size, 0)
 
 
 class LiveCalibration:
@@ -293,8 +329,6 @@ class LiveCalibration:
             else:
                 bucket.spec.append(cost)
                 bucket.spec_since_refit += 1
-                if bucket.spec_since_refit >= self.config.window:
-                    bucket.refit()
                 changed = self._judge(bucket)
             return self._effective() if changed else None
 
@@ -314,7 +348,8 @@ class LiveCalibration:
 
     def _judge(self, bucket: BucketCalibration) -> bool:
         """The gate's test on the speculative window; True when the bucket switched off."""
-        if not (self.config.switching and bucket.served_speculate) or len(bucket.spec) < self.config.min_samples:
+        if (not (self.config.switching and bucket.served_speculate) or bucket.gated_off
+                or len(bucket.spec) < self.config.min_samples):
             return False
         spec_rate, plain_rate = bucket.rates()
         source = "live-scaled" if bucket.plain_scale() is not None else "table"
@@ -337,12 +372,24 @@ class LiveCalibration:
         return True
 
     def report(self, samples: bool = True) -> dict[str, Any]:
-        """What ``/server_info`` shows under ``cast_live_calibration`` (``samples``: with
-        each bucket's window as ``StepSample``s, which ``/metrics`` does not need)."""
+        """What ``/server_info`` shows under ``cast_live_calibration``; ``samples`` (the
+        windows as ``StepSample``s, and a live fit when ``window`` new speculative
+        iterations arrived since the last) is for ``/server_info``, not the scrape."""
         with self._lock:
-            return {
-                "switching": self.config.switching,
+            costs = self._served.costs
+            views = [self._buckets[b.max_batch_size].view(costs) for b in self._served.buckets]
+        if samples:
+            views = [self._store_fit(view, view.fit()) if view.refit_due else view for view in views]
+        return {"switching": self.config.switching,
                 "config": {k: v for k, v in asdict(self.config).items() if k != "switching"},
-                "buckets": [self._buckets[b.max_batch_size].report(self._served.costs, samples)
-                            for b in self._served.buckets],
-            }
+                "buckets": [view.report(samples) for view in views]}
+
+    def _store_fit(self, view: BucketView, terms: OverheadTerms) -> BucketView:
+        """Keep a live fit made outside the lock; the view as it reports with it."""
+        with self._lock:
+            bucket = view.bucket
+            bucket.live_terms, bucket.spec_since_refit = terms, 0
+            bucket.counts.refits += 1
+            refits = bucket.counts.refits
+        overhead = {**view.state["overhead"], "live": _terms_dict(terms)}
+        return replace(view, state={**view.state, "refits": refits, "overhead": overhead})

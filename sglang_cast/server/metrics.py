@@ -60,7 +60,8 @@ GATE_COUNTERS = (  # (metric name, count key, help)
                                                     "off (a failed probe included)"),
     ("cast_live_gate_switches_on", "switches_on", "Probes that confirmed speculation pays again"),
     ("cast_live_gate_probes", "probes", "Times a switched-off bucket speculated again to re-test"),
-    ("cast_live_overhead_refits", "refits", "Host-overhead refits from the bucket's live window"),
+    ("cast_live_overhead_refits", "refits", "Live host-overhead fits of the bucket's windows (made for "
+                                            "/server_info once a window of new speculative iterations arrived)"),
 )
 
 
