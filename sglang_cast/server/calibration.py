@@ -44,9 +44,9 @@ into the served settings.  The served profile stays the one source of costs, so
 predicted-vs-live keeps showing the drift (a refit fed back would pull every
 prediction to the live numbers and hide it), and the refit from a window of a few
 dozen noisy steps would otherwise steer C1–C3 directly.  The live terms and the
-window's ``StepSample``s are exported (``/server_info``) for ``cast-autotune daemon``,
-which refits the profile's table from many of them and publishes a profile the
-server hot-reloads.
+window's ``StepSample``s are exported (``/server_info``) for ``cast-autotune daemon``
+(autotune/daemon.py), which re-profiles and re-tunes when live and predicted drift
+apart past its margin and publishes a profile the server hot-reloads.
 
 Decisions are pure bookkeeping; they take effect through ``Policy.reconfigure``
 between iterations (the engine thread calls :meth:`LiveCalibration.observe` after
