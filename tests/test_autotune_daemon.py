@@ -5,6 +5,7 @@ Run as a script (``python tests/test_autotune_daemon.py DB OUT``) this file is t
 daemon process the SIGTERM test signals: the real ``Daemon`` on tiny models.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -35,7 +36,11 @@ def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
 def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
     db, output = tmp_path / "a.db", tmp_path / "profiles" / "tiny.yaml"
     fill(Store(db), prompts=1, batch_sizes=(1,))
-    process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True)
+    # This checkout's packages, not whichever checkout the environment installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True,
+                               env=env)
     try:
         deadline = time.monotonic() + 120
         while not output.exists() and time.monotonic() < deadline and process.poll() is None:

@@ -146,7 +146,7 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
 
 def test_server_info_exports_what_the_daemon_ingests(target):
     engine = tiny_engine("cast", settings=SETTINGS, target=target)
-    with serve(engine) as server, server.client() as c:
+    with serve(engine, live_gate=LiveGateConfig()) as server, server.client() as c:
         assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1]).values())
         info = c.get("/server_info").json()["cast_live_calibration"]
     assert info["switching"] is True and info["config"]["window"] == 32
@@ -165,7 +165,7 @@ def test_server_info_exports_what_the_daemon_ingests(target):
 def test_the_gate_switches_nothing_under_a_policy_that_ignores_speculate_false(target):
     engine = tiny_engine("eagle2", settings=SETTINGS, target=target)
     PlantedSlowdown(engine, 0.05, after=0)
-    with serve(engine) as server, server.client() as c:
+    with serve(engine, live_gate=LiveGateConfig()) as server, server.client() as c:
         assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1]).values())
         info = c.get("/server_info").json()["cast_live_calibration"]
     assert info["switching"] is False
