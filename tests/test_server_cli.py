@@ -63,6 +63,7 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
     (["--cast-live-gate", "maybe"], "--cast-live-gate: invalid choice: 'maybe' (choose from 'on', 'off')"),
+    (["--cast-live-gate", "off", "--backend", "sglang"], "--cast-live-gate applies to the native engine only"),
     (["--no-such-flag"], "unrecognized arguments"),
 ])
 def test_invalid_arguments_are_one_line_errors(capsys, argv, message):

@@ -38,9 +38,9 @@ class ShapeOverride:
 
 @dataclass(frozen=True)
 class LiveGateConfig:
-    """Window sizes and probe pacing of the live calibration (defaults documented in
-    docs/server.md; the gate itself is ``calibration.py``).  ``switching`` False measures and exports only (``--cast-live-gate
-    off``)."""
+    """Window sizes and probe pacing of the live calibration (``calibration.py``; the
+    defaults are documented in docs/server.md).  ``switching`` False measures and
+    exports only (``--cast-live-gate off``)."""
 
     switching: bool = True
     window: int = 32  # speculative iterations per bucket the rates, ratios and the refit see
@@ -65,7 +65,6 @@ class LiveGateConfig:
         if self.max_probe_after < self.probe_after:
             raise ValueError(f"max_probe_after must be >= probe_after ({self.probe_after}), "
                              f"got {self.max_probe_after}")
-
 
 
 MIN_REQUEST_BYTES = 1 << 20

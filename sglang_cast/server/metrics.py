@@ -48,14 +48,14 @@ class Throughput:
 
 
 KINDS = ("speculative", "plain")
-WINDOW_GAUGES = (  # (metric suffix, summary key, help)
-    ("live_ms", "live_ms", "Mean live ms of the bucket's recent iterations (engine timing)"),
-    ("predicted_ms", "predicted_ms", "Mean ms the cost model charged the same iterations"),
-    ("live_over_predicted", "live_over_predicted", "Live ms over predicted ms of the same iterations"),
-    ("tokens_per_ms", "tokens_per_ms", "Tokens committed per live ms over the recent iterations"),
+WINDOW_GAUGES = (  # (window summary key, help): exported as cast_iteration_<key>
+    ("live_ms", "Mean live ms of the bucket's recent iterations (engine timing)"),
+    ("predicted_ms", "Mean ms the cost model charged the same iterations"),
+    ("live_over_predicted", "Live ms over predicted ms of the same iterations"),
+    ("tokens_per_ms", "Tokens committed per live ms over the recent iterations"),
 )
 GATE_COUNTERS = (  # (metric name, count key, help)
-    ("cast_live_iterations", "iterations", "Iterations the live calibration charged"),
+    ("cast_live_iterations", "iterations", "Iterations the live calibration observed"),
     ("cast_live_gate_switches_off", "switches_off", "Times the live gate switched the bucket's speculation "
                                                     "off (a failed probe included)"),
     ("cast_live_gate_switches_on", "switches_on", "Probes that confirmed speculation pays again"),
@@ -74,8 +74,8 @@ class CalibrationCollector(Collector):
 
     def collect(self):
         buckets = self.calibration.report(samples=False)["buckets"]
-        for suffix, key, text in WINDOW_GAUGES:
-            family = GaugeMetricFamily(f"cast_iteration_{suffix}", text, labels=["bucket", "kind"])
+        for key, text in WINDOW_GAUGES:
+            family = GaugeMetricFamily(f"cast_iteration_{key}", text, labels=["bucket", "kind"])
             for b in buckets:
                 for kind in KINDS:
                     if b[kind][key] is not None:
