@@ -5,6 +5,7 @@ Run as a script (``python tests/test_autotune_daemon.py DB OUT``) this file is t
 daemon process the SIGTERM test signals: the real ``Daemon`` on tiny models.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.analytic import AnalyticGrid, analytic_profile
-from autotune.daemon import Daemon, DaemonConfig
+from autotune.daemon import Daemon, DaemonConfig, ServerWatch, live_drift
 from autotune.errors import AutotuneError
 from autotune.models import format_target_id
 from autotune.publish import publish
@@ -35,7 +36,11 @@ def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
 def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
     db, output = tmp_path / "a.db", tmp_path / "profiles" / "tiny.yaml"
     fill(Store(db), prompts=1, batch_sizes=(1,))
-    process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True)
+    # This checkout's packages, not whichever checkout the environment installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True,
+                               env=env)
     try:
         deadline = time.monotonic() + 120
         while not output.exists() and time.monotonic() < deadline and process.poll() is None:
@@ -102,6 +107,63 @@ def test_publish_validates_the_written_bytes_before_renaming(tmp_path):
         publish(broken, output)
     assert load_profile(output).profile.device == profile.device
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
+
+def calibration_info(speculative_ratio=1.0, plain_ratio=None, iterations=32, gated=False, version="v1"):
+    """A ``/server_info`` as sglang_cast/server/calibration.py writes it, one bucket."""
+    def window(ratio):
+        return {"iterations": 0 if ratio is None else iterations, "live_over_predicted": ratio}
+
+    bucket = {"max_batch_size": 4, "speculate_served": True, "speculate_live": not gated,
+              "speculative": window(speculative_ratio), "plain": window(plain_ratio)}
+    return {"cast_profile": {"version": version},
+            "cast_live_calibration": {"config": {"min_samples": 16}, "buckets": [bucket]}}
+
+
+def test_live_drift_names_the_bucket_the_kind_and_the_ratio_past_the_margin():
+    assert live_drift(calibration_info(1.1), margin=0.15) == []
+    assert live_drift(calibration_info(1.5), margin=0.15) == [
+        "bucket <= 4: speculative iterations ran 1.50x their predicted ms (margin 15%, 32 iterations)"]
+    assert live_drift(calibration_info(0.5, plain_ratio=0.8), margin=0.15) == [
+        "bucket <= 4: speculative iterations ran 0.50x their predicted ms (margin 15%, 32 iterations)",
+        "bucket <= 4: plain iterations ran 0.80x their predicted ms (margin 15%, 32 iterations)"]
+    assert live_drift(calibration_info(3.0, iterations=15), margin=0.15) == [], "a window not yet full"
+    assert live_drift(calibration_info(gated=True), margin=0.15) == [
+        "bucket <= 4: the server's live gate switched speculation off"]
+    assert live_drift({"cast_profile": None}, margin=0.15) == [], "a server without live calibration"
+
+
+def test_the_daemon_reads_a_real_servers_drift_once_per_served_profile(tmp_path, capsys):
+    from test_server_harness import SHAPE, serve, tiny_engine
+    from test_server_live_gate import complete_all
+
+    from sglang_cast.cast import BucketSettings, CostModel, PolicySettings
+
+    # The tiny model runs far below the 10 s plain step this cost model charges: drift on any machine.
+    settings = PolicySettings(buckets=(BucketSettings(64, SHAPE),), costs=CostModel.linear(1.0, 9999.0))
+    with serve(tiny_engine("cast", settings=settings)) as server:
+        assert all(r.status_code == 200 for r in complete_all(server, ["alpha"]).values())
+        config = replace(daemon_config(tmp_path / "tiny.yaml"), server=ServerWatch(server.url, margin=0.15))
+        daemon = Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, config, load_prompts())
+        reasons = daemon.server_drift()
+        assert reasons and all(line.startswith("bucket <= 64: ") for line in reasons)
+        assert daemon.server_drift() == [], "the same served profile is answered once"
+    unreachable = replace(config, server=ServerWatch(server.url, timeout_s=1.0))
+    assert Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, unreachable, load_prompts()).server_drift() == []
+    assert f"server {server.url} not read" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="server url must start with http:// or https://, got 'localhost:1'"):
+        ServerWatch("localhost:1")
+
+
+def test_a_drift_step_re_profiles_every_grid_point(tmp_path, capsys):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), load_prompts())
+    daemon.step()
+    assert f"0 points measured, {len(GRID.points())} already stored" in capsys.readouterr().err
+    daemon.step(reprofile=True)
+    assert f"{len(GRID.points())} points measured, 0 already stored" in capsys.readouterr().err
 
 
 if __name__ == "__main__":

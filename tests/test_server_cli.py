@@ -62,6 +62,8 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--compile", "on", "--backend", "sglang"], "--compile applies to the native engine only"),
     (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
     (["--log-level", "loud"], "invalid choice"),
+    (["--cast-live-gate", "maybe"], "--cast-live-gate: invalid choice: 'maybe' (choose from 'on', 'off')"),
+    (["--cast-live-gate", "off", "--backend", "sglang"], "--cast-live-gate applies to the native engine only"),
     (["--no-such-flag"], "unrecognized arguments"),
 ])
 def test_invalid_arguments_are_one_line_errors(capsys, argv, message):
@@ -161,3 +163,11 @@ def test_the_profile_reaches_the_engine_so_auto_can_use_its_format(monkeypatch, 
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
     launch_server.main(["--speculative-algorithm", "NONE", "--cast-profile", str(path)])
     assert built[0].weight_format == "auto" and built[0].profile.weight_format == "int4/int8"
+
+
+def test_cast_live_gate_is_on_by_default_and_help_says_what_off_keeps():
+    assert parse_launch_args([]).live_gate is True
+    assert parse_launch_args(["--cast-live-gate", "off"]).live_gate is False
+    assert parse_launch_args(["--cast-live-gate", "on"]).live_gate is True
+    help_text = " ".join(launch_args.build_parser().format_help().split())
+    assert "--cast-live-gate {on,off}" in help_text and "measure and export only" in help_text

@@ -19,7 +19,7 @@ from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, Samplin
 from sglang_cast.engine import Engine, StepOutput
 from sglang_cast.profile import Profile, save_profile
 from sglang_cast.server.app import create_app
-from sglang_cast.server.config import ServerConfig
+from sglang_cast.server.config import LiveGateConfig, ServerConfig
 
 MODEL = "tiny"
 SHAPE = TreeShape(top_k=4, max_depth=4, num_verify_tokens=12)
@@ -109,7 +109,12 @@ class StepGate:
 
 
 def config(**overrides) -> ServerConfig:
-    return ServerConfig(**{"served_model_name": MODEL, "model_path": "tiny-random-llama", **overrides})
+    """The tiny model's timings against its made-up cost tables would make the live gate
+    switch buckets at random, and a switch changes which draws a seeded sampled request
+    makes: the test servers measure but do not switch unless a test passes ``live_gate``
+    (tests/test_server_live_gate.py does)."""
+    return ServerConfig(**{"served_model_name": MODEL, "model_path": "tiny-random-llama",
+                           "live_gate": LiveGateConfig(switching=False), **overrides})
 
 
 def profile_settings(c1: float = 1.0, shape: TreeShape = SHAPE) -> PolicySettings:

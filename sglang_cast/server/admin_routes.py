@@ -19,7 +19,8 @@ router = APIRouter()
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    # Off the event loop: the scrape charges the live calibration's new iterations.
+    return Response(await run_in_threadpool(server_state(request).metrics.render), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/cast/profile")

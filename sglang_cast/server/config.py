@@ -36,6 +36,37 @@ class ShapeOverride:
         return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs)) for b in settings.buckets))
 
 
+@dataclass(frozen=True)
+class LiveGateConfig:
+    """Window sizes and probe pacing of the live calibration (``calibration.py``; the
+    defaults are documented in docs/server.md).  ``switching`` False measures and
+    exports only (``--cast-live-gate off``)."""
+
+    switching: bool = True
+    window: int = 32  # speculative iterations per bucket the rates, ratios and the refit see
+    min_samples: int = 16  # speculative iterations in the window before the gate may decide
+    plain_window: int = 32  # plain iterations per bucket kept for the live plain scale
+    min_plain_samples: int = 4  # plain iterations needed before the live scale replaces the table's
+    plain_stale_after: int = 1024  # bucket iterations after which the newest plain one no longer counts
+    probe_after: int = 64  # plain iterations of a switched-off bucket before it speculates again
+    max_probe_after: int = 1024  # the wait after repeated failed probes doubles up to this
+
+    def __post_init__(self) -> None:
+        for name in ("window", "min_samples", "plain_window", "min_plain_samples", "plain_stale_after",
+                     "probe_after", "max_probe_after"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.min_samples > self.window:
+            raise ValueError(f"min_samples must be <= window ({self.window}), got {self.min_samples}")
+        if self.min_plain_samples > self.plain_window:
+            raise ValueError(f"min_plain_samples must be <= plain_window ({self.plain_window}), "
+                             f"got {self.min_plain_samples}")
+        if self.max_probe_after < self.probe_after:
+            raise ValueError(f"max_probe_after must be >= probe_after ({self.probe_after}), "
+                             f"got {self.max_probe_after}")
+
+
 MIN_REQUEST_BYTES = 1 << 20
 REQUEST_BYTES_PER_CONTEXT_TOKEN = 1024
 DEFAULT_MAX_TOP_LOGPROBS = 20  # vLLM's default --max-logprobs and OpenAI's top_logprobs maximum
@@ -68,6 +99,7 @@ class ServerConfig:
     profile: LoadedProfile | None = None
     shape_override: ShapeOverride = field(default_factory=ShapeOverride)
     profile_poll_seconds: float = 0.5
+    live_gate: LiveGateConfig = field(default_factory=LiveGateConfig)
     server_args: dict[str, object] = field(default_factory=dict)  # echoed by /server_info
 
     def __post_init__(self) -> None:

@@ -7,6 +7,8 @@ thread runs them *between* iterations:
 
     loop:  run queued commands (admit jobs, cancel requests, swap settings)
            engine.step()                      # one speculative iteration
+           calibrate                          # predicted vs live; the live gate may
+                                              # switch a bucket's speculation (calibration.py)
            publish each request's progress    # onto its asyncio queue
 
 So requests join and leave the running batch between iterations (continuous
@@ -27,8 +29,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from ..cast import PolicySettings
-from ..engine import Engine, Request
+from ..engine import Engine, IterationRecord, Request
 from ..engine.prompts import check_prompt
+from .calibration import LiveCalibration, iteration_cost
+from .config import LiveGateConfig
 from .jobs import Accepted, Delta, Event, Failed, Finished, GenerateJob, Job, Outcome, Rejected, ScoreJob
 from .logprobs import report_logprobs
 from .metrics import ServerMetrics
@@ -82,11 +86,22 @@ class _Tracked:
 
 
 class EngineWorker:
-    def __init__(self, engine: Engine, metrics: ServerMetrics, max_outstanding: int) -> None:
-        """``max_outstanding`` bounds jobs submitted but not finished (running + queued)."""
+    def __init__(self, engine: Engine, metrics: ServerMetrics, max_outstanding: int,
+                 live_gate: LiveGateConfig | None = None) -> None:
+        """``max_outstanding`` bounds jobs submitted but not finished (running + queued).
+        ``live_gate``: how the live calibration windows and gates (default
+        ``LiveGateConfig()``); it switches buckets only under a cost-aware policy, the
+        only kind that honours ``speculate: false``."""
         self.engine = engine
         self.metrics = metrics
         self.max_outstanding = max_outstanding
+        config = live_gate or LiveGateConfig()
+        if config.switching and not engine.policy.plan_class.cost_aware:
+            log.info("live gate: policy %s ignores speculate: false; calibration measures only",
+                     engine.policy.name)
+            config = replace(config, switching=False)
+        self.calibration = LiveCalibration(config, engine.policy.settings)
+        metrics.watch_calibration(self.calibration)
         self._inbox: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._tracked: dict[RequestStream, _Tracked] = {}
         self._outstanding = 0
@@ -142,7 +157,7 @@ class EngineWorker:
         done: Future = Future()
 
         def apply() -> None:
-            self.engine.policy.reconfigure(settings)
+            self.engine.policy.reconfigure(self.calibration.serve(settings))
             done.set_result(None)
 
         with self._lock:
@@ -239,11 +254,28 @@ class EngineWorker:
             record = self.engine.step().record
             if record is not None:
                 self.metrics.observe_iteration(record)
+                self._calibrate(record)
             for tracked in list(self._tracked.values()):
                 self._publish_progress(tracked)
         except Exception as err:
             log.exception("engine step failed; aborting the requests in flight")
             self._abort_all(f"engine error: {err}", 500)
+
+    def _calibrate(self, record: IterationRecord) -> None:
+        """Charge the iteration against the plan it ran under and let the live gate
+        decide; a changed decision is applied before the next iteration begins.  A
+        failure here is logged and skipped: it must never cost a request."""
+        plan = self.engine.policy.last_plan
+        if plan is None or plan.batch_size != record.batch_size:
+            return
+        try:
+            cost = iteration_cost(plan, record.batch_size, record.context_len, record.verified, record.accepted,
+                                  record.draft_ms + record.verify_ms)
+            settings = self.calibration.observe(plan, cost)
+            if settings is not None:
+                self.engine.policy.reconfigure(settings)
+        except Exception:
+            log.exception("live calibration failed on an iteration; serving goes on")
 
     def _publish_progress(self, tracked: _Tracked) -> None:
         request = tracked.request

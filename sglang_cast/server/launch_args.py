@@ -112,6 +112,7 @@ class LaunchArgs:
     backend: str
     served_model_name: str | None
     log_level: str
+    live_gate: bool = True  # --cast-live-gate on|off
 
     @property
     def policy(self) -> str:
@@ -172,6 +173,12 @@ def build_parser() -> OneLineParser:
                            "or auto: profiles/<label>.yaml for this hardware: on the CPU cpu-<ISA class>.yaml "
                            "(cpu-amx, cpu-avx512, cpu-avx2) if shipped, else cpu.yaml; h100/a800/h20/rtx4090 "
                            "from the CUDA device name (default: auto)")
+    spec.add_argument("--cast-live-gate", dest="live_gate", choices=("on", "off"), default=None,
+                      help="on: per batch-size bucket, compare each iteration's live cost with what the profile "
+                           "predicted and switch speculation off in a bucket whose recent live speculative rate "
+                           "fell below plain decoding's (re-tried after a bounded number of plain iterations, the "
+                           "profile file is not rewritten); off: measure and export only (/metrics, /server_info). "
+                           "Native engine only (default: on)")
 
     serving = parser.add_argument_group("serving")
     serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -227,6 +234,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
         parser.error("--weight-format applies to the native engine only (SGLang loads the checkpoint's own dtype)")
     if ns.compile != "off" and ns.backend == "sglang":
         parser.error("--compile applies to the native engine only (SGLang captures its own CUDA graphs)")
+    if ns.live_gate is not None and ns.backend == "sglang":
+        parser.error("--cast-live-gate applies to the native engine only (SGLang's scheduler runs the iterations)")
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
                      "cache from --context-length and --max-running-requests)")
@@ -240,7 +249,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
                       dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
-                      backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level)
+                      backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
+                      live_gate=ns.live_gate != "off")
 
 
 def hardware_label(device: str) -> str:

@@ -2,7 +2,10 @@
 
 Each app gets its own registry, so several servers (tests) can live in one
 process.  Iteration-level histograms come from the engine's ``IterationRecord``s,
-which the engine thread hands over after every step.
+which the engine thread hands over after every step.  The live calibration's
+per-bucket numbers (predicted vs live ms, speculation on/off, switches, refits) are
+read from its state at scrape time (`CalibrationCollector`), so the engine thread
+does no Prometheus work for them.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import time
 from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ..engine import IterationRecord
+from .calibration import LiveCalibration
 
 TOKEN_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128)
 DEPTH_BUCKETS = tuple(range(0, 13))
@@ -39,6 +45,52 @@ class Throughput:
             while self._events and self._events[0][0] < now - self.window:
                 self._events.popleft()
             return sum(tokens for _, tokens in self._events) / self.window
+
+
+KINDS = ("speculative", "plain")
+WINDOW_GAUGES = (  # (window summary key, help): exported as cast_iteration_<key>
+    ("live_ms", "Mean live ms of the bucket's recent iterations (engine timing)"),
+    ("predicted_ms", "Mean ms the cost model charged the same iterations"),
+    ("live_over_predicted", "Live ms over predicted ms of the same iterations"),
+    ("tokens_per_ms", "Tokens committed per live ms over the recent iterations"),
+)
+GATE_COUNTERS = (  # (metric name, count key, help)
+    ("cast_live_iterations", "iterations", "Iterations the live calibration observed"),
+    ("cast_live_gate_switches_off", "switches_off", "Times the live gate switched the bucket's speculation "
+                                                    "off (a failed probe included)"),
+    ("cast_live_gate_switches_on", "switches_on", "Probes that confirmed speculation pays again"),
+    ("cast_live_gate_probes", "probes", "Times a switched-off bucket speculated again to re-test"),
+    ("cast_live_overhead_refits", "refits", "Live host-overhead fits of the bucket's windows (made for "
+                                            "/server_info once a window of new speculative iterations arrived)"),
+)
+
+
+class CalibrationCollector(Collector):
+    """The live calibration's per-bucket state as metric families, labelled by the
+    served bucket's ``max_batch_size`` (and ``kind``: speculative or plain)."""
+
+    def __init__(self, calibration: LiveCalibration) -> None:
+        self.calibration = calibration
+
+    def collect(self):
+        buckets = self.calibration.report(samples=False)["buckets"]
+        for key, text in WINDOW_GAUGES:
+            family = GaugeMetricFamily(f"cast_iteration_{key}", text, labels=["bucket", "kind"])
+            for b in buckets:
+                for kind in KINDS:
+                    if b[kind][key] is not None:
+                        family.add_metric([str(b["max_batch_size"]), kind], b[kind][key])
+            yield family
+        on = GaugeMetricFamily("cast_speculation_on", "1 when the bucket speculates now (served setting and "
+                               "live gate), 0 when it decodes plainly", labels=["bucket"])
+        for b in buckets:
+            on.add_metric([str(b["max_batch_size"])], float(b["speculate_live"]))
+        yield on
+        for name, key, text in GATE_COUNTERS:
+            family = CounterMetricFamily(name, text, labels=["bucket"])
+            for b in buckets:
+                family.add_metric([str(b["max_batch_size"])], b[key])
+            yield family
 
 
 class ServerMetrics:
@@ -69,6 +121,9 @@ class ServerMetrics:
                                        registry=r)
         self.profile_reload_failures = Counter("cast_profile_reload_failures", "Profile files rejected by "
                                                "hot-reload (the previous profile stayed active)", registry=r)
+
+    def watch_calibration(self, calibration: LiveCalibration) -> None:
+        self.registry.register(CalibrationCollector(calibration))
 
     def observe_iteration(self, record: IterationRecord) -> None:
         self.depth.observe(record.depth)

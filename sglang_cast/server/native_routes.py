@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 
 from ..cast import SamplingParams
 from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, check_batch_fits, outcome_of, progress,
@@ -128,6 +129,8 @@ async def server_info(request: Request) -> dict[str, Any]:
             "policy": engine.policy.name, "max_running_requests": engine.max_batch_size,
             "max_queued_requests": state.config.max_queued_requests, "context_length": engine.context_length,
             "cast_profile": state.profiles.status(),
+            # Off the event loop: the report charges new iterations and may fit the live host terms.
+            "cast_live_calibration": await run_in_threadpool(state.worker.calibration.report),
             "internal_states": [{"outstanding_requests": state.worker.outstanding}]}
 
 

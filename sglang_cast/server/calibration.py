@@ -1,0 +1,395 @@
+"""Live calibration while serving: what each iteration was predicted to cost against
+what it really cost, per bucket of the served settings, and the *live gate* that
+turns speculation off in a bucket where it has become slower than plain decoding
+(docs/server.md, "Live calibration and the live gate").
+
+Every iteration the engine runs is charged by the cost model before it runs
+(``cast.charge`` of the policy's plan); the engine then times it.  Per bucket of the
+served settings (keyed by its ``max_batch_size``, as the policies key their depth
+FIFOs) this module keeps a bounded window of recent speculative iterations and one of
+recent plain iterations, each entry an :class:`IterationCost`:
+
+* live ms (the engine's record: draft + verify, whole-step timing), predicted ms
+  (``charge`` against the plan the iteration ran under), the ms of the forwards
+  alone (``charge`` with no host overhead: the residual ``live − forwards`` is the
+  host work, a ``cast.StepSample``), the table's plain-decoding ms for the same batch
+  and context, and the tokens committed.
+
+The gate, per bucket whose served settings say ``speculate: true``:
+
+* **switch off** when, over the speculative window (at least ``min_samples``
+  iterations), live tokens per live ms fall below what plain decoding would have
+  done on those same iterations: ``Σ B_i / Σ plain_i``, where ``plain_i`` is the
+  table's plain ms scaled by how far *live* plain iterations of the bucket ran from
+  their prediction (scale 1 when the bucket has no fresh plain iterations).  Scaling
+  the table by live plain iterations is what keeps a machine that got uniformly
+  slower (both plain and speculative iterations) from switching speculation off for
+  good: a bucket switched off on the table's word gathers live plain iterations,
+  and its probe then compares like with like.
+* **probe**: a switched-off bucket runs ``probe_after`` plain iterations, then
+  speculates again with an empty window; after ``min_samples`` speculative
+  iterations the same test decides (the probe's first one is not counted: it also
+  feeds the draft every token committed while the bucket was plain).  A failed probe doubles the wait (up to
+  ``max_probe_after``), so a machine that stays slow pays a bounded, shrinking probe
+  tax, and one that recovers gets speculation back within one probe.
+
+Bounded by construction: the decision runs after every speculative iteration once
+the window holds ``min_samples``; ``window`` iterations after a slowdown began the
+window holds only slowed iterations, so a slowdown that makes speculation lose
+switches the bucket off within ``window`` speculative iterations of that bucket
+(32 by default, against the 200 the project promises).
+
+What this module does *not* do: it does not write the refitted host overhead back
+into the served settings.  The served profile stays the one source of costs, so
+predicted-vs-live keeps showing the drift (a refit fed back would pull every
+prediction to the live numbers and hide it), and the refit from a window of a few
+dozen noisy steps would otherwise steer C1–C3 directly.  The live terms and the
+window's ``StepSample``s are exported (``/server_info``) for ``cast-autotune daemon``
+(autotune/daemon.py), which re-profiles and re-tunes when live and predicted drift
+apart past its margin and publishes a profile the server hot-reloads.
+
+Decisions are pure bookkeeping; they take effect through ``Policy.reconfigure``
+between iterations (the engine thread calls :meth:`LiveCalibration.observe` after
+an iteration and before the next one begins).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property, partial
+from typing import Any
+
+from ..cast import CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charge, fit_overhead
+from .config import LiveGateConfig
+
+log = logging.getLogger(__name__)
+TINY_MS = 1e-9  # floor of a summed duration, so a rate never divides by zero
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """One iteration as the calibration sees it (all ms).
+
+    What the gate needs per iteration (tokens, live ms, the table's plain ms) is
+    stored; what only a report or the live fit reads — the predicted ms and the ms of
+    the forwards alone — is charged when first read (``charges``), so the engine
+    thread does not pay a cost-model evaluation of every iteration it runs."""
+
+    batch_size: int
+    context_len: int
+    depth: int  # draft layers drafted (0: plain)
+    verified: int  # draft nodes verified per sequence
+    tokens: int  # committed over the batch (accepted + one bonus per sequence)
+    live_ms: float
+    plain_ms: float  # the table's plain-decoding ms at this batch and context
+    charges: Callable[[], tuple[float, float]] = field(compare=False, repr=False)  # (predicted, forwards)
+
+    @cached_property
+    def _charged(self) -> tuple[float, float]:
+        return self.charges()
+
+    @property
+    def predicted_ms(self) -> float:
+        return self._charged[0]
+
+    @property
+    def forwards_ms(self) -> float:
+        return self._charged[1]
+
+    @property
+    def sample(self) -> StepSample:
+        """The host work this iteration really did: live minus the forwards the tables charge."""
+        return StepSample(self.batch_size, self.context_len, self.depth, self.verified,
+                          self.live_ms - self.forwards_ms)
+
+
+def forwards_plan(plan: IterationPlan) -> IterationPlan:
+    """``plan`` charged with the forward tables alone (no host overhead).
+
+    ``plan.draft_ms`` accumulated, for every layer the plan grew past (each ``grow``
+    that returned True: layers ``1 .. depth − 1``), that layer's draft forward plus
+    its host work; the copy recharges the same layers with the forward only, so
+    ``charge`` of the copy is the forwards of the very iteration."""
+    costs = replace(plan.settings.costs, overhead=None)
+    draft_ms = sum(costs.draft_layer_ms(plan.batch_size, plan.layer_context(layer), plan.kept[layer - 1])
+                   for layer in range(1, len(plan.kept)))
+    return replace(plan, settings=replace(plan.settings, costs=costs), draft_ms=draft_ms)
+
+
+def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
+    """(predicted ms, forwards ms) of an iteration that ran under ``plan``: ``cast.charge``
+    with the plan's costs, and with its forward tables alone."""
+    depth = len(plan.kept)
+    return (sum(charge(plan, verified, depth, max_accepted)),
+            sum(charge(forwards_plan(plan), verified, depth, max_accepted)))
+
+
+def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verified: int, accepted: list[int],
+                   live_ms: float) -> IterationCost:
+    """One finished iteration: ``plan`` is the one it ran under (``Policy.last_plan``),
+    the rest comes from the engine's record.  A plan that drafted no layer is a plain
+    iteration (its predicted ms is the plain ms)."""
+    return IterationCost(batch_size, context_len, len(plan.kept), verified, sum(accepted) + len(accepted),
+                         live_ms, plan.settings.costs.plain_ms(batch_size, context_len),
+                         partial(charged_ms, plan, verified, max(accepted, default=0)))
+
+
+def _summary(window: deque[IterationCost]) -> dict[str, Any]:
+    """Means of a window (``None`` when empty) and the ratio live / predicted."""
+    n = len(window)
+    if n == 0:
+        return {"iterations": 0, "live_ms": None, "predicted_ms": None, "live_over_predicted": None,
+                "tokens_per_ms": None}
+    live = sum(c.live_ms for c in window)
+    predicted = sum(c.predicted_ms for c in window)
+    return {"iterations": n, "live_ms": live / n, "predicted_ms": predicted / n,
+            "live_over_predicted": live / predicted if predicted > 0 else None,
+            "tokens_per_ms": sum(c.tokens for c in window) / live if live > 0 else None}
+
+
+def _terms_dict(terms: OverheadTerms | None) -> dict[str, float] | None:
+    return None if terms is None else {name: round(getattr(terms, name), 6)
+                                       for name in ("plain", "spec_base", "per_layer", "per_token")}
+
+
+@dataclass
+class GateCounts:
+    """What the gate did in one bucket since the server started; kept across reloads,
+    so the Prometheus counters built from it only ever grow."""
+
+    iterations: int = 0
+    switches_off: int = 0
+    switches_on: int = 0
+    probes: int = 0
+    refits: int = 0
+
+
+@dataclass
+class BucketCalibration:
+    """The windows and the gate state of one served bucket."""
+
+    max_batch_size: int
+    served_speculate: bool
+    config: LiveGateConfig
+    spec: deque[IterationCost] = field(init=False)
+    plain: deque[IterationCost] = field(init=False)
+    counts: GateCounts = field(default_factory=GateCounts)
+    gated_off: bool = False
+    probing: bool = False
+    catching_up: bool = False  # the next speculative iteration feeds the draft its backlog
+    plain_since_off: int = 0
+    wait: int = 0  # plain iterations before the next probe
+    iterations: int = 0  # iterations of this bucket seen since the settings were served
+    last_plain_at: int | None = None
+    spec_since_refit: int = 0
+    live_terms: OverheadTerms | None = None
+    newest: IterationCost | None = None
+
+    def __post_init__(self) -> None:
+        self.spec = deque(maxlen=self.config.window)
+        self.plain = deque(maxlen=self.config.plain_window)
+        self.wait = self.wait or self.config.probe_after
+
+    @property
+    def speculating(self) -> bool:
+        return self.served_speculate and not self.gated_off
+
+    def plain_scale(self) -> float | None:
+        """Live / predicted ms of the bucket's fresh plain iterations, ``None`` when too
+        few or too old (the table's plain ms is then trusted as is)."""
+        fresh = (self.last_plain_at is not None
+                 and self.iterations - self.last_plain_at <= self.config.plain_stale_after)
+        if not fresh or len(self.plain) < self.config.min_plain_samples:
+            return None
+        return sum(c.live_ms for c in self.plain) / sum(c.plain_ms for c in self.plain)
+
+    def rates(self) -> tuple[float, float]:
+        """Over the speculative window: (live tokens per live ms, tokens per ms plain
+        decoding would have reached on the same iterations)."""
+        scale = self.plain_scale() or 1.0
+        spec = sum(c.tokens for c in self.spec) / max(sum(c.live_ms for c in self.spec), TINY_MS)
+        plain = sum(c.batch_size for c in self.spec) / max(scale * sum(c.plain_ms for c in self.spec), TINY_MS)
+        return spec, plain
+
+    def view(self, costs: CostModel) -> BucketView:
+        """A copy of what a report shows, cheap to take under the lock (no iteration is
+        charged here)."""
+        newest = self.newest
+        return BucketView(
+            self, {
+                "max_batch_size": self.max_batch_size,
+                "speculate_served": self.served_speculate,
+                "speculate_live": self.speculating,
+                "probing": self.probing,
+                "plain_iterations_until_probe": max(self.wait - self.plain_since_off, 0) if self.gated_off else None,
+                **dict(zip(("speculative_tokens_per_ms", "plain_tokens_per_ms"),
+                           self.rates() if self.spec else (None, None))),
+                "plain_rate_source": "live-scaled" if self.plain_scale() is not None else "table",
+                **asdict(self.counts),
+                "overhead": {"at": None if newest is None else {"batch_size": newest.batch_size,
+                                                               "context_len": newest.context_len},
+                             "profile": _terms_dict(None if newest is None else
+                                                    costs.host(newest.batch_size, newest.context_len)),
+                             "live": _terms_dict(self.live_terms)},
+            }, tuple(self.spec), tuple(self.plain), self.spec_since_refit >= self.config.window)
+
+
+@dataclass(frozen=True)
+class BucketView:
+    """One bucket's state copied under the lock.  Reading its windows charges their
+    iterations (``IterationCost.predicted_ms``), outside the lock, so the engine thread
+    never waits on a scrape."""
+
+    bucket: BucketCalibration
+    state: dict[str, Any]
+    spec: tuple[IterationCost, ...]
+    plain: tuple[IterationCost, ...]
+    refit_due: bool  # ``window`` speculative iterations arrived since the last live fit
+
+    def report(self, samples: bool) -> dict[str, Any]:
+        out = {**self.state, "speculative": _summary(self.spec), "plain": _summary(self.plain)}
+        if samples:
+            out["step_samples"] = [asdict(c.sample) for c in (*self.spec, *self.plain)]
+        return out
+
+    def fit(self) -> OverheadTerms:
+        """The bucket's live host terms, fitted from both windows with the profile's own
+        fit (``cast.fit_overhead``) on one cell spanning the bucket; a term the windows
+        cannot separate is folded into ``spec_base`` (the fit's rank rule)."""
+        samples = [c.sample for c in (*self.spec, *self.plain)]
+        size = self.bucket.max_batch_size
+        return fit_overhead(samples, (size,), bucket=1 << 30, num_buckets=1).terms(size, 0)
+
+
+class LiveCalibration:
+    """All buckets of the served settings.  The engine thread calls :meth:`serve` and
+    :meth:`observe`; HTTP handlers call :meth:`report` (hence the lock)."""
+
+    def __init__(self, config: LiveGateConfig, settings: PolicySettings) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._served = settings
+        self._buckets: dict[int, BucketCalibration] = {}
+        self._counts: dict[int, GateCounts] = {}  # per max_batch_size, for the server's lifetime
+        self.serve(settings)
+
+    @property
+    def served(self) -> PolicySettings:
+        return self._served
+
+    def serve(self, settings: PolicySettings) -> PolicySettings:
+        """New served settings (startup, hot-reload): every window restarts, since the
+        new profile predicts differently.  A bucket the gate switched off stays off
+        (with its probe schedule) when the new settings keep a bucket of the same
+        ``max_batch_size`` that still says ``speculate: true``: the machine that made
+        speculation lose has not changed with the file, and the probe brings it back
+        once live iterations confirm it pays.  Returns the settings to run."""
+        with self._lock:
+            old, self._buckets = self._buckets, {}
+            for bucket in settings.buckets:
+                counts = self._counts.setdefault(bucket.max_batch_size, GateCounts())
+                calibration = BucketCalibration(bucket.max_batch_size, bucket.speculate, self.config, counts=counts)
+                kept = old.get(bucket.max_batch_size)
+                if kept is not None and bucket.speculate and kept.gated_off:
+                    calibration.gated_off, calibration.wait = True, kept.wait
+                    calibration.plain_since_off = kept.plain_since_off
+                self._buckets[bucket.max_batch_size] = calibration
+            self._served = settings
+            return self._effective()
+
+    def _effective(self) -> PolicySettings:
+        """The served settings with ``speculate: false`` in every bucket the gate holds off."""
+        buckets = tuple(replace(b, speculate=False) if self._buckets[b.max_batch_size].gated_off else b
+                        for b in self._served.buckets)
+        return replace(self._served, buckets=buckets)
+
+    def observe(self, plan: IterationPlan, cost: IterationCost) -> PolicySettings | None:
+        """Take one finished iteration (``plan``: what it ran under).  Returns the
+        settings to run from the next iteration on when the gate changed a bucket,
+        else ``None``."""
+        with self._lock:
+            bucket = self._buckets.get(plan.bucket.max_batch_size)
+            if bucket is None:  # a plan begun before a reload swapped the buckets out
+                return None
+            bucket.iterations += 1
+            bucket.counts.iterations += 1
+            bucket.newest = cost
+            if cost.depth == 0:
+                bucket.plain.append(cost)
+                bucket.last_plain_at = bucket.iterations
+                changed = self._count_plain(bucket)
+            elif bucket.catching_up:
+                # The probe's first speculative iteration also feeds the draft every token
+                # committed while the bucket decoded plainly: a one-off cost, not the rate.
+                bucket.catching_up, changed = False, False
+            else:
+                bucket.spec.append(cost)
+                bucket.spec_since_refit += 1
+                changed = self._judge(bucket)
+            return self._effective() if changed else None
+
+    def _count_plain(self, bucket: BucketCalibration) -> bool:
+        """A plain iteration of a switched-off bucket: start the probe when it is due."""
+        if not bucket.gated_off:
+            return False
+        bucket.plain_since_off += 1
+        if bucket.plain_since_off < bucket.wait:
+            return False
+        bucket.gated_off, bucket.probing, bucket.plain_since_off, bucket.catching_up = False, True, 0, True
+        bucket.spec.clear()
+        bucket.counts.probes += 1
+        log.info("live gate: bucket max_batch_size=%d probes speculation again after %d plain iterations",
+                 bucket.max_batch_size, bucket.wait)
+        return True
+
+    def _judge(self, bucket: BucketCalibration) -> bool:
+        """The gate's test on the speculative window; True when the bucket switched off."""
+        if (not (self.config.switching and bucket.served_speculate) or bucket.gated_off
+                or len(bucket.spec) < self.config.min_samples):
+            return False
+        spec_rate, plain_rate = bucket.rates()
+        source = "live-scaled" if bucket.plain_scale() is not None else "table"
+        if spec_rate >= plain_rate:
+            if bucket.probing:
+                bucket.probing, bucket.wait = False, self.config.probe_after
+                bucket.counts.switches_on += 1
+                log.info("live gate: bucket max_batch_size=%d speculates again: %.4g tok/ms live speculative "
+                         ">= %.4g tok/ms plain (%s)", bucket.max_batch_size, spec_rate, plain_rate, source)
+            return False
+        if bucket.probing:
+            bucket.wait = min(2 * bucket.wait, self.config.max_probe_after)
+        log.warning("live gate: bucket max_batch_size=%d switched to speculate: false: %.4g tok/ms live "
+                    "speculative < %.4g tok/ms plain (%s) over %d iterations; next probe after %d plain "
+                    "iterations", bucket.max_batch_size, spec_rate, plain_rate, source, len(bucket.spec),
+                    bucket.wait)
+        bucket.gated_off, bucket.probing, bucket.plain_since_off = True, False, 0
+        bucket.counts.switches_off += 1
+        bucket.spec.clear()
+        return True
+
+    def report(self, samples: bool = True) -> dict[str, Any]:
+        """What ``/server_info`` shows under ``cast_live_calibration``; ``samples`` (the
+        windows as ``StepSample``s, and a live fit when ``window`` new speculative
+        iterations arrived since the last) is for ``/server_info``, not the scrape."""
+        with self._lock:
+            costs = self._served.costs
+            views = [self._buckets[b.max_batch_size].view(costs) for b in self._served.buckets]
+        if samples:
+            views = [self._store_fit(view, view.fit()) if view.refit_due else view for view in views]
+        return {"switching": self.config.switching,
+                "config": {k: v for k, v in asdict(self.config).items() if k != "switching"},
+                "buckets": [view.report(samples) for view in views]}
+
+    def _store_fit(self, view: BucketView, terms: OverheadTerms) -> BucketView:
+        """Keep a live fit made outside the lock; the view as it reports with it."""
+        with self._lock:
+            bucket = view.bucket
+            bucket.live_terms, bucket.spec_since_refit = terms, 0
+            bucket.counts.refits += 1
+            refits = bucket.counts.refits
+        overhead = {**view.state["overhead"], "live": _terms_dict(terms)}
+        return replace(view, state={**view.state, "refits": refits, "overhead": overhead})
