@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     from .engine.build import resolve_settings
     from .models.loader import EMBEDDED_NAME
     from .server.app import create_app
-    from .server.config import ServerConfig
+    from .server.config import LiveGateConfig, ServerConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = fall_back_without_draft(args)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         served_model_name=args.served_model_name or model_path, model_path=model_path,
         max_queued_requests=args.max_queued_requests, api_key=args.api_key, admin_api_key=args.admin_api_key,
         max_request_bytes=args.max_request_bytes, max_top_logprobs=args.max_logprobs, profile=profile,
-        shape_override=args.shape,
+        shape_override=args.shape, live_gate=LiveGateConfig(switching=args.live_gate),
         server_args={"host": args.host, "port": args.port, "device": args.device, "dtype": args.dtype,
                      "weight_format": str(engine.runner.target.weight_format),
                      "speculative_algorithm": args.algorithm, "draft_path": args.draft_path},

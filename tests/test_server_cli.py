@@ -171,3 +171,15 @@ def test_cast_live_gate_is_on_by_default_and_help_says_what_off_keeps():
     assert parse_launch_args(["--cast-live-gate", "on"]).live_gate is True
     help_text = " ".join(launch_args.build_parser().format_help().split())
     assert "--cast-live-gate {on,off}" in help_text and "measure and export only" in help_text
+
+
+@pytest.mark.parametrize("flag, switching", [("on", True), ("off", False)])
+def test_cast_live_gate_flag_reaches_the_served_config(monkeypatch, flag, switching):
+    import uvicorn
+    from test_server_harness import tiny_engine
+
+    served = {}
+    monkeypatch.setattr("sglang_cast.engine.build_engine", lambda engine_args: tiny_engine("vanilla"))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app))
+    launch_server.main(["--speculative-algorithm", "NONE", "--cast-live-gate", flag])
+    assert served["app"].state.server.config.live_gate.switching is switching
