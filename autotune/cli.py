@@ -218,6 +218,17 @@ def add_grid(parser: argparse.ArgumentParser) -> None:
                              "measures points missing for this device/model pair/threads/software versions)")
 
 
+def add_overhead(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overhead-steps", type=int_in(0, 10000), default=8,
+                        help="timed whole engine steps per run of the host-overhead step design (plain decoding and "
+                             "EAGLE-2 shapes of depth 1..6 at every batch size; native backend only); 0 skips it")
+    parser.add_argument("--overhead-warmup", type=int_in(0, 1000), default=2,
+                        help="untimed steps at the start of every step-design run (first use of its shapes)")
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="prompts the host-overhead steps decode (default: autotune/prompts.txt, disjoint from "
+                             "the benchmarks)")
+
+
 def add_space(parser: argparse.ArgumentParser) -> None:
     defaults = SearchSpace()
     parser.add_argument("--buckets", type=int_list(1, 4096), default=(1, 4, 16),
@@ -353,7 +364,29 @@ def profile_format(args, store, device: str, weight_format: str) -> None:
 
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
-    measure_and_report(args, store, setup, native_timers(pair), grid_from(args), f"weight format {weight_format}")
+    grid = grid_from(args)
+    measure_and_report(args, store, setup, native_timers(pair), grid, f"weight format {weight_format}")
+    measure_overhead(args, store, pair, setup, grid)
+
+
+def measure_overhead(args, store, pair, setup, grid) -> None:
+    """Time whole engine steps of the step design (autotune/overhead.py) at every
+    profiled batch size, resumable per run, and print the fitted overhead table."""
+    from .costs import measured_costs
+    from .overhead import StepDesign, run_step_profile
+    from .prompts import load_prompts
+    from .report import overhead_table
+
+    if args.overhead_steps == 0:
+        print("host overhead: not measured (--overhead-steps 0)")
+        return
+    design = StepDesign.for_grid(grid, args.overhead_warmup, args.overhead_steps)
+    forwards = measured_costs(store, setup, overhead=False).costs
+    report = run_step_profile(pair, store, setup, grid, design, load_prompts(args.dataset), forwards,
+                              progress=not args.quiet)
+    print(f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "
+          f"{len(design.shapes)} EAGLE-2 shapes per batch size), {report.skipped} runs already stored")
+    print(overhead_table(measured_costs(store, setup).costs.overhead))
 
 
 def profile_sglang(args) -> None:
@@ -371,6 +404,8 @@ def profile_sglang(args) -> None:
     grid = grid_from(args)
     measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype),
                        sglang_timers(models, grid, args.dtype), grid, f"SGLang, {args.dtype}")
+    print("host overhead: not measured for --backend sglang (its whole steps run in SGLang's scheduler on CUDA; "
+          "only the native engine's steps are timed); its profiles charge the forwards alone")
 
 
 def measure_and_report(args, store, setup, timers, grid, what: str) -> None:
@@ -560,6 +595,7 @@ def build_parser() -> Parser:
     add_models(p)
     add_weight_formats(p, "profile, one after another (each resumable)")
     add_grid(p)
+    add_overhead(p)
     add_db(p)
     add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
                    "and draft-extend forwards through its model runner; needs a CUDA GPU, SGLang 0.5.23, "
