@@ -74,11 +74,9 @@ class Base(DeclarativeBase):
     pass
 
 
-class Measurement(Base):
-    """One timed grid point: ``f_role(B, c, n)``."""
+class SetupColumns:
+    """The columns of a ``Setup``: what a measurement or a timed step is valid for."""
 
-    __tablename__ = "measurements"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     device: Mapped[str] = mapped_column(String(200), index=True)
     target_model: Mapped[str] = mapped_column(String(500))
     draft_model: Mapped[str] = mapped_column(String(500))
@@ -86,6 +84,15 @@ class Measurement(Base):
     threads: Mapped[int] = mapped_column(Integer)  # torch intra-op threads: 1 and 2 threads are different machines
     torch_version: Mapped[str] = mapped_column(String(50))
     package_version: Mapped[str] = mapped_column(String(50))
+    # Whose forwards were timed; rows written before this column existed are the native engine's.
+    backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
+
+
+class Measurement(SetupColumns, Base):
+    """One timed grid point: ``f_role(B, c, n)``."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     role: Mapped[str] = mapped_column(String(10))  # "target" | "draft"
     batch_size: Mapped[int] = mapped_column(Integer)
     context_len: Mapped[int] = mapped_column(Integer)
@@ -97,23 +104,13 @@ class Measurement(Base):
     # 1-minute load average while measuring: explains noisy rows on a shared machine.
     load_avg: Mapped[float] = mapped_column(Float)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    # Whose forwards were timed; rows written before this column existed are the native engine's.
-    backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
 
 
-class StepRecord(Base):
+class StepRecord(SetupColumns, Base):
     """One timed whole engine step of a setup and what the forward tables charge for it."""
 
     __tablename__ = "step_samples"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device: Mapped[str] = mapped_column(String(200), index=True)
-    target_model: Mapped[str] = mapped_column(String(500))
-    draft_model: Mapped[str] = mapped_column(String(500))
-    dtype: Mapped[str] = mapped_column(String(20))
-    threads: Mapped[int] = mapped_column(Integer)
-    torch_version: Mapped[str] = mapped_column(String(50))
-    package_version: Mapped[str] = mapped_column(String(50))
-    backend: Mapped[str] = mapped_column(String(20))
     source: Mapped[str] = mapped_column(String(20))  # "profile" (the step design) | "live" (tune's live gate)
     shape: Mapped[str] = mapped_column(String(40))  # "plain" or "k<top_k>-d<depth>-m<tokens>" (what ran)
     batch_size: Mapped[int] = mapped_column(Integer)
