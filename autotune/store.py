@@ -349,7 +349,8 @@ class Store:
         with self.session() as session:
             session.add_all(StepRecord(**setup.columns(), source=source, shape=shape, batch_size=s.batch_size,
                                        context_len=s.context_len, depth=s.depth, verified=s.verified,
-                                       tokens=s.tokens, step_ms=s.step_ms, forward_ms=s.forward_ms, load_avg=load_avg, created=now)
+                                       tokens=s.tokens, step_ms=s.step_ms, forward_ms=s.forward_ms,
+                                       load_avg=load_avg, created=now)
                             for s in steps)
 
     def step_records(self, setup: Setup, source: str | None = None) -> list[StepRecord]:

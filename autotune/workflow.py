@@ -46,7 +46,7 @@ from .overhead import LIVE, PLAIN
 from .prompts import PromptSet
 from .publish import publish
 from .space import SearchSpace
-from .store import Setup, StoredTrace, Store, package_version
+from .store import NATIVE, Setup, StoredTrace, Store, package_version
 from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
 
 RANDOM_HEAD_NOTE = ("draft head: random-weight EAGLE-1/2 head (no trained head existed when this ran). The target "
@@ -157,7 +157,9 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
                   prefix: str, check: LiveCheck, say: Callable[[str], None], progress: bool) -> GateOutcome:
     """The live gate over ``best``'s buckets: a refit stores the live steps under the
     format's setup (source ``live``) and refits from everything stored; a re-tune is
-    a new study ``<prefix>-b<size>-refit`` on the same traces."""
+    a new study ``<prefix>-b<size>-refit`` on the same traces.  The live runs are the
+    native engine's, so a setup of another backend (``tune --backend sglang``) is
+    never refitted from them."""
     def refit(confirmations: list[Confirmation]) -> MeasuredCosts:
         load = os.getloadavg()[0]
         for c in confirmations:
@@ -170,7 +172,8 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
         return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
                                          config.space, config.trials, config.seed, progress=progress))
 
-    return live_gate(best.results, best.costs, check, refit, retune, config.live_margin, say)
+    native = fmt_setup.backend == NATIVE  # the live runs time the native engine: only its setup may refit
+    return live_gate(best.results, best.costs, check, refit if native else None, retune, config.live_margin, say)
 
 
 def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
@@ -275,4 +278,5 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     for result in results[1:]:
         store.record_publication(published.path.resolve(), config.label, published.version, "measured",
                                  result.study, result.trial, live)
-    return TuneOutcome(published, results, gate.confirmations if gate else {}, tunings, not_profiled, gate.refit if gate else None)
+    return TuneOutcome(published, results, gate.confirmations if gate else {}, tunings, not_profiled,
+                       gate.refit if gate else None)

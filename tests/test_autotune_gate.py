@@ -164,3 +164,19 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}
     assert summary["live_speedup"] == pytest.approx(check.live_cast_tokens_per_s / check.live_plain_tokens_per_s,
                                                     rel=1e-3)
+
+
+def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():
+    """``tune --backend sglang``: the live runs time the native engine, so their steps
+    must not refit the SGLang setup's overhead; the miss is one line, the gate still decides."""
+    class Costs:
+        costs = None
+
+    from autotune.tuner import BucketResult
+    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
+                            {"vanilla": 50.0, "eagle2": 80.0})]
+    said = []
+    gate = live_gate(results, Costs(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0), None,
+                     lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    assert len(said) == 1 and "not refitted" in said[0] and gate.refit is None
+    assert gate.results[0].settings.speculate is False and gate.results[0].off_by == "live"
