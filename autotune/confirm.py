@@ -26,6 +26,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from tqdm import tqdm
+
 from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
 from .models import ModelPair
@@ -120,7 +122,7 @@ def _reference_ms(pair: ModelPair, batch_size: int, context: int) -> float:
 
 def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, batch_size: int,
                  max_new_tokens: int, context_length: int, traces: list[StoredTrace],
-                 rounds: int = 3) -> Confirmation:
+                 rounds: int = 3, progress: bool = False) -> Confirmation:
     """``traces``: the stored traces of the bucket being confirmed; those whose
     batch consists of ``prompts`` only give the prediction (all of them if none do)."""
     wanted = set(prompts.ids)
@@ -140,9 +142,13 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     for engine in engines:  # first use of the shapes, excluded
         run_steps(engine, texts[:batch_size], params, limit=WARMUP_STEPS)
     runs: tuple[list[list[TimedStep]], list[list[TimedStep]]] = ([], [])
+    bar = tqdm(total=2 * rounds, desc=f"live gate B={batch_size}", unit="run", disable=not progress)
     for _ in range(rounds):
         for engine, per_round in zip(engines, runs):
+            bar.set_postfix_str(engine.policy.name)
             per_round.append(run_steps(engine, texts, params))
+            bar.update(1)
+    bar.close()
     after = _reference_ms(pair, batch_size, context)
 
     cast_steps = [s for steps in runs[0] for s in steps]

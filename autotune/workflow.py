@@ -224,7 +224,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         bucket_traces = by_bucket[size]
         batch = max(s.batch_size for s in bucket_traces)
         return confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)), batch,
-                            config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds)
+                            config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
+                            progress)
 
     gate = None
     if config.confirm_prompts > 0:
