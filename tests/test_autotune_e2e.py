@@ -54,9 +54,11 @@ def test_quick_profile_collect_tune_and_the_server_hot_reloads_the_published_pro
     head = tmp_path / "random-head"
     save_draft(random_eagle_head(target, config, seed=0), head)
     db, watched = str(tmp_path / "autotune.db"), tmp_path / "cpu.yaml"
-    pair = ("--draft-path", str(head), "--db", db, "--quiet")
+    # One torch thread: on a shared CPU a team of threads spin-waits through every small op.
+    pair = ("--draft-path", str(head), "--db", db, "--quiet", "--threads", "1")
 
-    profiled = cli("profile", "--gpu", "cpu", "--quick", "--weight-format", "fp32", *pair)
+    profiled = cli("profile", "--gpu", "cpu", "--quick", "--weight-format", "fp32", "--overhead-steps", "2",
+                   "--overhead-warmup", "1", *pair)
     assert "host overhead (ms beyond the forwards" in profiled  # whole steps timed and fitted
     cli("collect", "--num-prompts", "2", "--max-new-tokens", "12", "--top-k", "4", "--max-depth", "3", *pair)
 
