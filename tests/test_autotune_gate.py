@@ -84,6 +84,10 @@ def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_fal
     assert [(c["max_batch_size"], c["speculate"]) for c in rows] == [(1, False), (2, True)]
     assert rows[0]["live_speedup"] == pytest.approx(0.95) and rows[0]["live_plain_tokens_per_s"] > 0
     assert not any("refit" in line for line in said)  # within the margin: no refit
+    # No whole steps stored for this setup: tune says so, once.
+    assert [line for line in said if "host overhead" in line] == [
+        "host overhead: not measured for weight format fp32 (no whole steps stored): its costs are the forwards' "
+        "alone; `cast-autotune profile` measures it"]
     assert [size for size, _ in live.calls] == [1, 2]  # each bucket confirmed once
     text = show(store)
     assert "live gate of the latest publication" in text and "no live gate recorded" not in text
