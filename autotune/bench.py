@@ -52,6 +52,7 @@ class BenchConfig:
     confirm_max_new_tokens: int = 48
     context_length: int = 2048
     study_prefix: str = "bench"  # studies are <prefix>-seed<seed>
+    live_rounds: int = 3  # interleaved live rounds of CAST and of plain decoding
 
 
 def run_bench(pair: ModelPair, store: Store, setup: Setup, config: BenchConfig, prompts: PromptSet,
@@ -92,7 +93,7 @@ def run_bench(pair: ModelPair, store: Store, setup: Setup, config: BenchConfig, 
     tuned = PolicySettings(buckets=(worst.settings,), costs=costs)
     batch = max(t.batch_size for t in traces)
     live = confirm_live(pair, tuned, prompts.head(max(config.confirm_prompts, batch)), batch,
-                        config.confirm_max_new_tokens, config.context_length, in_bucket)
+                        config.confirm_max_new_tokens, config.context_length, in_bucket, config.live_rounds)
     fidelity = abs(live.live_over_predicted - 1.0)
     return {
         "command": " ".join(["cast-autotune"] + sys.argv[1:]),

@@ -218,6 +218,17 @@ def add_grid(parser: argparse.ArgumentParser) -> None:
                              "measures points missing for this device/model pair/threads/software versions)")
 
 
+def add_overhead(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overhead-steps", type=int_in(0, 10000), default=8,
+                        help="timed whole engine steps per run of the host-overhead step design (plain decoding and "
+                             "EAGLE-2 shapes of depth 1..6 at every batch size; native backend only); 0 skips it")
+    parser.add_argument("--overhead-warmup", type=int_in(0, 1000), default=2,
+                        help="untimed steps at the start of every step-design run (first use of its shapes)")
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="prompts the host-overhead steps decode (default: autotune/prompts.txt, disjoint from "
+                             "the benchmarks)")
+
+
 def add_space(parser: argparse.ArgumentParser) -> None:
     defaults = SearchSpace()
     parser.add_argument("--buckets", type=int_list(1, 4096), default=(1, 4, 16),
@@ -240,6 +251,10 @@ def add_space(parser: argparse.ArgumentParser) -> None:
                         help="traces replayed per bucket (evenly spaced sample); trial time is linear in it")
     parser.add_argument("--trace-dataset", default=None, help="tune only on traces of this dataset name")
     add_confirm(parser, default_prompts=4, default_tokens=32)
+    parser.add_argument("--live-margin", type=float_in(0.001, 10), default=0.15,
+                        help="when a bucket's live CAST or plain rate is off its prediction by more than this "
+                             "fraction, the host overhead is refitted from the live steps, the bucket re-tuned and "
+                             "confirmed once more")
     parser.add_argument("--output", type=Path, default=None,
                         help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
 
@@ -249,7 +264,10 @@ def add_confirm(parser: argparse.ArgumentParser, default_prompts: int, default_t
                         help="prompts for the live run: .jsonl (first of 'turns', or prompt/instruction/text) or "
                              "one prompt per line (default: autotune/prompts.txt)")
     parser.add_argument("--confirm-prompts", type=int_in(0, 10000), default=default_prompts,
-                        help="prompts decoded live with the tuned settings (at least the batch size; 0 skips)")
+                        help="prompts decoded live per bucket, with the tuned CAST settings and with plain decoding "
+                             "(at least the batch size; 0 skips the live gate)")
+    parser.add_argument("--live-rounds", type=int_in(2, 100), default=3,
+                        help="interleaved live rounds of CAST and of plain decoding per bucket (medians compared)")
     parser.add_argument("--confirm-max-new-tokens", type=int_in(1, 100000), default=default_tokens,
                         help="tokens generated per prompt in the live run")
     parser.add_argument("--context-length", type=int_in(16, 1 << 20), default=2048,
@@ -327,7 +345,7 @@ def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",)):
                       trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
                       max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
                       confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length,
-                      weight_formats=formats)
+                      weight_formats=formats, live_rounds=args.live_rounds, live_margin=args.live_margin)
 
 
 # ------------------------------------------------------------------ commands
@@ -353,7 +371,29 @@ def profile_format(args, store, device: str, weight_format: str) -> None:
 
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
-    measure_and_report(args, store, setup, native_timers(pair), grid_from(args), f"weight format {weight_format}")
+    grid = grid_from(args)
+    measure_and_report(args, store, setup, native_timers(pair), grid, f"weight format {weight_format}")
+    measure_overhead(args, store, pair, setup, grid)
+
+
+def measure_overhead(args, store, pair, setup, grid) -> None:
+    """Time whole engine steps of the step design (autotune/overhead.py) at every
+    profiled batch size, resumable per run, and print the fitted overhead table."""
+    from .costs import measured_costs
+    from .overhead import StepDesign, run_step_profile
+    from .prompts import load_prompts
+    from .report import overhead_table
+
+    if args.overhead_steps == 0:
+        print("host overhead: not measured (--overhead-steps 0)")
+        return
+    design = StepDesign.for_grid(grid, args.overhead_warmup, args.overhead_steps)
+    forwards = measured_costs(store, setup, overhead=False).costs
+    report = run_step_profile(pair, store, setup, grid, design, load_prompts(args.dataset), forwards,
+                              progress=not args.quiet)
+    print(f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "
+          f"{len(design.shapes)} EAGLE-2 shapes per batch size), {report.skipped} runs already stored")
+    print(overhead_table(measured_costs(store, setup).costs.overhead))
 
 
 def profile_sglang(args) -> None:
@@ -371,6 +411,8 @@ def profile_sglang(args) -> None:
     grid = grid_from(args)
     measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype),
                        sglang_timers(models, grid, args.dtype), grid, f"SGLang, {args.dtype}")
+    print("host overhead: not measured for --backend sglang (its whole steps run in SGLang's scheduler on CUDA; "
+          "only the native engine's steps are timed); its profiles charge the forwards alone")
 
 
 def measure_and_report(args, store, setup, timers, grid, what: str) -> None:
@@ -441,12 +483,16 @@ def cmd_tune(args) -> int:
               f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}); "
               f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
               f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
-              f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}")
-    for c in outcome.confirmations:
-        print(f"live check B={c.batch_size}: predicted {c.predicted_tokens_per_s:.2f} tokens/s, live "
-              f"{c.live_tokens_per_s:.2f} tokens/s ({c.live_over_predicted:.1%} of predicted; the machine ran "
-              f"{c.speed_factor:.2f}x the profiled forward time, so {c.live_over_predicted_at_profile_speed:.1%} at "
-              f"profile speed; wall clock incl. prefill {c.live_wall_tokens_per_s:.2f})")
+              f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}; speculate: {str(b.speculate).lower()}"
+              + (f" (off by {result.off_by})" if result.off_by else ""))
+        c = outcome.confirmations.get(b.max_batch_size)
+        if c is not None:
+            print(f"  live gate B={c.batch_size}: CAST {c.live_cast_tokens_per_s:.2f} tokens/s live vs "
+                  f"{c.predicted_cast_tokens_per_s:.2f} predicted ({c.live_over_predicted:.0%}); plain "
+                  f"{c.live_plain_tokens_per_s:.2f} live vs {c.predicted_plain_tokens_per_s:.2f} predicted "
+                  f"({c.plain_live_over_predicted:.0%}); live CAST/plain {c.live_speedup:.2f}x (predicted "
+                  f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
+                  f"{c.speed_factor:.2f}x the profiled forward time)")
     print(f"published {outcome.published.path} (version {outcome.published.version})")
     return 0
 
@@ -533,7 +579,7 @@ def cmd_bench(args) -> int:
     lo, hi = args.batch_sizes[0], args.batch_sizes[-1]
     study = args.study or f"bench-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     config = BenchConfig(lo, hi, grid, trials, args.seeds, args.max_traces, args.confirm_prompts,
-                         args.confirm_max_new_tokens, args.context_length, study)
+                         args.confirm_max_new_tokens, args.context_length, study, args.live_rounds)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)
@@ -560,6 +606,7 @@ def build_parser() -> Parser:
     add_models(p)
     add_weight_formats(p, "profile, one after another (each resumable)")
     add_grid(p)
+    add_overhead(p)
     add_db(p)
     add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
                    "and draft-extend forwards through its model runner; needs a CUDA GPU, SGLang 0.5.23, "

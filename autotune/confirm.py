@@ -1,84 +1,117 @@
-"""Live confirmation: does the engine run as fast as replay predicted?
+"""Live confirmation: the tuned CAST settings against plain decoding, both live.
 
-The tuned settings decode a few prompts live on the engine.  Three rates are
-compared, all counting tokens the same way (accepted + one bonus per sequence
-per iteration, as ``ReplayResult`` does):
+Replay predicts a rate for CAST and one for plain decoding from the cost model;
+neither is trusted until the engine runs.  A confirmation decodes the same
+prompts at the bucket's batch size with CAST and with plain decoding (the
+vanilla policy), interleaved — CAST, plain, CAST, plain, … ``rounds`` each — so a
+burst of load on a shared machine hits both alike.  Each engine first runs a few
+untimed steps (first use of its shapes); in the rounds every whole step is timed
+with the device-synchronised clock (``overhead.run_steps``), steps that admitted a
+request (a prefill) left out.  A round's rate is its committed tokens over its
+steps' ms; each method's live rate is the median of its rounds.
 
-* ``predicted`` — ``replay`` of the tuned policy on the stored traces of these
-  same prompts (iterations whose whole batch is among them): what tuning believed;
-* ``live`` — committed tokens over the measured iteration time
-  (the engine's iteration records: draft + verify ms, prefill excluded);
-* ``charged`` — the live run's own decisions charged with the cost tables
-  (``cast.trace.charge``, what replay charges): separates cost-table error
-  (``live`` vs ``charged``) from trace-sampling error (``charged`` vs ``predicted``).
+The timed steps are ``StepSample``s too: when live and predicted disagree, the
+gate (``gate.py``) refits the host overhead from them.
 
-On a shared machine the cost tables and the live run may see different load, and
-then no model can agree with the clock.  So the check also re-times the reference
-forward ``f_T(B, c, 1)`` just before and just after the live run: ``speed_factor``
-is that time over the table's (> 1: the machine is slower now than when it was
-profiled), and ``live_over_predicted_at_profile_speed`` removes it.  A wall-clock
-rate including prefill is reported alongside.
+Predictions replay the stored traces of these same prompts (iterations whose whole
+batch is among them; all of the bucket's when none are).  On a shared machine the
+tables and the live run may see different load, so the reference forward
+``f_T(B, c, 1)`` is re-timed around the live run: ``speed_factor`` is that time
+over the table's (> 1: slower now than when profiled).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from sglang_cast.cast import PolicySettings, SamplingParams, charge
-from sglang_cast.cast.policies import CastPolicy
-from sglang_cast.engine import StepLog
+from tqdm import tqdm
+
+from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
 from .models import ModelPair
+from .overhead import run_steps
 from .profiler import forward_timer
 from .prompts import PromptSet
-from .store import StoredTrace
+from .store import StoredTrace, TimedStep
 from .tuner import replay_settings
 
 CALIBRATION_REPEATS = 5
+WARMUP_STEPS = 4  # untimed steps per engine before the first round
 
 
-class PlanLoggingCast(CastPolicy):
-    """The CAST policy, keeping every iteration plan the live engine used."""
-
-    def __init__(self, settings: PolicySettings) -> None:
-        super().__init__(settings)
-        self.plans = []
-
-    def begin(self, batch_size: int, context_len: int):
-        plan = super().begin(batch_size, context_len)
-        self.plans.append(plan)
-        return plan
+def round_rate(steps: list[TimedStep]) -> float:
+    """Committed tokens per second over the round's timed steps."""
+    ms = sum(s.step_ms for s in steps)
+    return 1000.0 * sum(s.tokens for s in steps) / ms if ms > 0 else 0.0
 
 
 @dataclass(frozen=True)
 class Confirmation:
     batch_size: int
     prompts: int
-    iterations: int
+    rounds: int
     predicted_traces: int  # stored iterations the prediction replayed
-    predicted_tokens_per_s: float
-    live_tokens_per_s: float
-    charged_tokens_per_s: float
-    live_wall_tokens_per_s: float
+    predicted_cast_tokens_per_s: float
+    predicted_plain_tokens_per_s: float
+    live_cast_rounds: tuple[float, ...]  # tokens/s of each round, in order
+    live_plain_rounds: tuple[float, ...]
     predicted_tau: float
     live_tau: float
     speed_factor: float  # f_T(B, c, 1) timed around the live run / the table's value
+    cast_steps: tuple[TimedStep, ...] = field(default=(), repr=False)  # every timed step (a refit's samples)
+    plain_steps: tuple[TimedStep, ...] = field(default=(), repr=False)
+
+    @property
+    def live_cast_tokens_per_s(self) -> float:
+        return statistics.median(self.live_cast_rounds)
+
+    @property
+    def live_plain_tokens_per_s(self) -> float:
+        return statistics.median(self.live_plain_rounds)
 
     @property
     def live_over_predicted(self) -> float:
-        return self.live_tokens_per_s / self.predicted_tokens_per_s if self.predicted_tokens_per_s else 0.0
+        """CAST's live rate over its predicted rate."""
+        return self.live_cast_tokens_per_s / self.predicted_cast_tokens_per_s if self.predicted_cast_tokens_per_s \
+            else 0.0
 
     @property
     def live_over_predicted_at_profile_speed(self) -> float:
+        """CAST's live over predicted with the machine's slowdown since profiling removed."""
         return self.live_over_predicted * self.speed_factor
 
+    @property
+    def plain_live_over_predicted(self) -> float:
+        return self.live_plain_tokens_per_s / self.predicted_plain_tokens_per_s \
+            if self.predicted_plain_tokens_per_s else 0.0
+
+    @property
+    def live_speedup(self) -> float:
+        """Live CAST over live plain decoding: below 1, CAST loses here."""
+        return self.live_cast_tokens_per_s / self.live_plain_tokens_per_s if self.live_plain_tokens_per_s else 0.0
+
+    @property
+    def predicted_speedup(self) -> float:
+        return self.predicted_cast_tokens_per_s / self.predicted_plain_tokens_per_s \
+            if self.predicted_plain_tokens_per_s else 0.0
+
+    def beyond(self, margin: float) -> bool:
+        """Does CAST or plain decoding run more than ``margin`` off its prediction?"""
+        return max(abs(self.live_over_predicted - 1.0), abs(self.plain_live_over_predicted - 1.0)) > margin
+
     def summary(self) -> dict:
-        out = {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
-        out["live_over_predicted"] = round(self.live_over_predicted, 4)
-        out["live_over_predicted_at_profile_speed"] = round(self.live_over_predicted_at_profile_speed, 4)
+        out = {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()
+               if k not in ("cast_steps", "plain_steps")}
+        out["live_cast_rounds"] = [round(v, 4) for v in self.live_cast_rounds]
+        out["live_plain_rounds"] = [round(v, 4) for v in self.live_plain_rounds]
+        out["timed_steps"] = {"cast": len(self.cast_steps), "plain": len(self.plain_steps)}
+        for name in ("live_cast_tokens_per_s", "live_plain_tokens_per_s", "live_speedup", "predicted_speedup"):
+            out[name] = round(getattr(self, name), 4)
+        out["cast_live_over_predicted"] = round(self.live_over_predicted, 4)
+        out["plain_live_over_predicted"] = round(self.plain_live_over_predicted, 4)
+        out["cast_live_over_predicted_at_profile_speed"] = round(self.live_over_predicted_at_profile_speed, 4)
         return out
 
 
@@ -88,39 +121,42 @@ def _reference_ms(pair: ModelPair, batch_size: int, context: int) -> float:
 
 
 def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, batch_size: int,
-                 max_new_tokens: int, context_length: int, traces: list[StoredTrace]) -> Confirmation:
+                 max_new_tokens: int, context_length: int, traces: list[StoredTrace],
+                 rounds: int = 3, progress: bool = False) -> Confirmation:
     """``traces``: the stored traces of the bucket being confirmed; those whose
     batch consists of ``prompts`` only give the prediction (all of them if none do)."""
     wanted = set(prompts.ids)
     own = [s.trace for s in traces if set(s.prompt_ids) <= wanted]
     chosen = own or [s.trace for s in traces]
     predicted = replay_settings(chosen, settings)
+    predicted_plain = replay_settings(chosen, settings, "vanilla")
     # The bucket boundary most iterations are charged at: where the reference forward is timed.
     table = settings.costs.target
     context = table.select(int(statistics.median(int(t.context_lens.max()) for t in chosen)))
     before = _reference_ms(pair, batch_size, context)
 
-    policy = PlanLoggingCast(settings)
-    engine = pair.engine(policy, batch_size, context_length)
     texts = [pair.format_prompt(t) for t in prompts.texts]
-    engine.generate(texts[:1], SamplingParams(max_new_tokens=2))  # warm-up, excluded
-    policy.plans.clear()
-    log = StepLog()
-    started = time.perf_counter()
-    results = engine.generate(texts, SamplingParams(max_new_tokens=max_new_tokens), on_step=log)
-    wall_s = time.perf_counter() - started
+    capacity = min(context_length, max(len(pair.tokenizer.encode(t)) for t in texts) + max_new_tokens + 1)
+    engines = [pair.engine(make_policy(name, settings), batch_size, capacity) for name in ("cast", "vanilla")]
+    params = SamplingParams(max_new_tokens=max_new_tokens)
+    for engine in engines:  # first use of the shapes, excluded
+        run_steps(engine, texts[:batch_size], params, limit=WARMUP_STEPS)
+    runs: tuple[list[list[TimedStep]], list[list[TimedStep]]] = ([], [])
+    bar = tqdm(total=2 * rounds, desc=f"live gate B={batch_size}", unit="run", disable=not progress)
+    for _ in range(rounds):
+        for engine, per_round in zip(engines, runs):
+            bar.set_postfix_str(engine.policy.name)
+            per_round.append(run_steps(engine, texts, params))
+            bar.update(1)
+    bar.close()
     after = _reference_ms(pair, batch_size, context)
 
-    history = log.records
-    tokens = sum(sum(h.accepted) + h.batch_size for h in history)
-    live_ms = sum(h.draft_ms + h.verify_ms for h in history)
-    charged_ms = sum(sum(charge(plan, plan.verified, h.depth, max(h.accepted)))
-                     for plan, h in zip(policy.plans, history))
+    cast_steps = [s for steps in runs[0] for s in steps]
     return Confirmation(
-        batch_size=batch_size, prompts=len(texts), iterations=len(history), predicted_traces=len(chosen),
-        predicted_tokens_per_s=predicted.tokens_per_s,
-        live_tokens_per_s=1000.0 * tokens / live_ms,
-        charged_tokens_per_s=1000.0 * tokens / charged_ms,
-        live_wall_tokens_per_s=sum(r.completion_tokens for r in results) / wall_s,
-        predicted_tau=predicted.tau, live_tau=tokens / sum(h.batch_size for h in history),
-        speed_factor=math.sqrt(before * after) / table(batch_size, context, 1))
+        batch_size=batch_size, prompts=len(texts), rounds=rounds, predicted_traces=len(chosen),
+        predicted_cast_tokens_per_s=predicted.tokens_per_s, predicted_plain_tokens_per_s=predicted_plain.tokens_per_s,
+        live_cast_rounds=tuple(round_rate(steps) for steps in runs[0]),
+        live_plain_rounds=tuple(round_rate(steps) for steps in runs[1]),
+        predicted_tau=predicted.tau, live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
+        speed_factor=math.sqrt(before * after) / table(batch_size, context, 1),
+        cast_steps=tuple(cast_steps), plain_steps=tuple(s for steps in runs[1] for s in steps))

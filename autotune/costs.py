@@ -6,21 +6,26 @@ The database keeps only timed points; a ``CostTable`` needs a full rectangle
 ``n`` were timed, so a reader of the YAML can tell measurement from interpolation.
 A batch size whose rows are incomplete (an interrupted ``profile``) is left out
 and named, rather than silently shortening every other row.
+
+The host-overhead table is fitted here too, from every stored whole step of the
+setup (``profile``'s step design and ``tune``'s live runs), on the forward tables'
+grid (``cast.fit_overhead``).  No stored step: no overhead table, and every cost is
+the forwards' alone (the paper's model).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from sglang_cast.cast import CostModel, CostTable
+from sglang_cast.cast import CostModel, CostTable, OverheadTable, fit_overhead
 from sglang_cast.engine.timing import interpolate_row
 
 from .errors import AutotuneError
-from .store import Measurement, Setup, Store
+from .store import Measurement, Setup, StepRecord, Store
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class MeasuredCosts:
     draft: RoleTable
     points: int
     load_avg: tuple[float, float] = field(default=(0.0, 0.0))  # min/max while measuring
+    steps: dict[str, int] = field(default_factory=dict)  # whole steps the overhead was fitted on, per source
 
     def provenance(self) -> dict[str, Any]:
         def role(info: RoleTable) -> dict[str, Any]:
@@ -51,8 +57,13 @@ class MeasuredCosts:
                 "incomplete_batch_sizes_left_out": list(info.left_out),
             }
 
+        if self.costs.overhead is None:
+            overhead = "not measured: no whole steps stored for this setup (every cost is the forwards' alone)"
+        else:
+            overhead = {"steps": dict(self.steps), "fit": "least squares per batch size and context bucket "
+                        "(cast.fit_overhead); cells without steps take the nearest measured cell's terms"}
         return {"timed_points": self.points, "load_avg_1min": list(self.load_avg),
-                "target": role(self.target), "draft": role(self.draft)}
+                "target": role(self.target), "draft": role(self.draft), "overhead": overhead}
 
 
 def _role_table(rows: list[Measurement], role: str, ctx_bucket: int | None) -> RoleTable:
@@ -87,8 +98,18 @@ def _role_table(rows: list[Measurement], role: str, ctx_bucket: int | None) -> R
     return RoleTable(table, tuple(timed), tuple(left_out))
 
 
-def measured_costs(store: Store, setup: Setup, ctx_bucket: int | None = None) -> MeasuredCosts:
-    """The newest measurement of every point of ``setup`` as a ``CostModel``."""
+def fitted_overhead(records: list[StepRecord], grid: CostTable) -> OverheadTable | None:
+    """The overhead table of ``records`` on ``grid``'s batch sizes and buckets; ``None`` without records."""
+    if not records:
+        return None
+    return fit_overhead([r.timed().sample() for r in records], grid.batch_sizes, grid.bucket, grid.num_buckets)
+
+
+def measured_costs(store: Store, setup: Setup, ctx_bucket: int | None = None,
+                   overhead: bool = True) -> MeasuredCosts:
+    """The newest measurement of every point of ``setup`` as a ``CostModel``, with the
+    host overhead fitted from the setup's stored steps (``overhead=False``: the
+    forwards alone, what a step's residual is measured against)."""
     rows = store.measurements(setup)
     if not rows:
         raise AutotuneError(f"no measurements in {store.path} for device {setup.device!r}, models "
@@ -97,5 +118,7 @@ def measured_costs(store: Store, setup: Setup, ctx_bucket: int | None = None) ->
     target = _role_table([r for r in rows if r.role == "target"], "target", ctx_bucket)
     draft = _role_table([r for r in rows if r.role == "draft"], "draft", ctx_bucket)
     loads = [r.load_avg for r in rows]
-    return MeasuredCosts(CostModel(target=target.table, draft=draft.table), target, draft, len(rows),
-                         (min(loads), max(loads)))
+    steps = store.step_records(setup) if overhead else []
+    costs = CostModel(target=target.table, draft=draft.table, overhead=fitted_overhead(steps, target.table))
+    return MeasuredCosts(costs, target, draft, len(rows), (min(loads), max(loads)),
+                         dict(Counter(r.source for r in steps)))

@@ -28,7 +28,9 @@ def _readable_mode() -> int:
 
 
 def publish(profile: Profile, path: str | Path, store: Store | None = None, study: str | None = None,
-            trial: int | None = None) -> LoadedProfile:
+            trial: int | None = None, live: list[dict] | None = None) -> LoadedProfile:
+    """Write ``profile`` to ``path`` (validated, atomic) and record it in ``store``
+    with the live gate's per-bucket numbers ``live``."""
     path = Path(path)
     candidate = path.parent / f".{path.name}.{os.getpid()}.candidate"
     try:
@@ -43,5 +45,6 @@ def publish(profile: Profile, path: str | Path, store: Store | None = None, stud
     candidate.chmod(_readable_mode())  # save_profile's temp file is private (0600); a server may run as another user
     os.replace(candidate, path)
     if store is not None:
-        store.record_publication(path.resolve(), profile.label, loaded.version, profile.source, study, trial)
+        store.record_publication(path.resolve(), profile.label, loaded.version, profile.source, study, trial,
+                                 live)
     return LoadedProfile(loaded.profile, path, loaded.version)

@@ -1,4 +1,5 @@
-"""``show``: the database as text — cost curves, traces, tuning history, publications.
+"""``show``: the database as text — cost curves, the host-overhead table, traces,
+tuning history, publications and their live gate.
 
 Cost curves are printed as timed (never interpolated) medians with the ratio
 ``f(B, c, n) / f(B, c, 1)``, the quantity CAST's decisions actually read.
@@ -6,12 +7,17 @@ Cost curves are printed as timed (never interpolated) medians with the ratio
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
 import optuna
 from sqlalchemy import func, select
 
+from sglang_cast.cast import OverheadTable
+from sglang_cast.cast.overhead import TERMS
+
+from .errors import AutotuneError
 from .store import Measurement, Setup, Store, TraceRecord
 from .tuner import storage
 
@@ -49,6 +55,25 @@ def cost_curves(rows: list[Measurement], role: str) -> str:
         parts.append(f"{role} f(B, c={context}, n) / f(B, c, 1)\n"
                      + format_table(["B", "f(n=1)"] + [f"n={n}" for n in ns], table))
     return "\n\n".join(parts) if parts else f"no {role} measurements"
+
+
+def overhead_table(table: OverheadTable | None) -> str:
+    """The fitted host terms (ms) per batch size and context bucket."""
+    if table is None:
+        return "host overhead: not measured (no whole steps stored; costs are the forwards' alone)"
+    rows = [[size, (m + 1) * table.bucket] + [float(x) for x in table.ms[b, m]]
+            for b, size in enumerate(table.batch_sizes) for m in range(table.num_buckets)]
+    return "host overhead (ms beyond the forwards, fitted from whole steps)\n" + format_table(
+        ["B", "ctx <="] + list(TERMS), rows)
+
+
+def live_table(live: list[dict]) -> str:
+    """The live gate per bucket: predicted vs live tokens/s of CAST and plain decoding."""
+    rows = [[c["batch_size"], c["predicted_cast_tokens_per_s"], c["live_cast_tokens_per_s"],
+             c["cast_live_over_predicted"], c["predicted_plain_tokens_per_s"], c["live_plain_tokens_per_s"],
+             c["plain_live_over_predicted"], c["live_speedup"], "yes" if c["speculate"] else "no"] for c in live]
+    return format_table(["B", "CAST pred", "CAST live", "live/pred", "plain pred", "plain live", "live/pred",
+                         "live CAST/plain", "speculate"], rows)
 
 
 def setups_table(store: Store) -> str:
@@ -128,15 +153,39 @@ def publications_table(store: Store) -> str:
     return format_table(["#", "created", "label", "source", "version", "study", "trial", "path"], rows)
 
 
+def setup_overhead(store: Store, setup: Setup) -> str:
+    """The setup's overhead table as ``tune`` would fit it now, with its step counts."""
+    from .costs import measured_costs
+
+    try:
+        costs = measured_costs(store, setup)
+    except AutotuneError as err:  # incomplete forward tables: no grid to fit on yet
+        return f"host overhead: not fitted ({err})"
+    counts = ", ".join(f"{n} {source}" for source, n in sorted(costs.steps.items())) or "none"
+    return f"whole steps stored: {counts}\n" + overhead_table(costs.costs.overhead)
+
+
+def latest_live(store: Store) -> str:
+    published = [p for p in store.publications() if p.live_confirmation]
+    if not published:
+        return "no live gate recorded"
+    latest = published[-1]
+    return f"{latest.path} (version {latest.version}, {latest.created:%Y-%m-%d %H:%M})\n" + live_table(
+        json.loads(latest.live_confirmation))
+
+
 def show(store: Store, setup_index: int = 0, study_filter: str = "", per_trial: bool = False) -> str:
     setups = store.setups()
     sections = [f"database: {store.path}", "== measurement setups ==\n" + setups_table(store)]
     if setups:
-        setup: Setup = setups[min(setup_index, len(setups) - 1)]
+        index = min(setup_index, len(setups) - 1)
+        setup: Setup = setups[index]
         rows = store.measurements(setup)
-        sections.append(f"== cost curves of setup #{min(setup_index, len(setups) - 1)} (timed points only) ==\n"
+        sections.append(f"== cost curves of setup #{index} (timed points only) ==\n"
                         + cost_curves(rows, "target") + "\n\n" + cost_curves(rows, "draft"))
+        sections.append(f"== host overhead of setup #{index} ==\n" + setup_overhead(store, setup))
     sections.append("== traces ==\n" + traces_table(store))
     sections.append("== tuning history ==\n" + history_table(study_histories(store, study_filter), per_trial))
     sections.append("== published profiles ==\n" + publications_table(store))
+    sections.append("== live gate of the latest publication (tokens/s) ==\n" + latest_live(store))
     return "\n\n".join(sections)

@@ -11,7 +11,12 @@ published profile can be traced back to its inputs:
 * ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON), each
   with the trace format it was written in; only the current format
   (``sglang_cast.cast.TRACE_FORMAT``) is ever read back;
-* ``published_profiles`` — every YAML profile written, with its study and trial;
+* ``step_samples`` — timed whole engine steps of a setup (``StepSample``: batch size,
+  context, drafted depth, verified nodes, and the ms beyond what the forward tables
+  charge), from ``profile``'s step design or from ``tune``'s live runs; the host
+  overhead table is fitted from them (``costs.measured_costs``);
+* ``published_profiles`` — every YAML profile written, with its study, trial and
+  the live gate's predicted-vs-live numbers;
 * Optuna's own tables (``tune`` stores its studies in the same file).
 
 Concurrency: the file runs in WAL mode with a busy timeout, and every transaction
@@ -38,7 +43,7 @@ from sqlalchemy import DateTime, Float, Integer, String, Text, create_engine, ev
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sglang_cast.cast import TRACE_FORMAT, TraceIteration
+from sglang_cast.cast import TRACE_FORMAT, StepSample, TraceIteration
 from sglang_cast.engine.timing import Timing
 
 from .errors import RUNTIME, AutotuneError
@@ -69,11 +74,9 @@ class Base(DeclarativeBase):
     pass
 
 
-class Measurement(Base):
-    """One timed grid point: ``f_role(B, c, n)``."""
+class SetupColumns:
+    """The columns of a ``Setup``: what a measurement or a timed step is valid for."""
 
-    __tablename__ = "measurements"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     device: Mapped[str] = mapped_column(String(200), index=True)
     target_model: Mapped[str] = mapped_column(String(500))
     draft_model: Mapped[str] = mapped_column(String(500))
@@ -81,6 +84,15 @@ class Measurement(Base):
     threads: Mapped[int] = mapped_column(Integer)  # torch intra-op threads: 1 and 2 threads are different machines
     torch_version: Mapped[str] = mapped_column(String(50))
     package_version: Mapped[str] = mapped_column(String(50))
+    # Whose forwards were timed; rows written before this column existed are the native engine's.
+    backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
+
+
+class Measurement(SetupColumns, Base):
+    """One timed grid point: ``f_role(B, c, n)``."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     role: Mapped[str] = mapped_column(String(10))  # "target" | "draft"
     batch_size: Mapped[int] = mapped_column(Integer)
     context_len: Mapped[int] = mapped_column(Integer)
@@ -92,8 +104,46 @@ class Measurement(Base):
     # 1-minute load average while measuring: explains noisy rows on a shared machine.
     load_avg: Mapped[float] = mapped_column(Float)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    # Whose forwards were timed; rows written before this column existed are the native engine's.
-    backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
+
+
+class StepRecord(SetupColumns, Base):
+    """One timed whole engine step of a setup and what the forward tables charge for it."""
+
+    __tablename__ = "step_samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    source: Mapped[str] = mapped_column(String(20))  # "profile" (the step design) | "live" (tune's live gate)
+    shape: Mapped[str] = mapped_column(String(40))  # "plain" or "k<top_k>-d<depth>-m<tokens>" (what ran)
+    batch_size: Mapped[int] = mapped_column(Integer)
+    context_len: Mapped[int] = mapped_column(Integer)
+    depth: Mapped[int] = mapped_column(Integer)  # draft layers grown (0: a plain step)
+    verified: Mapped[int] = mapped_column(Integer)  # draft nodes verified
+    tokens: Mapped[int] = mapped_column(Integer)  # committed by the step
+    step_ms: Mapped[float] = mapped_column(Float)  # the whole step, device synchronised on both sides
+    forward_ms: Mapped[float] = mapped_column(Float)  # what the forward tables charge for it
+    load_avg: Mapped[float] = mapped_column(Float)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    def timed(self) -> TimedStep:
+        return TimedStep(self.batch_size, self.context_len, self.depth, self.verified, self.tokens, self.step_ms,
+                         self.forward_ms)
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """A whole engine step as ``profile`` and the live gate time it."""
+
+    batch_size: int
+    context_len: int
+    depth: int
+    verified: int
+    tokens: int  # committed by the step (accepted + one bonus per sequence)
+    step_ms: float
+    forward_ms: float
+
+    def sample(self) -> StepSample:
+        """The step as the overhead fit reads it: its residual is the ms the forwards do not explain."""
+        return StepSample(self.batch_size, self.context_len, self.depth, self.verified,
+                          self.step_ms - self.forward_ms)
 
 
 class TraceRecord(Base):
@@ -129,6 +179,8 @@ class PublishedProfile(Base):
     study: Mapped[str | None] = mapped_column(String(200), nullable=True)
     trial: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # JSON list of the live gate's per-bucket summaries (predicted vs live, CAST and plain); null when skipped.
+    live_confirmation: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -216,6 +268,9 @@ class Store:
             self._add_column("traces", "trace_format", "INTEGER NOT NULL DEFAULT 1")
             # A database created before backends were recorded: its measurements timed the native engine.
             self._add_column("measurements", "backend", f"VARCHAR(20) NOT NULL DEFAULT '{NATIVE}'")
+            # A database created before the live gate: its publications carry no live numbers.
+            self._add_column("published_profiles", "live_confirmation", "TEXT")
+            # (``step_samples`` itself is new: ``create_all`` adds it to an older file.)
 
     def _add_column(self, table: str, column: str, declaration: str) -> None:
         """Add ``column`` to a ``table`` created by an older version; the default
@@ -263,8 +318,9 @@ class Store:
                                     n=n, median_ms=timing.median_ms, p10_ms=timing.p10_ms, p90_ms=timing.p90_ms,
                                     repeats=timing.repeats, load_avg=load_avg, created=utcnow()))
 
-    def setup_conditions(self, setup: Setup):
-        return [getattr(Measurement, name) == value for name, value in setup.columns().items()]
+    def setup_conditions(self, setup: Setup, table: type[Base] = Measurement):
+        """Rows of ``table`` (``Measurement`` or ``StepRecord``) belonging to ``setup``."""
+        return [getattr(table, name) == value for name, value in setup.columns().items()]
 
     def measurements(self, setup: Setup, newer_than: datetime | None = None) -> list[Measurement]:
         """The newest row per grid point of ``setup`` (optionally only rows newer than a date)."""
@@ -285,6 +341,33 @@ class Store:
             rows = session.execute(select(*columns, func.max(Measurement.created).label("last"))
                                    .group_by(*columns).order_by(func.max(Measurement.created).desc())).all()
         return [Setup(*row[:-1]) for row in rows]
+
+    # ------------------------------------------------------------ step samples
+    def add_steps(self, setup: Setup, source: str, shape: str, steps: list[TimedStep], load_avg: float) -> None:
+        """Store one run's timed steps in one transaction (a ``profile`` cell is all or nothing)."""
+        now = utcnow()
+        with self.session() as session:
+            session.add_all(StepRecord(**setup.columns(), source=source, shape=shape, batch_size=s.batch_size,
+                                       context_len=s.context_len, depth=s.depth, verified=s.verified,
+                                       tokens=s.tokens, step_ms=s.step_ms, forward_ms=s.forward_ms,
+                                       load_avg=load_avg, created=now)
+                            for s in steps)
+
+    def step_records(self, setup: Setup, source: str | None = None) -> list[StepRecord]:
+        """Every stored step of ``setup`` (of one ``source`` if given), oldest first."""
+        conditions = self.setup_conditions(setup, StepRecord)
+        if source is not None:
+            conditions.append(StepRecord.source == source)
+        with self.session() as session:
+            return list(session.scalars(select(StepRecord).where(*conditions).order_by(StepRecord.id)).all())
+
+    def step_cells(self, setup: Setup, source: str) -> set[tuple[int, str]]:
+        """``(batch size, shape)`` runs already stored for ``setup`` (what a resumed ``profile`` skips)."""
+        with self.session() as session:
+            rows = session.execute(select(StepRecord.batch_size, StepRecord.shape)
+                                   .where(*self.setup_conditions(setup, StepRecord), StepRecord.source == source)
+                                   .distinct()).all()
+        return {(int(b), str(shape)) for b, shape in rows}
 
     # ------------------------------------------------------------------ traces
     def add_traces(self, device: str, target_model: str, draft_model: str, dataset: str, run_id: str,
@@ -331,10 +414,12 @@ class Store:
 
     # --------------------------------------------------------------- profiles
     def record_publication(self, path: Path, label: str, version_hash: str, source: str,
-                           study: str | None, trial: int | None) -> None:
+                           study: str | None, trial: int | None, live: list[dict] | None = None) -> None:
+        """``live``: the live gate's per-bucket summaries (``show`` prints them)."""
         with self.session() as session:
             session.add(PublishedProfile(path=str(path), label=label, version=version_hash, source=source,
-                                         study=study, trial=trial, created=utcnow()))
+                                         study=study, trial=trial, created=utcnow(),
+                                         live_confirmation=None if live is None else json.dumps(live)))
 
     def publications(self) -> list[PublishedProfile]:
         with self.session() as session:

@@ -91,10 +91,12 @@ class BucketResult:
     tau: float
     unrecorded: int
     baselines: dict[str, float] = field(default_factory=dict)  # replayed tokens/s of vanilla and eagle2
+    off_by: str | None = None  # "replay" or "live" when speculation was switched off
 
     def summary(self) -> dict:
         return {
             "max_batch_size": self.settings.max_batch_size, "speculate": self.settings.speculate,
+            "speculation_off_by": self.off_by,
             "study": self.study, "best_trial": self.trial,
             "trials": self.trials, "traces": self.traces, "replay_tokens_per_s": round(self.tokens_per_s, 3),
             "replay_tau": round(self.tau, 4), "unrecorded_nodes": self.unrecorded,
@@ -152,11 +154,17 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
                         best.user_attrs.get("tau", 0.0), best.user_attrs.get("unrecorded", 0), baselines)
 
 
-def vanilla_if_faster(result: BucketResult) -> BucketResult:
-    """What to publish for a bucket: the best tree, or, when even it loses to plain
-    decoding on the same traces, the bucket with speculation off
-    (``BucketSettings.speculate``; the tuned tree stays in the file for reference)."""
+def replay_filter(result: BucketResult) -> BucketResult:
+    """The gate's first filter (the live one is ``gate.py``): when even the best tree
+    replays slower than plain decoding on the same traces, the bucket is published
+    with speculation off (``BucketSettings.speculate``; the tuned tree stays in the
+    file for reference) and is not run live."""
     if result.baselines["vanilla"] <= result.tokens_per_s:
         return result
+    return switched_off(result, "replay")
+
+
+def switched_off(result: BucketResult, by: str) -> BucketResult:
+    """``result`` with speculation off, as decided ``by`` replay or the live gate."""
     return replace(result, settings=replace(result.settings, speculate=False),
-                   tokens_per_s=result.baselines["vanilla"], tau=1.0)
+                   tokens_per_s=result.baselines["vanilla"], tau=1.0, off_by=by)

@@ -1,6 +1,7 @@
-"""The ``tune`` pipeline shared by the CLI and the daemon: measured costs + stored
-traces → one Optuna study per bucket and weight format → the fastest format →
-live confirmation → validated profile.
+"""The ``tune`` pipeline shared by the CLI and the daemon: measured costs (forward
+tables and host overhead) + stored traces → one Optuna study per bucket and weight
+format → the fastest format → the live gate against plain decoding (gate.py) →
+validated profile.
 
 Weight formats.  Each format's target is its own cost curve (``@<format>`` in its
 id), but every format is tuned on the same acceptance traces, those ``collect``
@@ -34,15 +35,19 @@ from sglang_cast.cast import PolicySettings
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import LoadedProfile, Profile
 
+from sglang_cast.cast import CostModel
+
 from .confirm import Confirmation, confirm_live
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
+from .gate import GateOutcome, LiveCheck, live_gate
 from .models import ModelPair, format_target_id, reference_target_id
+from .overhead import LIVE, PLAIN
 from .prompts import PromptSet
 from .publish import publish
 from .space import SearchSpace
-from .store import Setup, Store, package_version
-from .tuner import BucketResult, assign_buckets, even_sample, tune_bucket, vanilla_if_faster
+from .store import NATIVE, Setup, StoredTrace, Store, package_version
+from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
 
 RANDOM_HEAD_NOTE = ("draft head: random-weight EAGLE-1/2 head (no trained head existed when this ran). The target "
                     "table is valid; the draft table is valid for an EAGLE-1/2 head of this shape only (an EAGLE-3 "
@@ -61,8 +66,10 @@ class TuneConfig:
     seed: int = 0
     max_traces: int = 200  # per bucket
     dataset: str | None = None  # only traces of this dataset
-    confirm_prompts: int = 4  # 0 skips the live confirmation
+    confirm_prompts: int = 4  # 0 skips the live gate
     confirm_max_new_tokens: int = 32
+    live_rounds: int = 3  # interleaved rounds of CAST and of plain decoding per bucket
+    live_margin: float = 0.15  # |live / predicted - 1| beyond which the overhead is refitted once
     context_length: int = 2048
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
 
@@ -91,9 +98,10 @@ class FormatTuning:
 class TuneOutcome:
     published: LoadedProfile
     results: list[BucketResult]  # the published format's buckets
-    confirmations: list[Confirmation]
+    confirmations: dict[int, Confirmation]  # the final live check per confirmed bucket (by max_batch_size)
     formats: list[FormatTuning] = field(default_factory=list)  # every tuned format, in --weight-format order
     not_profiled: tuple[str, ...] = ()  # formats asked for that have no measurements
+    refit: dict | None = None  # what the live gate's refit changed (None: no refit)
 
     @property
     def weight_format(self) -> str:
@@ -115,16 +123,19 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
+def bucket_sample(bucket_traces: list[StoredTrace], config: TuneConfig) -> list:
+    return even_sample([s.trace for s in bucket_traces], config.max_traces)
+
+
 def tune_format(store: Store, setup: Setup, weight_format: str, by_bucket: dict, config: TuneConfig, prefix: str,
                 stop: threading.Event | None, progress: bool) -> FormatTuning | None:
     """Tune every bucket for one format (its measurements are ``setup``'s); None when stopped."""
     costs = measured_costs(store, setup)
     results = []
     for size, bucket_traces in by_bucket.items():
-        sample = even_sample([s.trace for s in bucket_traces], config.max_traces)
         study = f"{study_prefix_for(prefix, weight_format)}-b{size}"
-        results.append(vanilla_if_faster(tune_bucket(store, study, sample, costs.costs, size, config.space,
-                                                     config.trials, config.seed, stop, progress)))
+        results.append(replay_filter(tune_bucket(store, study, bucket_sample(bucket_traces, config), costs.costs,
+                                                 size, config.space, config.trials, config.seed, stop, progress)))
         if stop is not None and stop.is_set():
             return None
     return FormatTuning(weight_format, costs, results)
@@ -142,14 +153,41 @@ def format_setups(store: Store, setup: Setup, formats: tuple[str, ...]) -> tuple
     return {fmt: s for fmt, s in setups.items() if fmt not in missing}, missing
 
 
+def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket: dict, config: TuneConfig,
+                  prefix: str, check: LiveCheck, say: Callable[[str], None], progress: bool) -> GateOutcome:
+    """The live gate over ``best``'s buckets: a refit stores the live steps under the
+    format's setup (source ``live``) and refits from everything stored; a re-tune is
+    a new study ``<prefix>-b<size>-refit`` on the same traces.  The live runs are the
+    native engine's, so a setup of another backend (``tune --backend sglang``) is
+    never refitted from them."""
+    def refit(confirmations: list[Confirmation]) -> MeasuredCosts:
+        load = os.getloadavg()[0]
+        for c in confirmations:
+            store.add_steps(fmt_setup, LIVE, f"cast-b{c.batch_size}", list(c.cast_steps), load)
+            store.add_steps(fmt_setup, LIVE, PLAIN, list(c.plain_steps), load)
+        return measured_costs(store, fmt_setup)
+
+    def retune(size: int, costs: CostModel) -> BucketResult:
+        study = f"{study_prefix_for(prefix, best.weight_format)}-b{size}-refit"
+        return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
+                                         config.space, config.trials, config.seed, progress=progress))
+
+    native = fmt_setup.backend == NATIVE  # the live runs time the native engine: only its setup may refit
+    return live_gate(best.results, best.costs, check, refit if native else None, retune, config.live_margin, say)
+
+
 def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
                      load_format: Callable[[str], ModelPair] | None = None, stop: threading.Event | None = None,
-                     progress: bool = True) -> TuneOutcome | None:
-    """Tune every bucket of every profiled format, confirm the fastest live, publish it.
+                     progress: bool = True, live_check: LiveCheck | None = None,
+                     say: Callable[[str], None] = print) -> TuneOutcome | None:
+    """Tune every bucket of every profiled format, gate the fastest live against plain
+    decoding, publish it.
 
     ``pair`` and ``setup`` are the fp32 reference's (the traces are keyed by it);
-    ``load_format`` loads the pair in another format for the live confirmation.
-    Returns ``None`` (and publishes nothing) when ``stop`` is set before the end."""
+    ``load_format`` loads the pair in another format for the live runs;
+    ``live_check`` replaces the live runs (tests plant their rates); ``say`` gets
+    the gate's one-line notices.  Returns ``None`` (and publishes nothing) when
+    ``stop`` is set before the end."""
     reference_id = reference_target_id(pair.target_id)
     stored = store.traces(reference_id, pair.draft_id, dataset=config.dataset)
     if not stored:
@@ -171,24 +209,33 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         if tuning is None:
             return None
         tunings.append(tuning)
+    for tuning in tunings:
+        if tuning.costs.costs.overhead is None:
+            say(f"host overhead: not measured for weight format {tuning.weight_format} (no whole steps stored): its "
+                "costs are the forwards' alone; `cast-autotune profile` measures it")
     best = fastest_format(tunings)
-    results, costs = best.results, best.costs
-    settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)
     live_pair = pair
     if format_target_id(reference_id, best.weight_format) != pair.target_id:
         if load_format is None:
             raise AutotuneError(f"--weight-format: {best.weight_format} is fastest but no loader was given for it")
         live_pair = load_format(best.weight_format)
 
-    confirmations = []
+    def confirm(settings, size: int) -> Confirmation:
+        bucket_traces = by_bucket[size]
+        batch = max(s.batch_size for s in bucket_traces)
+        return confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)), batch,
+                            config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
+                            progress)
+
+    gate = None
     if config.confirm_prompts > 0:
-        for size, bucket_traces in by_bucket.items():
-            batch = max(s.batch_size for s in bucket_traces)
-            confirmations.append(confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)),
-                                              batch, config.confirm_max_new_tokens, config.context_length,
-                                              bucket_traces))
-            if stop is not None and stop.is_set():
-                return None
+        gate = run_live_gate(store, setups[best.weight_format], best, by_bucket, config, prefix,
+                             live_check or confirm, say, progress)
+        if stop is not None and stop.is_set():
+            return None
+    results, costs = (gate.results, gate.costs) if gate else (best.results, best.costs)
+    settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)
+    live = gate.live_summaries() if gate else None
 
     notes = [RANDOM_HEAD_NOTE] if pair.random_draft else []
     if best.weight_format != "fp32":
@@ -215,15 +262,22 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
                            "published": best.weight_format, "tuned": [t.summary() for t in tunings],
                            "not_profiled": list(not_profiled)},
         "tuning": [r.summary() for r in results],
-        "live_confirmation": [c.summary() for c in confirmations] or "skipped (--confirm-prompts 0)",
+        "live_confirmation": live if gate else "skipped (--confirm-prompts 0): no bucket was run live",
+        "live_gate": {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live "
+                              "(interleaved rounds, medians)",
+                      "rounds": config.live_rounds, "margin": config.live_margin,
+                      "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
+                      "off_by_live": [r.settings.max_batch_size for r in results if r.off_by == "live"],
+                      "refit": gate.refit if gate else None},
         "notes": notes,
     }
     profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
                       model={"target": format_target_id(reference_id, best.weight_format), "draft": pair.draft_id,
                              "dtype": pair.dtype, "weight_format": best.weight_format},
                       provenance=provenance)
-    published = publish(profile, config.output, store, results[0].study, results[0].trial)
+    published = publish(profile, config.output, store, results[0].study, results[0].trial, live)
     for result in results[1:]:
         store.record_publication(published.path.resolve(), config.label, published.version, "measured",
-                                 result.study, result.trial)
-    return TuneOutcome(published, results, confirmations, tunings, not_profiled)
+                                 result.study, result.trial, live)
+    return TuneOutcome(published, results, gate.confirmations if gate else {}, tunings, not_profiled,
+                       gate.refit if gate else None)

@@ -62,6 +62,10 @@ def test_profile_refuses_a_gpu_label_on_this_cpu(tmp_path, capsys):
     (["profile", "--gpu", "cpu", "--weight-format", "fp32,int3"],
      "argument --weight-format: expected 'auto' or comma-separated formats: 'int3' is not"),
     (["tune", "--gpu", "cpu", "--weight-format", ""], "argument --weight-format: expected 'auto' or comma-separated"),
+    (["tune", "--gpu", "cpu", "--live-rounds", "1"], "argument --live-rounds: expected an integer in [2, 100], got '1'"),
+    (["tune", "--gpu", "cpu", "--live-margin", "0"], "argument --live-margin: expected a number in [0.001, 10]"),
+    (["profile", "--gpu", "cpu", "--overhead-steps", "-1"], "argument --overhead-steps: expected an integer in [0,"),
+    (["profile", "--gpu", "cpu", "--overhead-warmup", "x"], "argument --overhead-warmup: expected an integer in [0,"),
 ])
 def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:

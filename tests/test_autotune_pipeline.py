@@ -104,8 +104,12 @@ def test_collect_tune_and_publish(tmp_path):
     assert provenance["db"] == str(store.path)
     assert [t["study"] for t in provenance["tuning"]] == [r.study for r in outcome.results]
     live = provenance["live_confirmation"]
-    assert [c["batch_size"] for c in live] == [1, 2]
-    assert all(c["live_tokens_per_s"] > 0 and c["predicted_tokens_per_s"] > 0 and c["speed_factor"] > 0 for c in live)
+    # Every bucket replay did not switch off was run live against plain decoding (the gate).
+    assert [c["max_batch_size"] for c in live] == [r.settings.max_batch_size for r in outcome.results
+                                                    if r.off_by != "replay"]
+    assert all(c["live_cast_tokens_per_s"] > 0 and c["live_plain_tokens_per_s"] > 0 and c["speed_factor"] > 0
+               for c in live)
+    assert provenance["live_gate"]["margin"] == 0.15 and "overhead" in provenance["cost_tables"]
     assert provenance["cost_tables"]["target"]["timed_n"] == [1, 2, 4, 8]
     published = store.publications()
     assert {(p.study, p.trial) for p in published} == {(r.study, r.trial) for r in outcome.results}
@@ -135,5 +139,5 @@ def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_pat
     result = run_bench(pair, store, SETUP, config, load_prompts(), progress=False)
     assert result["grid"]["size"] == 32 and result["goals"]["evaluations_fraction"] == 3 / 32
     assert 0 < result["goals"]["tuned_over_grid_best_min"] <= 1.0 + 1e-9  # the grid holds the corners
-    assert result["live_confirmation"]["iterations"] > 0
+    assert result["live_confirmation"]["timed_steps"]["cast"] > 0 and result["live_confirmation"]["rounds"] == 3
     assert set(result["replay_baselines_tokens_per_s"]) == {"vanilla", "eagle2"}

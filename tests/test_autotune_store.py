@@ -157,3 +157,36 @@ def test_a_head_retrained_in_place_gets_a_new_draft_id(tmp_path):
     assert before == weights_digest(head) and before.startswith("sha256:")
     (head / "model.safetensors").write_bytes(b"new weights")
     assert weights_digest(head) != before
+
+
+def test_step_samples_survive_a_reopen_and_stay_with_their_setup(tmp_path):
+    from autotune.store import TimedStep
+
+    store = Store(tmp_path / "a.db")
+    steps = [TimedStep(2, 100, 3, 7, 6, 12.5, 9.0), TimedStep(2, 103, 0, 0, 2, 5.0, 4.25)]
+    store.add_steps(SETUP, "profile", "k4-d3-m8", steps, 0.5)
+    other = Setup.current("other-device", "tiny-target", "tiny-draft", "float32")
+    store.add_steps(other, "live", "plain", [TimedStep(1, 50, 0, 0, 1, 1.0, 1.0)], 0.0)
+    store.close()
+    reopened = Store(store.path)
+    assert [r.timed() for r in reopened.step_records(SETUP)] == steps
+    assert [r.timed().sample().residual_ms for r in reopened.step_records(SETUP)] == [3.5, 0.75]
+    assert reopened.step_cells(SETUP, "profile") == {(2, "k4-d3-m8")}
+    assert reopened.step_cells(SETUP, "live") == set() and len(reopened.step_records(other, "live")) == 1
+
+
+def test_a_database_from_before_the_step_table_migrates_on_open(tmp_path):
+    from autotune.store import TimedStep
+
+    path = tmp_path / "old.db"
+    Store(path).add_measurement(SETUP, "target", 1, 256, 1, Timing(2.0, 2.0, 2.0, 1), 0.1)
+    with sqlite3.connect(path) as conn:  # make it the previous version's file
+        conn.execute("DROP TABLE step_samples")
+        conn.execute("ALTER TABLE published_profiles DROP COLUMN live_confirmation")
+        conn.execute("INSERT INTO published_profiles (path, label, version, source, created) "
+                     "VALUES ('p.yaml', 'cpu', 'v1', 'measured', '2026-01-01 00:00:00')")
+    store = Store(path)
+    assert [m.median_ms for m in store.measurements(SETUP)] == [2.0]
+    assert [(p.version, p.live_confirmation) for p in store.publications()] == [("v1", None)]
+    store.add_steps(SETUP, "profile", "plain", [TimedStep(1, 10, 0, 0, 1, 3.0, 2.0)], 0.0)
+    assert len(Store(path).step_records(SETUP)) == 1

@@ -13,9 +13,9 @@ import torch
 
 from autotune.space import Grid
 from autotune.store import Store
-from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, vanilla_if_faster
-from sglang_cast.cast import (BucketSettings, CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander,
-                              TreeShape, grow_tree, make_policy)
+from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, replay_filter
+from sglang_cast.cast import (BucketSettings, CostModel, CostTable, DraftTree, OverheadTable, PolicySettings,
+                              RecordingExpander, TreeShape, grow_tree, make_policy)
 
 ACCEPTED = 3  # the target accepts the top-1 chain to this depth
 VOCAB = 8
@@ -70,7 +70,7 @@ def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_
     assert result.tokens_per_s >= 0.97 * grid_best
     assert result.settings.shape.max_depth == ACCEPTED and result.tau == pytest.approx(ACCEPTED + 1)
     assert result.baselines["vanilla"] < result.tokens_per_s
-    assert vanilla_if_faster(result) is result  # a tree that pays is published as tuned
+    assert replay_filter(result) is result  # a tree that pays is published as tuned
 
 
 def test_a_bucket_where_no_tree_pays_is_published_with_speculation_off(tmp_path):
@@ -78,10 +78,24 @@ def test_a_bucket_where_no_tree_pays_is_published_with_speculation_off(tmp_path)
     searched = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, GRID.space(), 6,
                            progress=False)
     assert searched.settings.speculate is True and searched.tokens_per_s < searched.baselines["vanilla"]
-    result = vanilla_if_faster(searched)
+    result = replay_filter(searched)
     assert result.settings.speculate is False and result.summary()["speculate"] is False
+    assert result.off_by == "replay" and result.summary()["speculation_off_by"] == "replay"
     assert result.tokens_per_s == result.baselines["vanilla"] and result.tau == 1.0
     assert replay_bucket(traces, result.settings, chain_costs()).tokens_per_s == pytest.approx(result.tokens_per_s)
+
+
+def test_host_work_per_drafted_layer_makes_replay_choose_a_shallower_tree():
+    """The planted chain pays to depth ACCEPTED on forwards alone; with 10 ms of host
+    work per drafted layer (a forward costs ~1-2.5 ms here) each extra layer costs more
+    than the token it adds, so replay with the overhead table picks depth 1."""
+    traces = [chain_trace()]
+    base = chain_costs()
+    host = OverheadTable(1024, 1, (1, 4), torch.tensor([0.0, 0.0, 10.0, 0.0]).expand(2, 1, 4).clone())
+    for costs, depth in ((base, ACCEPTED), (CostModel(base.target, base.draft, host), 1)):
+        scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in GRID.settings(1)]
+        best = max(scored, key=lambda item: item[0])[1]
+        assert (best.shape.top_k, best.shape.max_depth) == (1, depth)
 
 
 def test_a_named_study_resumes_instead_of_starting_over(tmp_path):

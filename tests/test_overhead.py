@@ -229,3 +229,20 @@ def test_charge_of_a_step_adds_the_host_ms_its_fitted_terms_give():
     host = sum(charge(with_host, 4, 3, 1)) - sum(charge(bare, 4, 3, 1))
     assert host == pytest.approx(table.terms(1, 10).iteration_ms(3, 4), abs=1e-4)
     assert host == pytest.approx(2.0 + 0.3 * 2 + 0.1 * 4, abs=1e-4)
+
+
+def test_charge_without_host_is_the_forwards_alone():
+    """``charge(..., host=False)``: what a timed step minus its host work should take — the
+    same plan's forwards, whatever overhead its cost model carries."""
+    table = overhead(plain=0.5, spec_base=2.0, per_layer=0.3, per_token=0.1)
+    shape = TreeShape(2, 3, 8)
+    with_host, bare = (make_policy("eagle2", PolicySettings.single(flat_costs(t), shape)).begin(1, 10)
+                       for t in (table, None))
+    for plan in (with_host, bare):
+        for layer, values in enumerate(([0.9, 0.5], [0.4, 0.3], [0.2, 0.1]), start=1):
+            plan.keep(layer, torch.tensor([values], dtype=torch.float64))
+            plan.grow(layer)
+    assert charge(with_host, 4, 3, 1, host=False) == charge(bare, 4, 3, 1)
+    assert charge(with_host, 4, 3, 1, host=False) != charge(with_host, 4, 3, 1)
+    plain = make_policy("vanilla", PolicySettings.single(flat_costs(table), shape)).begin(1, 10)
+    assert charge(plain, 0, 0, 0, host=False) == (0.0, pytest.approx(11.0))

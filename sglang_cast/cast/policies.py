@@ -109,7 +109,8 @@ class IterationPlan:
     kept: list[int] = field(default_factory=list)  # n_i per layer
     utility: list[float] = field(default_factory=list)  # u^(i)_{n_i}
     draft_cost: list[float] = field(default_factory=list)  # normalised c_{n_i}
-    draft_ms: float = 0.0  # predicted ms of the draft forwards this plan asked for
+    draft_ms: float = 0.0  # predicted ms of the draft layers this plan asked for, host work included
+    draft_forward_ms: float = 0.0  # the same layers' forwards alone (``charge(..., host=False)``)
     verified: int = 0
     learns: bool = True  # False for `predict_depth`'s probe: it must not feed the FIFOs
 
@@ -160,8 +161,10 @@ class IterationPlan:
         return not self.depth_ratios.count_stop(layer)
 
     def _charge_expansion(self, layer: int) -> None:
-        self.draft_ms += self.settings.costs.draft_layer_ms(self.batch_size, self.layer_context(layer),
-                                                            self.kept[layer - 1])
+        costs, context, rows = self.settings.costs, self.layer_context(layer), self.kept[layer - 1]
+        forward = costs.draft(self.batch_size, context, rows)
+        self.draft_forward_ms += forward
+        self.draft_ms += forward + costs.host(self.batch_size, context).per_layer
 
     def _verify_ms(self, tokens: int) -> torch.Tensor:
         """ms of verifying ``1..tokens`` tokens (root included) with their host work
@@ -199,7 +202,8 @@ class IterationPlan:
         """
         if self.max_depth == 0:
             return 0
-        probe = replace(self, kept=[], utility=[], draft_cost=[], draft_ms=0.0, verified=0, learns=False)
+        probe = replace(self, kept=[], utility=[], draft_cost=[], draft_ms=0.0, draft_forward_ms=0.0, verified=0,
+                        learns=False)
         values, layer = root_values[:, : self.top_k].double(), 1
         while True:
             probe.keep(layer, values)

@@ -17,7 +17,7 @@ gives them value 0 and a token that never matches, and counts the event in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -181,16 +181,21 @@ class IterationOutcome:
         return sum(self.num_accepted) + len(self.num_accepted)
 
 
-def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int) -> tuple[float, float]:
-    """``(draft_ms, verify_ms)`` the cost model charges an iteration, host work included
-    (``CostModel``): the draft layers the plan asked for, the draft catching up on the
-    accepted tokens, and the verify over ``verified + 1`` tokens with the iteration's
-    fixed host work and its commit; a plain step (``depth == 0``) is ``plain_ms``."""
+def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int,
+           host: bool = True) -> tuple[float, float]:
+    """``(draft_ms, verify_ms)`` the cost model charges an iteration (``CostModel``): the
+    draft layers the plan asked for, the draft catching up on the accepted tokens, and
+    the verify over ``verified + 1`` tokens with the iteration's fixed host work and
+    its commit; a plain step (``depth == 0``) is ``plain_ms``.  ``host=False`` charges
+    the forwards alone: what a whole timed step minus its host work should take."""
     costs, batch, context = plan.settings.costs, plan.batch_size, plan.context_len
+    if not host:
+        costs = replace(costs, overhead=None)
     if depth == 0:
         return 0.0, costs.plain_ms(batch, context)
     catch_up = costs.draft(batch, context, max_accepted + 1)
-    return plan.draft_ms + catch_up, float(costs.verify_row(batch, context, verified + 1)[verified])
+    layers = plan.draft_ms if host else plan.draft_forward_ms
+    return layers + catch_up, float(costs.verify_row(batch, context, verified + 1)[verified])
 
 
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:

@@ -107,25 +107,12 @@ class IterationCost:
                           self.live_ms - self.forwards_ms)
 
 
-def forwards_plan(plan: IterationPlan) -> IterationPlan:
-    """``plan`` charged with the forward tables alone (no host overhead).
-
-    ``plan.draft_ms`` accumulated, for every layer the plan grew past (each ``grow``
-    that returned True: layers ``1 .. depth − 1``), that layer's draft forward plus
-    its host work; the copy recharges the same layers with the forward only, so
-    ``charge`` of the copy is the forwards of the very iteration."""
-    costs = replace(plan.settings.costs, overhead=None)
-    draft_ms = sum(costs.draft_layer_ms(plan.batch_size, plan.layer_context(layer), plan.kept[layer - 1])
-                   for layer in range(1, len(plan.kept)))
-    return replace(plan, settings=replace(plan.settings, costs=costs), draft_ms=draft_ms)
-
-
 def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
     """(predicted ms, forwards ms) of an iteration that ran under ``plan``: ``cast.charge``
     with the plan's costs, and with its forward tables alone."""
     depth = len(plan.kept)
     return (sum(charge(plan, verified, depth, max_accepted)),
-            sum(charge(forwards_plan(plan), verified, depth, max_accepted)))
+            sum(charge(plan, verified, depth, max_accepted, host=False)))
 
 
 def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verified: int, accepted: list[int],

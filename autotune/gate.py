@@ -1,0 +1,109 @@
+"""The live gate: no bucket is published speculating unless CAST beat plain decoding live.
+
+Replay's comparison is the first filter (``tuner.replay_filter``): a bucket whose
+best tree replays slower than plain decoding is off and is not run live.  Every
+other bucket is confirmed live (``confirm.confirm_live``: CAST and plain decoding
+interleaved on the same prompts and batch size, medians of rounds).  Then:
+
+* If CAST or plain decoding ran more than ``margin`` off its prediction in any
+  bucket, the cost model is wrong for this machine.  The tuner says so in one line,
+  refits the host overhead with the live runs' own whole steps added to the stored
+  ones (``refit``), re-tunes the buckets that missed with the refitted costs
+  (``retune``) and confirms every speculating bucket once more — once: a second miss
+  is reported, not chased.
+* A bucket whose live CAST rate is below its live plain rate is published with
+  ``speculate: false`` (``tuner.switched_off(..., "live")``).
+
+The published cost model is the refitted one when a refit happened, so the
+policies decide online with the costs the live run measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_cast.cast import CostModel, PolicySettings
+
+from .confirm import Confirmation
+from .costs import MeasuredCosts
+from .tuner import BucketResult, switched_off
+
+# (settings of every bucket, the bucket's max_batch_size) -> its live confirmation
+LiveCheck = Callable[[PolicySettings, int], Confirmation]
+# every live confirmation of the first pass -> the cost model refitted with their steps added
+Refit = Callable[[list[Confirmation]], MeasuredCosts]
+# (bucket max_batch_size, refitted costs) -> the bucket tuned again (replay-filtered)
+Retune = Callable[[int, CostModel], BucketResult]
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    results: list[BucketResult]  # as published
+    costs: MeasuredCosts  # as published (refitted when a refit happened)
+    confirmations: dict[int, Confirmation]  # final live check per confirmed bucket
+    refit: dict[str, Any] | None  # what the refit changed, for the provenance
+
+    def live_summaries(self) -> list[dict]:
+        """Per confirmed bucket: predicted vs live (CAST and plain) and the published decision."""
+        out = []
+        for result in self.results:
+            check = self.confirmations.get(result.settings.max_batch_size)
+            if check is not None:
+                out.append({"max_batch_size": result.settings.max_batch_size, **check.summary(),
+                            "speculate": result.settings.speculate})
+        return out
+
+
+def confirm_all(results: list[BucketResult], costs: CostModel, check: LiveCheck) -> dict[int, Confirmation]:
+    """Run every speculating bucket live with the settings that would be published."""
+    settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs)
+    return {r.settings.max_batch_size: check(settings, r.settings.max_batch_size)
+            for r in results if r.settings.speculate}
+
+
+def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> str:
+    detail = "; ".join(
+        f"bucket <= {size}: CAST {c.live_cast_tokens_per_s:.1f} live vs {c.predicted_cast_tokens_per_s:.1f} "
+        f"predicted tokens/s ({c.live_over_predicted:.0%}), plain {c.live_plain_tokens_per_s:.1f} vs "
+        f"{c.predicted_plain_tokens_per_s:.1f} ({c.plain_live_over_predicted:.0%})" for size, c in misses.items())
+    return f"live differs from predicted by more than ±{margin:.0%} ({detail}): {then}"
+
+
+def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveCheck, refit: Refit | None,
+              retune: Retune, margin: float, say: Callable[[str], None] = print) -> GateOutcome:
+    """Confirm, refit once if live misses the prediction by more than ``margin``, then
+    switch off every bucket where plain decoding beat CAST live (module docstring).
+    ``refit=None``: the live steps are not this setup's (another backend's costs), so
+    a miss is reported and not refitted."""
+    confirmations = confirm_all(results, costs.costs, check)
+    misses = {size: c for size, c in confirmations.items() if c.beyond(margin)}
+    refit_info = None
+    if misses and refit is None:
+        say(mismatch_line(misses, margin, "not refitted (the live runs time the native engine, not the backend "
+                                          "these costs were measured on); published with the live gate's decision"))
+    elif misses:
+        steps = sum(len(c.cast_steps) + len(c.plain_steps) for c in confirmations.values())
+        say(mismatch_line(misses, margin, f"refitting the host overhead with the live runs' {steps} whole steps, "
+                                          f"re-tuning bucket(s) {', '.join(map(str, misses))} and confirming once "
+                                          "more"))
+        before = costs.costs.overhead
+        costs = refit(list(confirmations.values()))
+        results = [retune(r.settings.max_batch_size, costs.costs) if r.settings.max_batch_size in misses else r
+                   for r in results]
+        confirmations = confirm_all(results, costs.costs, check)
+        still = [size for size, c in confirmations.items() if c.beyond(margin)]
+        if still:
+            say(f"still beyond ±{margin:.0%} after one recalibration at bucket(s) {', '.join(map(str, still))}: "
+                "published with the live gate's decision (see live_confirmation)")
+        refit_info = {"buckets": list(misses), "margin": margin, "steps": dict(costs.steps),
+                      "overhead_before": None if before is None else before.to_dict(),
+                      "missed_before": {str(size): c.summary() for size, c in misses.items()},
+                      "still_beyond_margin": still}
+    gated = []
+    for result in results:
+        live = confirmations.get(result.settings.max_batch_size)
+        lost = live is not None and live.live_cast_tokens_per_s < live.live_plain_tokens_per_s
+        gated.append(switched_off(result, "live") if lost else result)
+    return GateOutcome(gated, costs, confirmations, refit_info)

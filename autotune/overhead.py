@@ -1,0 +1,153 @@
+"""Timing whole engine steps: the measurements behind the host-overhead table
+(``sglang_cast/cast/overhead.py``, docs/design/cast.md §2).
+
+The forward tables time the model calls alone; an iteration also pays host work
+(the policy's decisions, tree bookkeeping, masks and positions, accept/commit per
+row, syncs).  Here a step is timed whole — ``Engine.step()`` between two reads of
+``start_clock``, which synchronises the device on both sides — and the forwards the
+tables charge for that very step (``forward_ms``: ``charge`` against the cost model
+without its overhead, on the step's own plan ``policy.last_plan``) are subtracted.
+What is left is one ``StepSample``; ``cast.fit_overhead`` turns many of them into
+the four host terms.
+
+``profile`` runs a small *step design* per profiled batch size: plain decoding and
+EAGLE-2 trees of a few shapes that vary the drafted depth (1..H) independently of
+the verified count (a top-1 chain verifies one node per layer, a top-K tree many),
+so the fit can tell ``per_layer`` from ``per_token``.  Steps that admitted a request
+(a prefill) and the first ``warmup`` steps of each run (first use of its shapes) are
+not timed.  The prompts are ``autotune/prompts.txt`` (or ``--dataset``), never the
+benchmark sets.  Native engine only: SGLang's steps run in its scheduler on CUDA.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, charge, make_policy
+from sglang_cast.cast.policies import IterationPlan
+from sglang_cast.engine import Engine
+from sglang_cast.engine.timing import start_clock
+
+from .grid import ProfileGrid
+from .models import ModelPair
+from .prompts import PromptSet
+from .store import Setup, Store, TimedStep
+
+PLAIN = "plain"  # the shape key of plain-decoding runs
+PROFILE, LIVE = "profile", "live"  # where stored steps come from
+DESIGN_DEPTH = 6  # deepest tree of the step design (EAGLE-2's default depth), within the draft grid
+DESIGN_TOP_K = 4  # width of the design's wide trees, within the draft grid
+
+
+def shape_key(shape: TreeShape | None) -> str:
+    return PLAIN if shape is None else f"k{shape.top_k}-d{shape.max_depth}-m{shape.num_verify_tokens}"
+
+
+@dataclass(frozen=True)
+class StepDesign:
+    """Which steps ``profile`` times per batch size: plain decoding, then each
+    EAGLE-2 ``shape``; ``warmup`` untimed steps and ``steps`` timed ones per run."""
+
+    shapes: tuple[TreeShape, ...]
+    warmup: int = 2
+    steps: int = 8
+
+    @classmethod
+    def for_grid(cls, grid: ProfileGrid, warmup: int = 2, steps: int = 8) -> StepDesign:
+        """Per depth ``d = 1..H``: a top-1 chain (``d`` nodes verified) and a top-``K``
+        tree verifying up to ``K·d`` nodes.  Every forward they run is inside the
+        grid: layers of ``K`` rows and catch-ups of ``d + 1`` on the draft grid,
+        verifies of ``m`` tokens on the target grid."""
+        depth = max(1, min(DESIGN_DEPTH, grid.draft_max_n - 1, grid.max_n - 1))
+        top_k = max(1, min(DESIGN_TOP_K, grid.draft_max_n))
+        shapes: dict[str, TreeShape] = {}
+        for d in range(1, depth + 1):
+            for shape in (TreeShape(1, d, d + 1), TreeShape(top_k, d, min(grid.max_n, 1 + top_k * d))):
+                shapes.setdefault(shape_key(shape), shape)
+        return cls(tuple(shapes.values()), warmup, steps)
+
+    def runs(self) -> tuple[TreeShape | None, ...]:
+        """Plain decoding first, then every shape."""
+        return (None, *self.shapes)
+
+
+def forward_ms(plan: IterationPlan, verified: int, max_accepted: int) -> float:
+    """What the forward tables alone charge for the step ``plan`` ran (``charge`` with
+    ``host=False``): subtracted from the timed step, it leaves the host work."""
+    return sum(charge(plan, verified, len(plan.kept), max_accepted, host=False))
+
+
+def run_steps(engine: Engine, prompts: list[str], params: SamplingParams, warmup: int = 0,
+              limit: int | None = None) -> list[TimedStep]:
+    """Decode ``prompts`` on ``engine`` step by step, timing each whole step with a
+    device-synchronised clock.  Steps that admitted a request (they include its
+    prefill) are left out, as are the first ``warmup`` others; at most ``limit``
+    steps are timed, then the unfinished requests are dropped."""
+    requests = [engine.add_request(p, params) for p in prompts]
+    device = engine.runner.device
+    timed: list[TimedStep] = []
+    ran = 0
+    try:
+        while engine.has_work and (limit is None or len(timed) < limit):
+            waiting = len(engine.waiting)
+            stop = start_clock(device)
+            step = engine.step()
+            elapsed = stop()
+            if step.record is None or len(engine.waiting) != waiting:
+                continue
+            ran += 1
+            if ran <= warmup:
+                continue
+            plan, record = engine.policy.last_plan, step.record
+            timed.append(TimedStep(record.batch_size, record.context_len, len(plan.kept), record.verified,
+                                   sum(record.accepted) + record.batch_size, elapsed,
+                                   forward_ms(plan, record.verified, max(record.accepted))))
+    finally:
+        for request in requests:
+            if not request.finished:
+                engine.cancel(request)
+    return timed
+
+
+@dataclass(frozen=True)
+class StepProfileReport:
+    runs: int  # (batch size, shape) runs timed now
+    skipped: int  # already stored for this setup
+    steps: int  # steps timed now
+
+
+def run_step_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, design: StepDesign,
+                     prompts: PromptSet, forwards: CostModel, *, progress: bool = True,
+                     should_stop: Callable[[], bool] = lambda: False) -> StepProfileReport:
+    """Time ``design`` at every batch size of ``grid`` on the native engine of
+    ``pair``; each run's steps are committed as it finishes, so a rerun with the same
+    setup times only the missing runs.  ``forwards``: the setup's forward tables (no
+    overhead), what each step's forwards are charged with."""
+    done = store.step_cells(setup, PROFILE)
+    todo = [(b, shape) for b in grid.batch_sizes for shape in design.runs() if (b, shape_key(shape)) not in done]
+    bar = tqdm(total=len(todo), desc="step overhead", unit="run", disable=not progress or not todo)
+    steps = 0
+    for count, (batch_size, shape) in enumerate(todo):
+        if should_stop():
+            bar.close()
+            return StepProfileReport(count, len(done), steps)
+        bar.set_postfix_str(f"B={batch_size} {shape_key(shape)}")
+        depth = 0 if shape is None else shape.max_depth
+        new_tokens = (1 + design.warmup + design.steps) * (depth + 1) + 1  # no request finishes before the end
+        texts = [pair.format_prompt(t) for t in itertools.islice(itertools.cycle(prompts.texts), batch_size)]
+        longest = max(len(pair.tokenizer.encode(t)) for t in texts)
+        settings = PolicySettings.single(forwards, shape=shape or TreeShape(1, 1, 2))
+        engine = pair.engine(make_policy("vanilla" if shape is None else "eagle2", settings), batch_size,
+                             longest + new_tokens + 1)
+        timed = run_steps(engine, texts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
+                          design.warmup, design.steps)
+        store.add_steps(setup, PROFILE, shape_key(shape), timed, os.getloadavg()[0])
+        steps += len(timed)
+        bar.update(1)
+    bar.close()
+    return StepProfileReport(len(todo), len(done), steps)

@@ -1,0 +1,186 @@
+"""The live gate (autotune/gate.py, confirm.py): CAST is confirmed live against live
+plain decoding, a bucket that loses live is published ``speculate: false``, and a
+live/predicted mismatch beyond the margin refits the host overhead once from the live
+steps.  Live rates are planted through ``live_check`` (no timing in a unit test); one
+test runs the real interleaved live runs on the tiny engine."""
+
+import pytest
+
+from autotune.confirm import Confirmation, confirm_live
+from autotune.costs import measured_costs
+from autotune.gate import live_gate
+from autotune.overhead import LIVE
+from autotune.prompts import load_prompts
+from autotune.report import show
+from autotune.store import Store, TimedStep
+from autotune.tuner import replay_settings
+from autotune.workflow import TuneConfig, tune_and_publish
+from sglang_cast.cast import BucketSettings, PolicySettings, TreeShape
+from sglang_cast.engine.timing import Timing
+from sglang_cast.profile import load_profile
+from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
+
+PLAIN_HOST_MS = 5.0  # planted: what plain decoding's live steps cost beyond their forward
+
+
+def planted_costs(store: Store) -> None:
+    """Newer rows than the template's timed grid (the newest row wins): linear curves
+    with a cheap draft, so CAST's trees win in replay at both batch sizes, every run."""
+    for point in GRID.points():
+        slope, fixed = (1.0, 10.0) if point.role == "target" else (0.05, 0.5)
+        ms = fixed * point.batch_size + slope * point.n * point.batch_size
+        store.add_measurement(SETUP, point.role, point.batch_size, point.context_len, point.n,
+                              Timing(ms, ms, ms, 1), 0.0)
+
+
+def planted(batch: int, predicted_cast: float, predicted_plain: float, live_cast: float, live_plain: float,
+            plain_residual_ms: float = PLAIN_HOST_MS) -> Confirmation:
+    """A confirmation with the given rates (two identical rounds each) and live steps
+    whose plain residual is ``plain_residual_ms`` and speculative residual 2 ms."""
+    cast_steps = tuple(TimedStep(batch, 40, 2, 4, 3 * batch, 12.0, 10.0) for _ in range(4))
+    plain_steps = tuple(TimedStep(batch, 40, 0, 0, batch, 11.0 + plain_residual_ms, 11.0) for _ in range(4))
+    return Confirmation(batch, batch, 2, 3, predicted_cast, predicted_plain, (live_cast,) * 2, (live_plain,) * 2,
+                        2.0, 2.5, 1.0, cast_steps, plain_steps)
+
+
+def config_for(tmp_path, **overrides) -> TuneConfig:
+    values = dict(label="tiny", output=tmp_path / "profiles" / "tiny.yaml", buckets=(1, 2), trials=4, space=SPACE,
+                  confirm_prompts=1, confirm_max_new_tokens=6, context_length=128, live_margin=0.15)
+    return TuneConfig(**(values | overrides))
+
+
+class PlantedLive:
+    """``live_check`` with planted live rates: ``live(size, predicted cast, predicted plain, call)``
+    answers (live cast, live plain); predictions are the real replay of the bucket's settings."""
+
+    def __init__(self, store: Store, live) -> None:
+        self.traces = store.traces("tiny-target", "mirror-draft")
+        self.live = live
+        self.calls: list[tuple[int, PolicySettings]] = []
+
+    def __call__(self, settings: PolicySettings, size: int) -> Confirmation:
+        mine = [s.trace for s in self.traces if settings.for_batch(s.batch_size).max_batch_size == size]
+        cast, plain = (replay_settings(mine, settings, p).tokens_per_s for p in ("cast", "vanilla"))
+        self.calls.append((size, settings))
+        live_cast, live_plain = self.live(size, cast, plain, len(self.calls))
+        return planted(size, cast, plain, live_cast, live_plain)
+
+
+def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_false(tmp_path):
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    # Bucket 1: CAST 5 % under plain decoding live; bucket 2: CAST as predicted.  A wide margin: no refit.
+    live = PlantedLive(store, lambda size, cast, plain, _: (0.95 * plain, plain) if size == 1 else (cast, plain))
+    said = []
+    config = config_for(tmp_path, live_margin=5.0)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+                               say=said.append)
+    published = load_profile(config.output).profile
+    assert [b.speculate for b in published.settings.buckets] == [False, True]
+    assert [r.off_by for r in outcome.results] == ["live", None]
+    gate = published.provenance["live_gate"]
+    assert gate["off_by_live"] == [1] and gate["off_by_replay"] == [] and gate["refit"] is None
+    rows = published.provenance["live_confirmation"]
+    assert [(c["max_batch_size"], c["speculate"]) for c in rows] == [(1, False), (2, True)]
+    assert rows[0]["live_speedup"] == pytest.approx(0.95) and rows[0]["live_plain_tokens_per_s"] > 0
+    assert not any("refit" in line for line in said)  # within the margin: no refit
+    # No whole steps stored for this setup: tune says so, once.
+    assert [line for line in said if "host overhead" in line] == [
+        "host overhead: not measured for weight format fp32 (no whole steps stored): its costs are the forwards' "
+        "alone; `cast-autotune profile` measures it"]
+    assert [size for size, _ in live.calls] == [1, 2]  # each bucket confirmed once
+    text = show(store)
+    assert "live gate of the latest publication" in text and "no live gate recorded" not in text
+
+
+def test_a_live_miss_beyond_the_margin_refits_the_overhead_once_and_publishes_it(tmp_path):
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    # First pass: CAST runs at half its prediction in bucket 1; after the refit, as predicted.
+    live = PlantedLive(store, lambda size, cast, plain, call: (0.5 * cast if call == 1 else cast, plain))
+    said = []
+    config = config_for(tmp_path)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+                               say=said.append)
+    refit_lines = [line for line in said if "refitting" in line]
+    assert len(refit_lines) == 1 and "bucket <= 1" in refit_lines[0] and "±15%" in refit_lines[0]
+    assert not any("still beyond" in line for line in said)
+    # Confirmed: both buckets, then both again with the refitted costs; re-tuned: bucket 1 only.
+    assert [size for size, _ in live.calls] == [1, 2, 1, 2]
+    assert live.calls[0][1].costs.overhead is None
+    refitted = live.calls[2][1].costs.overhead
+    assert refitted is not None and refitted.terms(1, 40).plain == pytest.approx(PLAIN_HOST_MS)
+    assert outcome.results[0].study.endswith("-b1-refit") and not outcome.results[1].study.endswith("-refit")
+    published = load_profile(config.output).profile
+    assert published.settings.costs.overhead.to_dict() == refitted.to_dict()
+    gate = published.provenance["live_gate"]
+    assert gate["refit"]["buckets"] == [1] and gate["refit"]["steps"] == {LIVE: 16}
+    assert published.provenance["cost_tables"]["overhead"]["steps"] == {LIVE: 16}
+    assert len(store.step_records(SETUP, LIVE)) == 16  # the live steps are stored, a later tune fits them too
+    assert measured_costs(store, SETUP).costs.overhead.to_dict() == refitted.to_dict()
+
+
+def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
+    class Costs:  # what live_gate reads of MeasuredCosts
+        costs = None
+
+    from autotune.tuner import BucketResult
+    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
+                            {"vanilla": 50.0, "eagle2": 80.0})]
+    said, refits = [], []
+
+    def check(settings, size):
+        return planted(size, 100.0, 50.0, 110.0, 52.0)
+
+    gate = live_gate(results, Costs(), check, refits.append, lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    assert gate.results == results and gate.refit is None and not said and not refits
+    assert gate.live_summaries()[0]["speculate"] is True
+    # 16 % off its prediction: beyond a 15 % margin, within a 20 % one.
+    assert planted(1, 100.0, 50.0, 116.0, 50.0).beyond(0.15)
+    assert not planted(1, 100.0, 50.0, 116.0, 50.0).beyond(0.20)
+    assert planted(1, 100.0, 50.0, 100.0, 41.0).beyond(0.15)  # plain decoding off its prediction counts too
+
+
+def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_path, monkeypatch):
+    import autotune.confirm as confirm
+
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    costs = measured_costs(store, SETUP).costs
+    settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),), costs=costs)
+    order = []
+    real = confirm.run_steps
+
+    def logged(engine, prompts, params, warmup=0, limit=None):
+        order.append((engine.policy.name, limit, len(prompts)))
+        return real(engine, prompts, params, warmup, limit)
+
+    monkeypatch.setattr(confirm, "run_steps", logged)
+    prompts = load_prompts().head(3)
+    check = confirm_live(pair, settings, prompts, 2, 6, 128, store.traces("tiny-target", "mirror-draft"), rounds=2)
+    warm = [(name, confirm.WARMUP_STEPS, 2) for name in ("cast", "vanilla")]
+    assert order == warm + [("cast", None, 3), ("vanilla", None, 3)] * 2
+    assert len(check.live_cast_rounds) == 2 and len(check.live_plain_rounds) == 2
+    assert all(r > 0 for r in check.live_cast_rounds + check.live_plain_rounds)
+    assert all(s.depth == 0 and s.verified == 0 and s.tokens == s.batch_size for s in check.plain_steps)
+    assert any(s.depth > 0 for s in check.cast_steps)
+    summary = check.summary()
+    assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}
+    assert summary["live_speedup"] == pytest.approx(check.live_cast_tokens_per_s / check.live_plain_tokens_per_s,
+                                                    rel=1e-3)
+
+
+def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():
+    """``tune --backend sglang``: the live runs time the native engine, so their steps
+    must not refit the SGLang setup's overhead; the miss is one line, the gate still decides."""
+    class Costs:
+        costs = None
+
+    from autotune.tuner import BucketResult
+    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
+                            {"vanilla": 50.0, "eagle2": 80.0})]
+    said = []
+    gate = live_gate(results, Costs(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0), None,
+                     lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    assert len(said) == 1 and "not refitted" in said[0] and gate.refit is None
+    assert gate.results[0].settings.speculate is False and gate.results[0].off_by == "live"
