@@ -497,6 +497,20 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def server_watch(args) -> ServerWatch | None:
+    """``--server-url``: the serving instance whose live calibration the daemon follows."""
+    from .daemon import ServerWatch
+
+    if args.server_url is None:
+        if args.server_api_key is not None:
+            raise AutotuneError("--server-api-key: needs --server-url", USAGE)
+        return None
+    try:
+        return ServerWatch(args.server_url, args.drift_margin, args.server_api_key)
+    except ValueError as err:
+        raise AutotuneError(f"--server-url: {err}", USAGE) from None
+
+
 def cmd_daemon(args) -> int:
     from .daemon import Daemon, DaemonConfig
     from .prompts import load_prompts
@@ -506,7 +520,8 @@ def cmd_daemon(args) -> int:
     weight_formats = formats_for(args, device)
     config = DaemonConfig(tune=tune_config(args, label, weight_formats), grid=grid_from(args),
                           interval_s=args.interval, poll_s=args.poll, once=args.once,
-                          profile_max_age=timedelta(seconds=args.max_age) if args.max_age is not None else None)
+                          profile_max_age=timedelta(seconds=args.max_age) if args.max_age is not None else None,
+                          server=server_watch(args))
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)  # the fp32 reference: traces are keyed by it
@@ -660,6 +675,15 @@ def build_parser() -> Parser:
     p.add_argument("--interval", type=float_in(1, 1e9), default=3600.0, help="seconds between scheduled steps")
     p.add_argument("--poll", type=float_in(0.01, 1e6), default=30.0, help="seconds between trace-count checks")
     p.add_argument("--once", action="store_true", help="run one step and exit")
+    p.add_argument("--server-url", default=None,
+                   help="follow a running `python -m sglang_cast.launch_server` (http://host:port): when its "
+                        "/server_info shows live / predicted iteration cost outside 1 ± --drift-margin in a bucket, "
+                        "or its live gate switched a bucket off, re-profile every point and re-tune (once per "
+                        "served profile version); the server hot-reloads what is published")
+    p.add_argument("--drift-margin", type=float_in(0.01, 10.0), default=0.15,
+                   help="live / predicted outside 1 ± this is drift (with --server-url)")
+    p.add_argument("--server-api-key", default=None,
+                   help="the server's --admin-api-key (or --api-key) when its /server_info is guarded")
     p.set_defaults(run=cmd_daemon)
 
     p = commands.add_parser("analytic", help="write a roofline profile for a GPU that cannot be measured here",

@@ -166,3 +166,18 @@ def test_show_and_plot(tmp_path, capsys):
         assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["plot", "--db", str(db), "--out", str(tmp_path / "plots"), "--context", "999"]) == 2
     assert "--context: no measurements at 999" in capsys.readouterr().err
+
+
+def test_daemon_server_url_flags_build_the_watch_or_a_one_line_error():
+    from autotune.cli import server_watch
+
+    parser = build_parser()
+    args = parser.parse_args(["daemon", "--gpu", "cpu", "--server-url", "http://127.0.0.1:30000",
+                              "--drift-margin", "0.3", "--server-api-key", "k"])
+    watch = server_watch(args)
+    assert (watch.url, watch.margin, watch.api_key) == ("http://127.0.0.1:30000", 0.3, "k")
+    assert server_watch(parser.parse_args(["daemon", "--gpu", "cpu"])) is None
+    with pytest.raises(AutotuneError, match=r"^--server-url: server url must start with http"):
+        server_watch(parser.parse_args(["daemon", "--gpu", "cpu", "--server-url", "localhost:30000"]))
+    with pytest.raises(AutotuneError, match=r"^--server-api-key: needs --server-url"):
+        server_watch(parser.parse_args(["daemon", "--gpu", "cpu", "--server-api-key", "k"]))
