@@ -218,12 +218,14 @@ def add_grid(parser: argparse.ArgumentParser) -> None:
                              "measures points missing for this device/model pair/threads/software versions)")
 
 
-def add_overhead(parser: argparse.ArgumentParser) -> None:
+def add_overhead(parser: argparse.ArgumentParser, dataset: bool = True) -> None:
     parser.add_argument("--overhead-steps", type=int_in(0, 10000), default=8,
                         help="timed whole engine steps per run of the host-overhead step design (plain decoding and "
                              "EAGLE-2 shapes of depth 1..6 at every batch size; native backend only); 0 skips it")
     parser.add_argument("--overhead-warmup", type=int_in(0, 1000), default=2,
                         help="untimed steps at the start of every step-design run (first use of its shapes)")
+    if not dataset:  # the subcommand has its own --dataset (the daemon's tuning prompts serve both)
+        return
     parser.add_argument("--dataset", type=Path, default=None,
                         help="prompts the host-overhead steps decode (default: autotune/prompts.txt, disjoint from "
                              "the benchmarks)")
@@ -521,7 +523,8 @@ def cmd_daemon(args) -> int:
     config = DaemonConfig(tune=tune_config(args, label, weight_formats), grid=grid_from(args),
                           interval_s=args.interval, poll_s=args.poll, once=args.once,
                           profile_max_age=timedelta(seconds=args.max_age) if args.max_age is not None else None,
-                          server=server_watch(args))
+                          server=server_watch(args), overhead_warmup=args.overhead_warmup,
+                          overhead_steps=args.overhead_steps)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = load_pair(args, device)  # the fp32 reference: traces are keyed by it
@@ -670,6 +673,7 @@ def build_parser() -> Parser:
     add_models(p)
     add_weight_formats(p, "profile and tune at each step; the one whose tuned trees replay fastest is published")
     add_grid(p)
+    add_overhead(p, dataset=False)
     add_space(p)
     add_db(p)
     p.add_argument("--interval", type=float_in(1, 1e9), default=3600.0, help="seconds between scheduled steps")

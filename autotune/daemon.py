@@ -1,7 +1,8 @@
 """``daemon``: keep a device's profile current.
 
 A step measures whatever grid points are missing (or older than
-``profile_max_age``) for every weight format it was given, re-tunes each format on
+``profile_max_age``) and the whole-step runs of the host-overhead design that are
+missing, for every weight format it was given, re-tunes each format on
 all stored traces, confirms the fastest live and publishes ``profiles/<label>.yaml``,
 which a running server hot-reloads (if the published format differs from the one a
 server loaded, that server refuses the reload: a format change needs a restart).  Steps run at start,
@@ -39,6 +40,8 @@ from typing import Any
 from .errors import AutotuneError
 from .grid import ProfileGrid
 from .models import ModelPair
+from .costs import measured_costs
+from .overhead import PROFILE, StepDesign, run_step_profile
 from .profiler import run_profile
 from .prompts import PromptSet
 from .store import Setup, Store
@@ -102,6 +105,8 @@ class DaemonConfig:
     profile_max_age: timedelta | None = None
     once: bool = False  # one step, then exit (for cron)
     server: ServerWatch | None = None  # follow a serving instance's live calibration
+    overhead_warmup: int = 2  # the host-overhead step design (autotune/overhead.py StepDesign)
+    overhead_steps: int = 8  # 0: no whole steps are timed; tune charges what is stored
 
 
 def log(message: str) -> None:
@@ -165,6 +170,9 @@ class Daemon:
             log(f"profile {fmt}: {report.measured} points measured, {report.skipped} already stored")
             if self.stop.is_set():
                 return None
+            self._profile_overhead(fmt, pair, setup, reprofile)
+            if self.stop.is_set():
+                return None
         prefix = f"{self.config.tune.label}-daemon-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
         outcome = tune_and_publish(self.pair, self.store, self.setup, replace(self.config.tune, study_prefix=prefix),
                                    self.prompts, load_format=lambda fmt: self.formats[fmt][0], stop=self.stop,
@@ -175,6 +183,20 @@ class Daemon:
             self.published.append(outcome)
             log(f"published {outcome.published.path} version {outcome.published.version}")
         return outcome
+
+    def _profile_overhead(self, fmt: str, pair: ModelPair, setup: Setup, reprofile: bool) -> None:
+        """Time the whole-step design (missing runs only; every run again after a drift,
+        whose stale steps are dropped first so the fit describes the machine as it is now)."""
+        if self.config.overhead_steps == 0:
+            return
+        if reprofile:
+            dropped = self.store.drop_steps(setup, PROFILE)
+            log(f"host overhead {fmt}: {dropped} stored steps dropped to re-time them")
+        design = StepDesign.for_grid(self.config.grid, self.config.overhead_warmup, self.config.overhead_steps)
+        forwards = measured_costs(self.store, setup, overhead=False).costs
+        report = run_step_profile(pair, self.store, setup, self.config.grid, design, self.prompts, forwards,
+                                  progress=self.progress, should_stop=self.stop.is_set)
+        log(f"host overhead {fmt}: {report.runs} runs of whole steps timed, {report.skipped} already stored")
 
     def run(self) -> None:
         last_count = -1

@@ -39,7 +39,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from sqlalchemy import DateTime, Float, Integer, String, Text, create_engine, event, func, select
+from sqlalchemy import DateTime, Float, Integer, String, Text, create_engine, delete, event, func, select
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -360,6 +360,14 @@ class Store:
             conditions.append(StepRecord.source == source)
         with self.session() as session:
             return list(session.scalars(select(StepRecord).where(*conditions).order_by(StepRecord.id)).all())
+
+    def drop_steps(self, setup: Setup, source: str) -> int:
+        """Delete ``setup``'s stored steps of ``source`` (a re-profile after live drift
+        re-times them); returns how many were deleted."""
+        with self.session() as session:
+            result = session.execute(delete(StepRecord).where(*self.setup_conditions(setup, StepRecord),
+                                                              StepRecord.source == source))
+        return int(result.rowcount)
 
     def step_cells(self, setup: Setup, source: str) -> set[tuple[int, str]]:
         """``(batch size, shape)`` runs already stored for ``setup`` (what a resumed ``profile`` skips)."""

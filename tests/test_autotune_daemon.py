@@ -30,7 +30,7 @@ from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
 def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
     # No live confirmation here: test_autotune_pipeline covers it, this file covers publishing and stopping.
     tune = TuneConfig(label=label, output=output, buckets=(1,), trials=3, space=SPACE, confirm_prompts=0)
-    return DaemonConfig(tune=tune, grid=GRID, interval_s=1e6, poll_s=0.2)
+    return DaemonConfig(tune=tune, grid=GRID, interval_s=1e6, poll_s=0.2, overhead_warmup=1, overhead_steps=2)
 
 
 def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
@@ -164,6 +164,30 @@ def test_a_drift_step_re_profiles_every_grid_point(tmp_path, capsys):
     assert f"0 points measured, {len(GRID.points())} already stored" in capsys.readouterr().err
     daemon.step(reprofile=True)
     assert f"{len(GRID.points())} points measured, 0 already stored" in capsys.readouterr().err
+
+
+def test_a_step_times_the_host_overhead_and_a_drift_step_re_times_it(tmp_path, capsys):
+    """The daemon measures what tune charges: the whole-step runs missing for the setup
+    (then the published profile carries the fitted overhead), and every run again
+    after live drift, the stale steps dropped first."""
+    from autotune.overhead import PROFILE, StepDesign
+
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    config = daemon_config(tmp_path / "tiny.yaml")
+    runs = len(StepDesign.for_grid(GRID).runs()) * len(GRID.batch_sizes)
+    daemon = Daemon(pair, store, SETUP, config, load_prompts())
+    daemon.step()
+    assert f"host overhead fp32: {runs} runs of whole steps timed, 0 already stored" in capsys.readouterr().err
+    assert load_profile(tmp_path / "tiny.yaml").profile.settings.costs.overhead is not None
+    first = len(store.step_cells(SETUP, PROFILE))
+    daemon.step()
+    assert f"host overhead fp32: 0 runs of whole steps timed, {runs} already stored" in capsys.readouterr().err
+    daemon.step(reprofile=True)
+    err = capsys.readouterr().err
+    assert "stored steps dropped to re-time them" in err
+    assert f"host overhead fp32: {runs} runs of whole steps timed, 0 already stored" in err
+    assert len(store.step_cells(SETUP, PROFILE)) == first == runs
 
 
 if __name__ == "__main__":
