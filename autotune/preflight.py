@@ -1,7 +1,7 @@
 """``cast-autotune preflight``: will this profile's SGLang launch fit on that GPU?
 
 Lists the runtime states the CAST worker would build for the profile, the
-memory each needs and the totals (weights, KV pool, workspaces, graph buffers),
+memory each needs on one GPU and the totals (weights, states, KV pool, slack),
 with the arithmetic of ``sglang_cast.sglang_plugin.memory_plan`` (SGLang
 0.5.23's own sizing rules).  Exit 0 when it fits, 1 when it does not (the last
 line says why and what to change), 2 for bad input.  No GPU, no SGLang needed.
@@ -79,7 +79,7 @@ def preflight(args: argparse.Namespace) -> tuple[StaticShape, MemoryPlan]:
     launch = LaunchSettings(gpu_memory_gib=args.gpu_memory_gb, context_length=context_length(args),
                             max_running_requests=args.max_running_requests,
                             mem_fraction_static=args.mem_fraction_static,
-                            chunked_prefill_size=args.chunked_prefill_size)
+                            chunked_prefill_size=args.chunked_prefill_size, tp_size=args.tp_size)
     return shape, plan_memory(target, draft, states, (shape.num_steps, shape.num_draft_tokens), launch)
 
 
@@ -100,7 +100,10 @@ def add_preflight_parser(commands, formatter_class, int_in, float_in) -> None:
     p.add_argument("--model-config", type=Path, required=True, help="target model's config.json (or its directory)")
     p.add_argument("--draft-config", type=Path, default=None,
                    help="draft head's config.json (default: an EAGLE-3 head of the target's layer shape)")
-    p.add_argument("--gpu-memory-gb", type=float_in(1, 4096), required=True, help="GPU memory in GiB")
+    p.add_argument("--gpu-memory-gb", type=float_in(1, 4096), required=True,
+                   help="one GPU's total memory in GiB, as nvidia-smi reports it (SGLang sizes from that)")
+    p.add_argument("--tp-size", type=int_in(1, 64), default=1,
+                   help="SGLang --tp-size: the model is sharded over this many GPUs; the check is per GPU")
     p.add_argument("--context-length", type=int_in(1, 1 << 24), default=None,
                    help="SGLang --context-length (default: the model's max_position_embeddings, as SGLang)")
     p.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,

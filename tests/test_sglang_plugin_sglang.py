@@ -150,14 +150,14 @@ def llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib: float) -> dict:
 
 def test_a_launch_that_would_not_fit_is_refused_before_loading_with_the_fix(tmp_path, monkeypatch):
     args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=80)
-    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: .*pass --mem-fraction-static "
-                                         r"0\.\d{3}") as refused:
-        validate(cast_server_args(**args, context_length=8192))
-    fraction = float(str(refused.value).split("pass --mem-fraction-static ")[1].split()[0])
+    validate(cast_server_args(**args, context_length=8192))  # SGLang's default fraction
+    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: --mem-fraction-static 0\.950 "
+                                         r"leaves SGLang .* drop the flag .* or pass (0\.\d{3}) or less") as refused:
+        validate(cast_server_args(**args, context_length=8192, mem_fraction_static=0.95))
+    fraction = float(str(refused.value).split("or pass ")[1].split()[0])
     validate(cast_server_args(**args, context_length=8192, mem_fraction_static=fraction))
-    validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context fits too
-    with pytest.raises(ValueError, match="pass --context-length \\d+ or less"):
-        validate(cast_server_args(**args, context_length=200_000, mem_fraction_static=fraction))
+    with pytest.raises(ValueError, match="leave no KV pool|pass --context-length \\d+ or less"):
+        validate(cast_server_args(**args, context_length=1_000_000))
 
 
 def test_the_memory_check_is_skipped_when_the_gpu_is_unknown(tmp_path, monkeypatch):
@@ -465,3 +465,59 @@ def test_runtime_states_are_built_on_sglangs_one_attention_workspace():
     with pytest.raises(RuntimeError), shared_attention_workspace(runner):
         raise RuntimeError("a failed build")
     assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"
+
+
+def test_the_worker_holds_the_states_memory_until_it_builds_them_and_holds_what_preflight_charges(monkeypatch):
+    """Held from construction (before SGLang sizes the KV pool: scheduler.py:1128-1146)
+    and released right before the first extra state is built, so the states come out
+    of the KV pool; the bytes are ``memory_plan``'s for the same states."""
+    import contextlib
+    from pathlib import Path
+
+    from transformers import LlamaConfig
+
+    from sglang_cast.sglang_plugin import worker as worker_module
+    from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, plan_memory
+
+    root = Path(__file__).resolve().parents[1]
+    target_config = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
+    head_config = dict(target_config, num_hidden_layers=1)
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20),
+                                     Thresholds(0.3, 2.0, 0.6))
+    worker = worker_module.CastWorker.__new__(worker_module.CastWorker)
+    built, held_while_building = [], []
+    target_runner = argparse.Namespace(
+        attn_backend="target", decode_cuda_graph_runner="verify-graph",
+        model_config=argparse.Namespace(hf_config=LlamaConfig(**target_config), context_len=4096))
+    draft = argparse.Namespace(draft_attn_backend="draft", cuda_graph_runner=None, draft_extend_attn_backend="extend",
+                               cuda_graph_runner_for_draft_extend=None, parallel_layout=None, device="cpu",
+                               draft_runner=argparse.Namespace(model_config=argparse.Namespace(
+                                   hf_config=LlamaConfig(**head_config), context_len=4096)))
+    vars(worker).update(speculative_num_steps=6, speculative_num_draft_tokens=20, _draft_worker=draft,
+                        _target_worker=argparse.Namespace(model_runner=target_runner),
+                        speculative_algorithm=argparse.Namespace(is_eagle3=lambda: True),
+                        decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)))
+    monkeypatch.setattr(worker_module, "decode_graph_max_batch", lambda: 8)
+    worker.states = {}
+    worker.state_hold = worker_module.StateMemoryHold(worker.planned_state_bytes(), "cpu")
+    plan = plan_memory(ModelShape.from_config(target_config), ModelShape.from_config(head_config),
+                       worker.decider.states, (6, 20), LaunchSettings(gpu_memory_gib=80, context_length=4096,
+                                                                      max_running_requests=8))
+    assert worker.state_hold.nbytes == plan.extra_states > 0 and worker.state_hold.held
+
+    def build(depth, width, cuda_graph_bs=None):
+        held_while_building.append(worker.state_hold.held)
+        built.append((depth, width))
+        return f"state-{depth}x{width}"
+
+    monkeypatch.setattr(EAGLEWorkerV2, "init_cuda_graphs", lambda self: None)
+    monkeypatch.setattr(worker, "build_adaptive_runtime_state", build, raising=False)
+    for name in ("draft_tp_context", "shared_attention_workspace"):
+        monkeypatch.setattr(worker_module, name, lambda *_: contextlib.nullcontext())
+    for name in ("speculative_moe_backend_context", "speculative_moe_a2a_backend_context"):
+        monkeypatch.setattr(worker_module, name, contextlib.nullcontext)
+    monkeypatch.setattr(worker_module, "get_exec", lambda: argparse.Namespace(
+        graph=argparse.Namespace(cuda_graph_bs_decode=[1, 2, 4, 8])))
+    worker.init_cuda_graphs()
+    assert len(built) == len(worker.decider.states) - 1 and held_while_building and not any(held_while_building)
+    assert not worker.state_hold.held

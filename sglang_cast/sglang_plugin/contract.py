@@ -110,6 +110,7 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
              ("init_new_workspace",)),
     Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
            ("attn_backend", "decode_cuda_graph_runner", "model_config")),
+    Fields("sglang.srt.configs.model_config", "ModelConfig", ("hf_config", "context_len")),
     Callable(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (
         "speculative_num_steps", "speculative_num_draft_tokens", "draft_attn_backend", "cuda_graph_runner",
         "target_attn_backend", "target_graph_runner", "draft_extend_attn_backend",

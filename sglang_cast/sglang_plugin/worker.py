@@ -58,6 +58,7 @@ from sglang.srt.utils.common import fast_topk
 from ..cast import make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
+from .memory_plan import ModelShape, extra_states
 from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
@@ -119,6 +120,43 @@ def shared_attention_workspace(model_runner):
         yield
     finally:
         del model_runner._get_attention_backend  # the class's method again
+
+
+class StateMemoryHold:
+    """The runtime states' bytes, held on the GPU from the worker's construction
+    until the states are built.
+
+    SGLang sizes the KV pool between the two (``scheduler.py:1128-1146``) from the
+    memory free at that moment (``kv_cache_configurator.py:2990-3007``), so what is
+    held comes out of the pool, and the states then allocate into what the release
+    returned, never into the slack SGLang keeps for its own activations and graphs
+    (``memory_plan`` charges them the same way)."""
+
+    def __init__(self, nbytes: int, device) -> None:
+        self.nbytes = nbytes
+        self._block = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes > 0 else None  # [nbytes]
+
+    @property
+    def held(self) -> bool:
+        return self._block is not None
+
+    def release(self) -> None:
+        """Give the bytes back to the driver (not only to torch's cache), so CUDA-graph
+        pools can take them too."""
+        if self._block is None:
+            return
+        on_cuda = self._block.is_cuda
+        self._block = None
+        if on_cuda:
+            torch.cuda.empty_cache()
+
+
+def decode_graph_max_batch() -> int:
+    """The largest captured decode batch (0 when decode CUDA graphs are off): the
+    batch every runtime state's graph buffers are sized for."""
+    if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
+        return 0
+    return max(get_exec().graph.cuda_graph_bs_decode)
 
 
 class CastDraftWorker(EagleDraftWorker):
@@ -190,15 +228,29 @@ class CastWorker(EAGLEWorkerV2):
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
+        self.state_hold = StateMemoryHold(self.planned_state_bytes(), self._draft_worker.device)
         self.watcher.start()
         log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
                  loaded.path, loaded.version, self.decider.depths, self.decider.widths)
 
+    def planned_state_bytes(self) -> int:
+        """What the runtime states beyond the startup one will allocate on this rank
+        (``memory_plan.extra_states``, from the loaded models' configs)."""
+        target = self._target_worker.model_runner.model_config
+        draft = self._draft_worker.draft_runner.model_config
+        startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
+        states = extra_states(ModelShape.from_config(target.hf_config.to_dict(), "the target's config"),
+                              ModelShape.from_config(draft.hf_config.to_dict(), "the draft's config"),
+                              self.decider.states, startup, decode_graph_max_batch(), target.context_len,
+                              eagle3=self.speculative_algorithm.is_eagle3())
+        return sum(state.total for state in states)
+
     def init_cuda_graphs(self) -> None:
         """SGLang's startup graphs serve the startup (largest) shape; build one runtime
         state per other (depth, width) of the decider's catalogue with SGLang's own
-        builder."""
+        builder, into the memory held for them since construction."""
         super().init_cuda_graphs()
+        self.state_hold.release()
         draft = self._draft_worker
         startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
         self.states[startup] = SpecRuntimeState(
@@ -209,8 +261,7 @@ class CastWorker(EAGLEWorkerV2):
             draft_extend_attn_backend=draft.draft_extend_attn_backend,
             cuda_graph_runner_for_draft_extend=draft.cuda_graph_runner_for_draft_extend,
         )
-        graph_batch_sizes = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
-                             else get_exec().graph.cuda_graph_bs_decode)
+        graph_batch_sizes = get_exec().graph.cuda_graph_bs_decode if decode_graph_max_batch() else None
         with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
               speculative_moe_a2a_backend_context(),
               shared_attention_workspace(self._target_worker.model_runner)):
