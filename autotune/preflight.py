@@ -17,7 +17,7 @@ from sglang_cast.cast import make_policy
 from sglang_cast.profile import ProfileError, load_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, MemoryPlan, plan_memory
-from sglang_cast.sglang_plugin.plugin_config import StaticShape
+from sglang_cast.sglang_plugin.plugin_config import SGLangSection, StaticShape
 
 from .errors import AutotuneError
 
@@ -69,13 +69,18 @@ def static_shape(args: argparse.Namespace, settings) -> StaticShape:
 
 def preflight(args: argparse.Namespace) -> tuple[StaticShape, MemoryPlan]:
     try:
-        settings = load_profile(args.profile).profile.settings
+        profile = load_profile(args.profile).profile
+        section = SGLangSection.of(profile)
     except ProfileError as err:
         raise AutotuneError(f"--profile: {err}") from None
+    settings = profile.settings
     shape = static_shape(args, settings)
     target = read_model_config(args.model_config, "--model-config")
     draft = read_model_config(args.draft_config, "--draft-config") if args.draft_config else target.eagle_head()
-    states = CastDecider(make_policy("cast", settings), shape).states
+    try:
+        states = CastDecider(make_policy("cast", settings), shape, section.runtime_states).states
+    except ValueError as err:
+        raise AutotuneError(f"--profile: {err}") from None
     launch = LaunchSettings(gpu_memory_gib=args.gpu_memory_gb, context_length=context_length(args),
                             max_running_requests=args.max_running_requests,
                             mem_fraction_static=args.mem_fraction_static,

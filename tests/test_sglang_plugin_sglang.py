@@ -121,7 +121,7 @@ def test_valid_server_args_pass(profile_path, monkeypatch):
     (dict(tp_size=2), "--tp-size must be 1"),
     (dict(speculative_use_rejection_sampling=True), "--speculative-use-rejection-sampling is not supported"),
     (dict(speculative_num_steps=5), "max_depth=6 but SGLang runs with --speculative-num-steps 5"),
-    (dict(speculative_num_draft_tokens=26), r"topk\*steps\+1 = 25"),
+    (dict(speculative_num_draft_tokens=86), r"topk \+ topk\^2\*\(steps-1\) \+ 1 = 85\]"),
 ])
 def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profile_path, monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))

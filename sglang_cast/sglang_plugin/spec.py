@@ -21,8 +21,8 @@ from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 from ..cast import PolicySettings, make_policy
 from .decider import CastDecider
 from .memory_plan import LaunchSettings, ModelShape, plan_memory
-from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, cached_config, draft_is_eagle3,
-                            load_fitting_profile)
+from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, SGLangSection, StaticShape, cached_config,
+                            draft_is_eagle3, load_fitting_profile)
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -123,12 +123,13 @@ def validate_server_args(server_args: ServerArgs) -> None:
     if not profile:
         raise ValueError(f"--speculative-algorithm {algorithm} needs a CAST profile: set {PROFILE_ENV} to its YAML "
                          "path (python -m sglang_cast.launch_server --backend sglang --cast-profile PATH does)")
-    settings = load_fitting_profile(profile, shape).profile.settings
+    loaded = load_fitting_profile(profile, shape)
     shape.check()
-    check_memory(server_args, settings, shape)
+    check_memory(server_args, loaded.profile.settings, shape, SGLangSection.of(loaded.profile).runtime_states)
 
 
-def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape) -> None:
+def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape,
+                 runtime_states: tuple[tuple[int, int], ...] | None) -> None:
     """``cast-autotune preflight``'s check, at startup: refuse, before any weights
     load, a launch whose runtime states would not fit in GPU memory.  Skipped (with
     a warning) when the GPU's size or a model's config.json is not known yet."""
@@ -146,7 +147,7 @@ def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: Stati
         context_length=server_args.context_length or int(target.get("max_position_embeddings") or 0),
         max_running_requests=server_args.max_running_requests or LaunchSettings.max_running_requests,
         mem_fraction_static=server_args.mem_fraction_static, chunked_prefill_size=server_args.chunked_prefill_size)
-    states = CastDecider(make_policy("cast", settings), shape).states
+    states = CastDecider(make_policy("cast", settings), shape, runtime_states).states
     plan = plan_memory(ModelShape.from_config(target, server_args.model_path),
                        ModelShape.from_config(draft, server_args.speculative_draft_model_path), states,
                        (shape.num_steps, shape.num_draft_tokens), launch,

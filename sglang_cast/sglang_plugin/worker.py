@@ -59,7 +59,7 @@ from ..cast import make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
 from .memory_plan import ModelShape, extra_states
-from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
+from .plugin_config import PROFILE_ENV, SGLangSection, StaticShape, load_fitting_profile
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
 from .verify_layout import verify_layout
@@ -223,7 +223,8 @@ class CastWorker(EAGLEWorkerV2):
         policy_name = self.speculative_algorithm.policy_name  # our CastSpecAlgo, resolved by EAGLEWorkerV2
         self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
-        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
+        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
+                                   SGLangSection.of(loaded.profile).runtime_states)
         self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps)
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
