@@ -34,6 +34,7 @@ from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, make_policy,
 from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
 from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
+from sglang_cast.sglang_plugin.rank_sync import ProfileBroadcast  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
 from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
                                 unused_forwards, worker_iteration)
@@ -112,13 +113,32 @@ def validate(server_args: ServerArgs) -> None:
 def test_valid_server_args_pass(profile_path, monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))
     validate(cast_server_args())
+    validate(cast_server_args(dp_size=2))  # replicas, each with the same profile
+
+
+def test_a_tensor_parallel_server_takes_a_profile_made_for_its_layout_only(profile_path, monkeypatch):
+    from sglang_cast.profile import load_profile, save_profile
+
+    profile = load_profile(profile_path).profile
+    tp4 = save_profile(replace(profile, provenance={"sglang": {"parallel": {"tp_size": 4}}}),
+                       profile_path.parent / "tp4.yaml")
+    monkeypatch.setenv(PROFILE_ENV, str(tp4))
+    validate(cast_server_args(tp_size=4))
+    with pytest.raises(ValueError) as refused:
+        validate(cast_server_args(tp_size=2))
+    assert "\n" not in str(refused.value)
+    assert "was made for --tp-size 4 --pp-size 1 but this server runs --tp-size 2 --pp-size 1" in str(refused.value)
+    monkeypatch.setenv(PROFILE_ENV, str(profile_path))
+    with pytest.raises(ValueError, match="was made for --tp-size 1"):
+        validate(cast_server_args(tp_size=4))
 
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(speculative_draft_model_path=None), "--speculative-draft-model-path .* is required"),
     (dict(speculative_num_steps=None), "are required"),
     (dict(attention_backend="triton"), "--attention-backend must be flashinfer"),
-    (dict(tp_size=2), "--tp-size must be 1"),
+    (dict(tp_size=2), "was made for --tp-size 1 --pp-size 1 but this server runs --tp-size 2 --pp-size 1: "),
+    (dict(pp_size=2), r"--pp-size must be 1 \(got 2\): SGLang 0.5.23's EAGLE worker .*eagle_worker_v2.py:1508-1545"),
     (dict(speculative_use_rejection_sampling=True), "--speculative-use-rejection-sampling is not supported"),
     (dict(speculative_num_steps=5), "max_depth=6 but SGLang runs with --speculative-num-steps 5"),
     (dict(speculative_num_draft_tokens=86), r"topk \+ topk\^2\*\(steps-1\) \+ 1 = 85\]"),
@@ -425,7 +445,8 @@ def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state()
         decider=CastDecider(make_policy("cast", no_draft_above_two()), shape),
         _draft_worker=argparse.Namespace(speculative_num_steps=6, speculative_num_draft_tokens=20,
                                          draft_runner=argparse.Namespace(), _rebuild_topk1_chain_buffers=lambda: None),
-        _target_worker=argparse.Namespace(model_runner=target_runner))
+        _target_worker=argparse.Namespace(model_runner=target_runner),
+        profile_sync=ProfileBroadcast(0, lambda tensor: None, lambda raw: None))  # one rank: nothing to sync
     worker.states = {s: state(*s) for s in worker.decider.states}
     assert (0, 1) in worker.states
 

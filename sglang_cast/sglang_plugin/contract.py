@@ -78,12 +78,16 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
              ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
     Callable("sglang.srt.runtime_context", "get_spec"),
     Callable("sglang.srt.runtime_context", "get_exec"),
+    Callable("sglang.srt.runtime_context", "get_parallel"),
+    Callable("sglang.srt.distributed.parallel_state", "GroupCoordinator.broadcast", ("input_", "src")),
+    Fields("sglang.srt.distributed.parallel_state", "GroupCoordinator", ("rank_in_group", "world_size")),
     # spec.py / launch.py: server arguments read, the launcher's entry points
     Callable("sglang.srt.server_args", "ServerArgs", (
         "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
         "speculative_num_draft_tokens", "attention_backend", "device", "tp_size", "pp_size", "dp_size",
         "speculative_use_rejection_sampling", "speculative_adaptive", "enable_multi_layer_eagle",
-        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path")),
+        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path",
+        "attn_dp_size")),
     Callable("sglang.srt.server_args", "prepare_server_args", ("argv",)),
     Callable("sglang.launch_server", "run_server", ("server_args",)),
     Callable("sglang.srt.plugins", "load_plugins"),

@@ -58,7 +58,7 @@ config.json; they have never been compared with a real GPU's allocator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 MIB = 1 << 20
@@ -343,3 +343,12 @@ def plan_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[in
                       slack=slack, states=extra, context_length=launch.context_length,
                       max_running_requests=launch.max_running_requests, graph_max_bs=graph_bs,
                       tp_size=launch.tp_size)
+
+
+def state_bytes_for(target: ModelShape, draft: ModelShape, launch: LaunchSettings,
+                    eagle3: bool = True) -> Callable[[int, int], int]:
+    """``(depth, width) -> bytes`` of one runtime state on one GPU of ``launch``
+    (what ``state_cover.cover_states`` weighs against its memory cap)."""
+    graph_bs = decode_graph_max_bs(launch.gpu_memory_gib * 1024, launch.max_running_requests, launch.tp_size)
+    return lambda depth, width: state_memory(target, draft, depth, width, graph_bs, launch.context_length,
+                                             eagle3).total

@@ -147,10 +147,22 @@ def _states(value, where: str) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(set(pairs)))
 
 
-def load_fitting_profile(path: str | Path, shape: StaticShape) -> LoadedProfile:
-    """Load and validate a profile and check it fits ``shape``; `ProfileError` says why not."""
+def require_layout(profile: Profile, layout: ParallelLayout, source: str | Path) -> None:
+    """Refuse, in one line, a profile whose costs describe another parallel layout."""
+    made_for = SGLangSection.of(profile).parallel
+    if made_for != layout:
+        raise ProfileError(f"profile {source} was made for {made_for} but this server runs {layout}: its cost tables "
+                           f"describe another forward; use a profile made for this layout (cast-autotune profile "
+                           f"--backend sglang --tp-size {layout.tp_size}, then tune)")
+
+
+def load_fitting_profile(path: str | Path, shape: StaticShape, layout: ParallelLayout | None = None) -> LoadedProfile:
+    """Load and validate a profile and check it fits ``shape`` (and was made for
+    ``layout`` when given); `ProfileError` says why not."""
     loaded = load_profile(path)
     shape.require_fit(loaded.profile.settings, path)
+    if layout is not None:
+        require_layout(loaded.profile, layout, path)
     return loaded
 
 

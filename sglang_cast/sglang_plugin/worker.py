@@ -32,7 +32,9 @@ backends reuse SGLang's one process-wide FlashInfer workspace instead of a new
 384 MiB one each (``shared_attention_workspace``).  KV for every iteration is
 reserved for the startup (largest) shape, so a swap never outgrows an allocation.
 
-The policy reloads its profile while serving (``reload.ProfileWatcher``).
+The policy reloads its profile while serving (``reload.ProfileWatcher``); with
+tensor parallelism rank 0 alone watches the file and every rank switches at the
+same iteration (``rank_sync``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from sglang.srt.layers.moe.utils import speculative_moe_a2a_backend_context, spe
 from sglang.srt.model_executor.cuda_graph_config import Backend, Phase, check_cuda_graph_backend
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
-from sglang.srt.runtime_context import get_exec
+from sglang.srt.runtime_context import get_exec, get_parallel
 from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
 from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput
 from sglang.srt.speculative.eagle_utils import per_step_draft_out_cache_loc
@@ -59,7 +61,8 @@ from ..cast import make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
 from .memory_plan import ModelShape, extra_states
-from .plugin_config import PROFILE_ENV, SGLangSection, StaticShape, load_fitting_profile
+from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
+from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
 from .verify_layout import verify_layout
@@ -222,15 +225,24 @@ class CastWorker(EAGLEWorkerV2):
         super().__init__(server_args, gpu_id, nccl_port, target_worker)
         policy_name = self.speculative_algorithm.policy_name  # our CastSpecAlgo, resolved by EAGLEWorkerV2
         self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
-        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
+        tp_group = get_parallel().tp_group
+        layout = ParallelLayout(get_parallel().tp_size, get_parallel().pp_size)
+        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape, layout)
         self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
                                    SGLangSection.of(loaded.profile).runtime_states)
-        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps)
+        # Only TP rank 0 watches the file; every rank applies its versions at the same
+        # iteration (rank_sync), before that iteration's first decision.
+        leader = tp_group.rank_in_group == 0
+        self.profile_sync = ProfileBroadcast(tp_group.rank_in_group, lambda tensor: tp_group.broadcast(tensor, src=0),
+                                             self._apply_profile, self._draft_worker.device)
+        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps,
+                                      publish=self.profile_sync.offer if leader else None, layout=layout)
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
         self.state_hold = StateMemoryHold(self.planned_state_bytes(), self._draft_worker.device)
-        self.watcher.start()
+        if leader:
+            self.watcher.start()
         log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
                  loaded.path, loaded.version, self.decider.depths, self.decider.widths)
 
@@ -272,10 +284,15 @@ class CastWorker(EAGLEWorkerV2):
                         depth, width, cuda_graph_bs=graph_batch_sizes)
         log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
 
+    def _apply_profile(self, raw: bytes) -> None:
+        self.watcher.apply_bytes(raw)
+
     def activate_step_by_batch(self, batch_size: int) -> None:
-        """SGLang's hook at the start of every decode iteration: the zero-step state
-        when this batch size does not draft, else back to a drafting state (the
-        startup one; ``use_depth`` picks the depth once the plan is known)."""
+        """SGLang's hook at the start of every decode iteration, on every TP rank:
+        first the profile version rank 0 announces (``rank_sync``), then the
+        zero-step state when this batch size does not draft, else back to a drafting
+        state (the startup one; ``use_depth`` picks the depth once the plan is known)."""
+        self.profile_sync.step()
         if self.decider.drafts(batch_size):
             if self.speculative_num_steps == 0:
                 self.apply_runtime_state(self.states[self.static_shape.num_steps,
