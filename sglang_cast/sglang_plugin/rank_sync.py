@@ -62,7 +62,7 @@ class ProfileBroadcast:
 
     def step(self) -> bool:
         """Once per iteration on every rank; True when a new version was applied."""
-        header = torch.zeros(2, dtype=torch.int64)  # [sequence number, bytes]
+        header = torch.tensor([self.applied, 0], dtype=torch.int64)  # [sequence number, bytes]
         staged = None
         if self.rank == 0:
             with self._lock:
