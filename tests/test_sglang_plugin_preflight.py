@@ -255,3 +255,33 @@ def test_weights_match_the_reference_model_built_on_the_meta_device():
         model = transformers.AutoModelForCausalLM.from_config(config)
     assert llama().params() == sum(p.numel() for p in model.parameters())
     assert llama().params() * 2 / GIB == pytest.approx(14.96, abs=0.01)
+
+
+# ------------------------------------------------- the shipped GPU profiles
+@pytest.mark.parametrize("name, model, gpu_gib, tp_size", [
+    ("h100.yaml", "llama-3.1-8b", 79.6, 1),  # an 80 GB GPU reports a little less than 80 GiB
+    ("h200.yaml", "llama-3.1-8b", 140.0, 1),
+    ("h100-tp4.yaml", "llama-3.1-70b", 79.6, 4),
+])
+def test_shipped_gpu_profiles_fit_llama_at_sglangs_defaults_with_at_most_8_states(name, model, gpu_gib, tp_size):
+    """SGLang's default fraction and the model's own 128k context, per GPU."""
+    from sglang_cast.sglang_plugin.plugin_config import SGLangSection
+
+    profile = load_profile(ROOT / "profiles" / name).profile
+    section = SGLangSection.of(profile)
+    assert section.parallel.tp_size == tp_size and section.runtime_states is not None
+    shape = StaticShape.covering(profile.settings)
+    states = CastDecider(make_policy("cast", profile.settings), shape, section.runtime_states).states
+    assert len(states) <= section.cap.max_states == 8
+    config = json.loads((ROOT / "profiles/models" / model / "config.json").read_text())
+    target = ModelShape.from_config(config)
+    plan = plan_memory(target, target.eagle_head(), states, (shape.num_steps, shape.num_draft_tokens),
+                       LaunchSettings(gpu_memory_gib=gpu_gib, context_length=config["max_position_embeddings"],
+                                      tp_size=tp_size))
+    assert plan.mem_fraction_static == plan.default_fraction and plan.problems() == []
+    assert plan.extra_states <= section.cap.max_memory_share * plan.gpu_bytes
+
+
+def test_llama_70b_is_sized_from_its_config():
+    config = json.loads((ROOT / "profiles/models/llama-3.1-70b/config.json").read_text())
+    assert ModelShape.from_config(config).params() == 70_553_706_496  # Meta's published 70.6B parameters

@@ -54,8 +54,8 @@ def main() -> None:
                  if v is not None}
     stored = Store(args.db).traces(args.trace_target, args.trace_draft)
     described = (f"{len(stored)} stored iterations of {args.trace_target} + {args.trace_draft}; states weighed for "
-                 f"{config.get('_sglang_cast_note', args.model_config).split(' from ')[-1][:60]} at "
-                 f"{launch.context_length} context, {args.gpu_memory_gb} GiB per GPU, --tp-size {args.tp_size}")
+                 f"{args.model_config} at {launch.context_length} context, {args.gpu_memory_gb} GiB per GPU, "
+                 f"--tp-size {args.tp_size}")
     profile = with_runtime_states(loaded.profile, [s.trace for s in stored],
                                   state_bytes_for(target, target.eagle_head(), launch),
                                   int(args.gpu_memory_gb * GIB), StateCap(**{**cap.__dict__, **overrides}),
