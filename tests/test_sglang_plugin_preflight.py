@@ -17,7 +17,8 @@ from sglang_cast.cast import make_policy
 from sglang_cast.profile import load_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.memory_plan import (CUDA_CONTEXT, GIB, LaunchSettings, ModelShape,
-                                                   decode_graph_max_bs, default_chunked_prefill,
+                                                   decode_graph_batch_sizes, decode_graph_max_bs,
+                                                   default_chunked_prefill,
                                                    default_mem_fraction_static, plan_memory, state_memory)
 from sglang_cast.sglang_plugin.plugin_config import StaticShape
 
@@ -198,6 +199,10 @@ def test_default_fraction_matches_sglangs_own_resolution(gpu_gib, running, tp_si
     assert default_mem_fraction_static(gpu_mib, chunk, graph_bs, tp_size) == pytest.approx(fraction, abs=1e-9)
 
 
+def test_each_state_captures_two_graphs_at_each_of_sglangs_23_speculative_batch_sizes_up_to_48():
+    assert decode_graph_batch_sizes(48) == 23 and decode_graph_batch_sizes(8) == 8 and decode_graph_batch_sizes(9) == 9
+
+
 def test_sglangs_default_fraction_on_an_80_gb_gpu_is_0_835_with_its_prefill_graphs():
     """The issue's reading: 0.835, not the 0.841 of a CPU resolution (no prefill graphs there)."""
     assert default_mem_fraction_static(80 * 1024, 8192, 48) == 0.835
@@ -233,6 +238,8 @@ def test_the_cited_sglang_lines_hold_what_the_memory_model_restates():
         "srt/mem_cache/kv_cache_configurator.py", 3007)
     assert "self.init_memory_pools()" in line("srt/managers/scheduler.py", 1137)
     assert "self.maybe_init_draft_worker()" in line("srt/managers/scheduler.py", 1133)
+    assert "list(range(1, 9, 1))" in line("srt/arg_groups/cuda_graph_hook.py", 520)
+    assert "list(range(272, max_bs + 1, 16))" in line("srt/arg_groups/cuda_graph_hook.py", 524)
 
 
 def test_kv_cell_matches_sglangs_model_config():

@@ -166,6 +166,14 @@ def decode_graph_max_bs(gpu_mib: float, max_running_requests: int, tp_size: int 
     return min(default, max_running_requests)
 
 
+def decode_graph_batch_sizes(max_bs: int) -> int:
+    """How many decode batch sizes SGLang captures with speculative decoding on, up to
+    ``max_bs`` (cuda_graph_hook.py:517-532): each runtime state captures its verify and
+    draft-extend graphs at every one of them."""
+    sizes = {*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)}
+    return len({size for size in sizes if size <= max_bs} | {max_bs})
+
+
 def prefill_graph_buckets(chunked_prefill_size: int) -> int:
     """How many prefill-graph token buckets SGLang captures by default on CUDA
     (cuda_graph_hook.py:480-497, ``max_bs`` = the chunked-prefill size, memory_hook.py:233-236)."""
@@ -288,8 +296,10 @@ class MemoryPlan:
         for s in self.states:
             lines.append(f"  {s.depth:>3} x {s.width:<4} KV indices {_mib(s.kv_indices):>9}, masks "
                          f"{_mib(s.custom_masks):>9}, graph outputs {_mib(s.graph_outputs):>7}")
+        captures = 2 * decode_graph_batch_sizes(self.graph_max_bs) if self.graph_max_bs else 0
         lines += [
-            f"states total             {_gib(self.extra_states)}",
+            f"states total             {_gib(self.extra_states)}; start-up CUDA-graph captures {captures} per state "
+            f"(verify and draft-extend at each graph batch size), {captures * len(self.states)} beyond SGLang's own",
             f"KV pool                  {_gib(self.kv_pool)} = {self.kv_tokens} tokens x {self.kv_cell} B "
             f"(--context-length {self.context_length}: {max(self.kv_tokens, 0) // self.context_length} full-length "
             f"requests; --max-running-requests {self.max_running_requests})",
