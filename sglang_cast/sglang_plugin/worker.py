@@ -288,7 +288,8 @@ class CastWorker(EAGLEWorkerV2):
         self.watcher.apply_bytes(raw)
 
     def activate_step_by_batch(self, batch_size: int) -> None:
-        """SGLang's hook at the start of every decode iteration, on every TP rank:
+        """SGLang's hook at the start of every decode iteration, on every TP rank
+        (``eagle_worker_v2.py:1445``, the schedulers' replicated batch):
         first the profile version rank 0 announces (``rank_sync``), then the
         zero-step state when this batch size does not draft, else back to a drafting
         state (the startup one; ``use_depth`` picks the depth once the plan is known)."""
