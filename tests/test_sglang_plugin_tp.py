@@ -18,7 +18,6 @@ rank-local timer.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 import socket
 import time
