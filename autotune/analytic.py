@@ -74,6 +74,11 @@ GPUS: dict[str, GpuSpec] = {
                        "NVIDIA Ada Lovelace architecture whitepaper (GDDR6X 1,008 GB/s; BF16 tensor with FP32 "
                        "accumulate 165.2 TFLOPS dense)"),
 }
+# GPUs only the SGLang plugin ships profiles for (the native server picks among ``GPUS``).
+PLUGIN_GPUS: dict[str, GpuSpec] = {
+    "h200": GpuSpec("NVIDIA H200 SXM 141GB", 4.8, 989.4,
+                    "NVIDIA H200 Tensor Core GPU datasheet (SXM: HBM3e 4.8 TB/s; BF16 1,979 TFLOPS with sparsity)"),
+}
 
 # Paper settings (docs/design/cast.md §7, A800): batch 1 — depth 13, top-k 12, 72 tokens;
 # batch 8 — depth 9, top-k 12, 72 tokens.  The last bucket also covers larger batches.
@@ -92,11 +97,14 @@ class ForwardShape:
     attention_width: int  # layers · heads · head_dim
     logits_width: int  # logits written per new token
 
-    def ms(self, gpu: GpuSpec, batch: int, context: int, n: int) -> float:
+    def ms(self, gpu: GpuSpec, batch: int, context: int, n: int, tp_size: int = 1) -> float:
+        """One forward on one of ``tp_size`` tensor-parallel GPUs: each reads and
+        computes ``1/tp_size`` of the weights, heads and logits (the all-reduces
+        between them are not charged)."""
         tokens = batch * n
         moved = BYTES_PER_ELEMENT * (self.weights + batch * context * self.kv_per_token
-                                     + tokens * self.kv_per_token + tokens * self.logits_width)
-        flops = 2 * tokens * self.weights + 4 * tokens * (context + n) * self.attention_width
+                                     + tokens * self.kv_per_token + tokens * self.logits_width) / tp_size
+        flops = (2 * tokens * self.weights + 4 * tokens * (context + n) * self.attention_width) / tp_size
         return 1000.0 * max(moved / (gpu.memory_bandwidth_tb_s * 1e12), flops / (gpu.dense_bf16_tflops * 1e12))
 
 
@@ -133,8 +141,8 @@ class AnalyticGrid:
     draft_max_n: int = 32
 
 
-def _table(shape: ForwardShape, gpu: GpuSpec, grid: AnalyticGrid, max_n: int) -> CostTable:
-    ms = [[[shape.ms(gpu, b, (m + 1) * grid.ctx_bucket, n) for n in range(1, max_n + 1)]
+def _table(shape: ForwardShape, gpu: GpuSpec, grid: AnalyticGrid, max_n: int, tp_size: int) -> CostTable:
+    ms = [[[shape.ms(gpu, b, (m + 1) * grid.ctx_bucket, n, tp_size) for n in range(1, max_n + 1)]
            for m in range(grid.ctx_buckets)] for b in grid.batch_sizes]
     return CostTable(grid.ctx_bucket, grid.ctx_buckets, grid.batch_sizes, torch.tensor(ms, dtype=torch.float64))
 
@@ -154,17 +162,22 @@ def _draft_description(model_path: str | None, draft_path: str | None, config: M
 
 
 def analytic_profile(label: str, model_path: str | None = None, draft_path: str | None = None,
-                     grid: AnalyticGrid = AnalyticGrid()) -> Profile:
-    if label not in GPUS:
-        raise AutotuneError(f"--gpu/--label: analytic profiles exist for {sorted(GPUS)}, got {label!r}")
-    gpu = GPUS[label]
+                     grid: AnalyticGrid = AnalyticGrid(), *, gpu: GpuSpec | None = None, tp_size: int = 1) -> Profile:
+    """``gpu`` defaults to ``GPUS[label]``; ``tp_size`` > 1 estimates one GPU of a
+    tensor-parallel group and records the layout where the SGLang plugin reads it
+    (``provenance.sglang.parallel``: a profile serves only the layout it describes)."""
+    if gpu is None:
+        if label not in GPUS:
+            raise AutotuneError(f"--gpu/--label: analytic profiles exist for {sorted(GPUS)}, got {label!r}")
+        gpu = GPUS[label]
     try:
         config = ModelConfig.from_hf(read_json(resolve_model_dir(model_path) / "config.json"))
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
     draft_id, layout, draft_vocab = _draft_description(model_path, draft_path, config)
     target, draft = target_shape(config), draft_shape(config, layout, draft_vocab)
-    costs = CostModel(target=_table(target, gpu, grid, grid.max_n), draft=_table(draft, gpu, grid, grid.draft_max_n))
+    costs = CostModel(target=_table(target, gpu, grid, grid.max_n, tp_size),
+                      draft=_table(draft, gpu, grid, grid.draft_max_n, tp_size))
     ridge = BYTES_PER_ELEMENT * gpu.dense_bf16_tflops / (2 * gpu.memory_bandwidth_tb_s)
     target_id = f"embedded:{EMBEDDED_NAME}" if model_path is None else str(Path(model_path).expanduser().resolve())
     provenance = {
@@ -180,12 +193,16 @@ def analytic_profile(label: str, model_path: str | None = None, draft_path: str 
         "draft": {"layout": layout, "weights_W": draft.weights, "kv_elements_per_token": draft.kv_per_token,
                   "attention_width_A": draft.attention_width, "logits_width": draft.logits_width},
         "grid": asdict(grid),
-        "ignored": "kernel launch / framework overhead, achievable fraction of peak, attention kernel efficiency",
+        "ignored": "kernel launch / framework overhead, achievable fraction of peak, attention kernel efficiency"
+                   + (", tensor-parallel all-reduces (each GPU charged 1/tp of the bytes and flops)"
+                      if tp_size > 1 else ""),
         "thresholds": ("C1=C2=C3=1: break-even with plain decoding; by Theorem 4.1 breadth keeps the top K with "
                        "v(K) >= lambda (normalised marginal cost per node); lambda ~ 0 while B*n is below the ridge "
                        f"s*FLOPS/(2*BW) = {ridge:.0f} tokens, so batch 1 keeps EAGLE-2's full top-K; shapes are the "
                        "paper's A800 settings (batch 1: top-k 12, depth 13, 72 tokens; batch 8: 12, 9, 72)"),
     }
+    if tp_size > 1:
+        provenance["sglang"] = {"parallel": {"tp_size": tp_size, "pp_size": 1}}
     return Profile(label=label, device=gpu.name, source="analytic",
                    settings=PolicySettings(buckets=DEFAULT_BUCKETS, costs=costs),
                    model={"target": target_id, "draft": draft_id, "dtype": "bfloat16"}, provenance=provenance)

@@ -1,7 +1,7 @@
 """``cast-autotune preflight``: will this profile's SGLang launch fit on that GPU?
 
 Lists the runtime states the CAST worker would build for the profile, the
-memory each needs and the totals (weights, KV pool, workspaces, graph buffers),
+memory each needs on one GPU and the totals (weights, states, KV pool, slack),
 with the arithmetic of ``sglang_cast.sglang_plugin.memory_plan`` (SGLang
 0.5.23's own sizing rules).  Exit 0 when it fits, 1 when it does not (the last
 line says why and what to change), 2 for bad input.  No GPU, no SGLang needed.
@@ -17,7 +17,7 @@ from sglang_cast.cast import make_policy
 from sglang_cast.profile import ProfileError, load_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, MemoryPlan, plan_memory
-from sglang_cast.sglang_plugin.plugin_config import StaticShape
+from sglang_cast.sglang_plugin.plugin_config import SGLangSection, StaticShape
 
 from .errors import AutotuneError
 
@@ -69,17 +69,22 @@ def static_shape(args: argparse.Namespace, settings) -> StaticShape:
 
 def preflight(args: argparse.Namespace) -> tuple[StaticShape, MemoryPlan]:
     try:
-        settings = load_profile(args.profile).profile.settings
+        profile = load_profile(args.profile).profile
+        section = SGLangSection.of(profile)
     except ProfileError as err:
         raise AutotuneError(f"--profile: {err}") from None
+    settings = profile.settings
     shape = static_shape(args, settings)
     target = read_model_config(args.model_config, "--model-config")
     draft = read_model_config(args.draft_config, "--draft-config") if args.draft_config else target.eagle_head()
-    states = CastDecider(make_policy("cast", settings), shape).states
+    try:
+        states = CastDecider(make_policy("cast", settings), shape, section.runtime_states).states
+    except ValueError as err:
+        raise AutotuneError(f"--profile: {err}") from None
     launch = LaunchSettings(gpu_memory_gib=args.gpu_memory_gb, context_length=context_length(args),
                             max_running_requests=args.max_running_requests,
                             mem_fraction_static=args.mem_fraction_static,
-                            chunked_prefill_size=args.chunked_prefill_size)
+                            chunked_prefill_size=args.chunked_prefill_size, tp_size=args.tp_size)
     return shape, plan_memory(target, draft, states, (shape.num_steps, shape.num_draft_tokens), launch)
 
 
@@ -100,7 +105,10 @@ def add_preflight_parser(commands, formatter_class, int_in, float_in) -> None:
     p.add_argument("--model-config", type=Path, required=True, help="target model's config.json (or its directory)")
     p.add_argument("--draft-config", type=Path, default=None,
                    help="draft head's config.json (default: an EAGLE-3 head of the target's layer shape)")
-    p.add_argument("--gpu-memory-gb", type=float_in(1, 4096), required=True, help="GPU memory in GiB")
+    p.add_argument("--gpu-memory-gb", type=float_in(1, 4096), required=True,
+                   help="one GPU's total memory in GiB, as nvidia-smi reports it (SGLang sizes from that)")
+    p.add_argument("--tp-size", type=int_in(1, 64), default=1,
+                   help="SGLang --tp-size: the model is sharded over this many GPUs; the check is per GPU")
     p.add_argument("--context-length", type=int_in(1, 1 << 24), default=None,
                    help="SGLang --context-length (default: the model's max_position_embeddings, as SGLang)")
     p.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,

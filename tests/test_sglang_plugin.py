@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,8 +26,8 @@ from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
-from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, verify_widths,
-                                                      widths_at_depth)
+from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
+                                                      verify_widths, widths_at_depth)
 from sglang_cast.sglang_plugin.verify_layout import verify_layout
 from synthetic import PathModel
 
@@ -278,15 +279,35 @@ def test_draft_depths_and_the_state_catalogue():
         draft_depths(0, [])
     assert choose_depth(3, (1, 2, 4, 6)) == 4 and choose_depth(1, (1, 2, 4, 6)) == 1
     assert choose_depth(0, (1, 2, 4)) == 1 and choose_depth(9, (1, 2, 4)) == 4
-    # topk 4: a CAST tree keeps at most 4 nodes per layer, so one layer fills
-    # width 5 at most and two layers width 9 (SGLang's layout would offer 4 + 16)
-    assert widths_at_depth((2, 4, 8, 16, 20), 1, 4) == (2, 4)
-    assert widths_at_depth((2, 4, 8, 16, 20), 2, 4) == (2, 4, 8)
-    assert widths_at_depth((2, 4, 8, 16, 20), 4, 4) == (2, 4, 8, 16)
+    # topk 4: one layer drafts the root's 4 children; every deeper layer the 4
+    # children of each of 4 frontier rows, and every drafted child joins the rerank
+    # pool: two layers offer 4 + 16 nodes (width 21)
+    assert max_nodes(4, 1) == 4 and max_nodes(4, 2) == 20 and max_nodes(4, 3) == 36
+    assert widths_at_depth((2, 4, 8, 16, 20, 24), 1, 4) == (2, 4)
+    assert widths_at_depth((2, 4, 8, 16, 20, 24), 2, 4) == (2, 4, 8, 16, 20)
     decider = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
     assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
     assert decider.states[:3] == ((1, 2), (1, 4), (2, 2)) and decider.states[-1] == (6, 20)
-    assert len(decider.states) == 2 + 3 + 5 + 6
+    assert len(decider.states) == 2 + 6 + 6 + 6
+
+
+def test_a_two_layer_eagle2_draft_offers_every_drafted_child_to_the_rerank():
+    """Guard for ``max_nodes``: the pool holds topk + topk² nodes after two layers."""
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=2, num_verify_tokens=21))
+    decider = CastDecider(make_policy("eagle2", settings), StaticShape(2, 4, 21))
+    _, drafted, _, _, _ = worker_iteration(decider, Float32Model(vocab=16), torch.tensor([1, 2]), 50, 4, 2)
+    assert drafted.tree.size - 1 == max_nodes(4, 2) == 20
+
+
+def test_named_runtime_states_replace_the_grid_with_the_startup_state_and_floors_added():
+    settings = two_bucket_settings(Thresholds())
+    decider = CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20), ((3, 9), (6, 12), (1, 4)))
+    assert decider.states == ((1, 2), (1, 4), (3, 2), (3, 9), (6, 2), (6, 12), (6, 20))
+    assert decider.depths == (1, 3, 6) and decider.widths_at(3) == (2, 9)
+    assert decider.depth(2) == 3 and decider.width(3, 5, 30) == 9 and decider.width(3, 5, 4) == 2
+    for bad in ((7, 4), (6, 21), (1, 6)):  # too deep, too wide, more than one layer drafts (4 nodes)
+        with pytest.raises(ValueError, match=re.escape(f"runtime states [{bad}] do not fit")):
+            CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20), (bad,))
 
 
 # ------------------------------------------------------ depth prediction
@@ -343,8 +364,9 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     assert problems == ["bucket max_batch_size=2 has max_depth=6 but SGLang runs with --speculative-num-steps 5",
                         "bucket max_batch_size=2 has num_verify_tokens=20 but SGLang runs with "
                         "--speculative-num-draft-tokens 16"]
-    with pytest.raises(ValueError, match=r"topk\*steps\+1 = 9"):
-        StaticShape(2, 4, 10).check()
+    StaticShape(2, 4, 21).check()  # 4 + 16 nodes and the root
+    with pytest.raises(ValueError, match=r"topk \+ topk\^2\*\(steps-1\) \+ 1 = 21\]"):
+        StaticShape(2, 4, 22).check()
     with pytest.raises(ValueError, match="--speculative-eagle-topk must be >= 2 for CAST, got 1"):
         StaticShape(3, 1, 4).check()
     chain = PolicySettings.single(steep_costs(), TreeShape(top_k=1, max_depth=3, num_verify_tokens=4))

@@ -91,23 +91,116 @@ def test_a_doctored_sglang_is_refused_in_one_line_naming_what_is_missing():
         "sglang.srt.speculative.eagle_worker_common.build_eagle_verify_input(... num_draft_tokens=...)",
     ]
     with pytest.raises(ContractError) as refused:
-        check_installed_sglang(doctored, version="0.6.0")
+        check_installed_sglang(doctored, version="0.6.0", interpreter="/env/bin/python")
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith("the installed SGLang 0.6.0 lacks what the CAST plugin uses: ")
+    assert message.startswith("SGLang 0.6.0 for /env/bin/python: it lacks what the CAST plugin uses: ")
     assert "SpecRuntimeState" in message and "num_draft_tokens" in message and "hot_token_id" in message
     assert message.endswith(f"the plugin supports SGLang {SUPPORTED_VERSION} "
-                            f"(pip install 'sglang=={SUPPORTED_VERSION}')")
+                            f"(/env/bin/python -m pip install 'sglang=={SUPPORTED_VERSION}')")
     assert contract_problems() == []  # the real modules were not touched
 
 
-def test_a_missing_module_is_named():
-    def without_overlap_utils(name: str):
-        if name == "sglang.srt.managers.overlap_utils":
-            raise ImportError(name)
-        return importlib.import_module(name)
+def test_the_supported_version_lacking_a_part_is_told_to_force_reinstall_not_to_install_it_again():
+    """0.5.23 installed but edited or half-installed: "pip install sglang==0.5.23" would do nothing."""
+    doctored = doctored_import({"sglang.srt.speculative.adaptive_runtime_state": {"SpecRuntimeState": None}})
+    with pytest.raises(ContractError) as refused:
+        check_installed_sglang(doctored, version=SUPPORTED_VERSION, interpreter="/env/bin/python")
+    message = str(refused.value)
+    assert message.startswith(f"SGLang {SUPPORTED_VERSION} for /env/bin/python: it lacks ")
+    assert "SpecRuntimeState" in message and "differs from the release" in message
+    assert message.endswith(f"/env/bin/python -m pip install --force-reinstall --no-deps "
+                            f"'sglang=={SUPPORTED_VERSION}'")
 
-    assert contract_problems(without_overlap_utils) == ["module sglang.srt.managers.overlap_utils"]
+
+def failing_import(failures: dict[str, BaseException]):
+    """``importlib.import_module`` where importing each module of ``failures`` raises its error."""
+    def import_module(name: str) -> types.ModuleType:
+        if name in failures:
+            raise failures[name]
+        return importlib.import_module(name)
+    return import_module
+
+
+def test_a_missing_dependency_is_named_with_the_module_it_breaks_and_a_fix_for_it_not_for_sglang():
+    no_triton = ModuleNotFoundError("No module named 'triton'", name="triton")
+    doctored = failing_import({"sglang.srt.speculative.eagle_utils": no_triton,
+                               "sglang.srt.speculative.spec_utils": no_triton})
+    with pytest.raises(ContractError) as refused:
+        check_installed_sglang(doctored, version=SUPPORTED_VERSION, interpreter="/env/bin/python")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message == (
+        f"SGLang {SUPPORTED_VERSION} for /env/bin/python: importing sglang.srt.speculative.eagle_utils, "
+        "sglang.srt.speculative.spec_utils raised ModuleNotFoundError: No module named 'triton'; 'triton' is a "
+        "dependency of SGLang, not part of it: install it for this interpreter (/env/bin/python -m pip install "
+        "triton, or the package that provides it)")
+    assert "lacks" not in message  # 0.5.23 is there: nothing of it is missing
+
+
+def test_every_module_whose_import_raises_is_caught_and_reported_with_its_error():
+    """A torch/torchvision mismatch raises RuntimeError, a broken CUDA library OSError: both
+    are reported per module (grouped by cause), and neither escapes the check."""
+    torchvision = RuntimeError("operator torchvision::nms does not exist\n(long traceback text)")
+    doctored = failing_import({
+        "sglang.srt.server_args": torchvision,
+        "sglang.launch_server": torchvision,
+        "sglang.srt.managers.tp_worker": OSError("libcudart.so.13: cannot open shared object file"),
+    })
+    problems = contract_problems(doctored)
+    assert problems == [
+        "module sglang.srt.server_args (import raised RuntimeError: operator torchvision::nms does not exist)",
+        "module sglang.launch_server (import raised RuntimeError: operator torchvision::nms does not exist)",
+        "module sglang.srt.managers.tp_worker (import raised OSError: libcudart.so.13: cannot open shared "
+        "object file)",
+    ]
+    with pytest.raises(ContractError) as refused:
+        check_installed_sglang(doctored, version=SUPPORTED_VERSION, interpreter="/env/bin/python")
+    message = str(refused.value)
+    assert "\n" not in message and "long traceback" not in message
+    assert ("importing sglang.srt.server_args, sglang.launch_server raised RuntimeError: operator "
+            "torchvision::nms does not exist; not a missing part of SGLang") in message
+    assert "importing sglang.srt.managers.tp_worker raised OSError" in message
+    assert "pip install 'sglang==" not in message and "lacks" not in message
+
+
+def test_an_entry_whose_inspection_raises_is_reported_not_raised():
+    class Exploding(types.ModuleType):
+        def __getattr__(self, name):
+            raise RuntimeError(f"lazy import of {name} failed")
+
+    def import_module(name: str) -> types.ModuleType:
+        real = importlib.import_module(name)
+        if name != "sglang.srt.utils.common":
+            return real
+        module = Exploding(name)
+        module.__dict__.update({k: v for k, v in vars(real).items() if k != "fast_topk"})
+        return module
+
+    assert contract_problems(import_module) == [
+        "sglang.srt.utils.common.fast_topk (inspecting it raised RuntimeError: lazy import of fast_topk failed)"]
+
+
+def test_sglang_not_installed_is_said_with_the_interpreter_and_the_install_command():
+    from sglang_cast.sglang_plugin.contract import ContractReport
+
+    message = ContractReport((), (), None, "/env/bin/python").message()
+    assert message == (f"SGLang is not installed for /env/bin/python; the CAST plugin needs SGLang "
+                       f"{SUPPORTED_VERSION}: /env/bin/python -m pip install 'sglang=={SUPPORTED_VERSION}'")
+
+
+def test_the_version_named_is_the_installed_distributions():
+    from sglang_cast.sglang_plugin.contract import contract_report
+
+    report = contract_report()
+    assert report.version == SUPPORTED_VERSION and report.message() is None
+
+
+def test_a_module_sglang_does_not_have_is_named_as_missing():
+    absent = ModuleNotFoundError("No module named 'sglang.srt.managers.overlap_utils'",
+                                 name="sglang.srt.managers.overlap_utils")
+    assert contract_problems(failing_import({"sglang.srt.managers.overlap_utils": absent})) == [
+        "module sglang.srt.managers.overlap_utils"]
 
 
 def test_attribute_entries_are_found_in_the_class_or_its_bases():

@@ -20,6 +20,7 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import random  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -44,15 +45,16 @@ from test_sglang_plugin import Float32Model, steep_costs, worker_iteration  # no
 from test_sglang_plugin_sglang import PathDraftRunner  # noqa: E402
 
 TREE_CUH = Path(sglang.__file__).parent / "kernels/jit/csrc/speculative/tree.cuh"
+SAMPLING_CUH = Path(sglang.__file__).parent / "kernels/jit/csrc/speculative/sampling.cuh"
 
 
 class HostCheckFailed(AssertionError):
     """What the CUDA launcher's ``CHECK_HOST`` / ``TensorMatcher`` would raise."""
 
 
-def _require(ok: bool, line: str, what: str) -> None:
+def _require(ok: bool, line: str, what: str, source: str = "tree.cuh") -> None:
     if not ok:
-        raise HostCheckFailed(f"tree.cuh:{line}: {what}")
+        raise HostCheckFailed(f"{source}:{line}: {what}")
 
 
 class _Matcher:
@@ -61,29 +63,32 @@ class _Matcher:
     strides checked where given (size-1 dims and -1 skipped), else the tensor must
     be contiguous; dtype; and one device shared by every matched tensor."""
 
-    def __init__(self) -> None:
-        self.sizes, self.device = {}, None
+    def __init__(self, source: str = "tree.cuh") -> None:
+        self.sizes, self.device, self.source = {}, None, source
 
     def size(self, name: str) -> int:
         return self.sizes[name]
 
+    def _check(self, ok: bool, line: str, what: str) -> None:
+        _require(ok, line, what, self.source)
+
     def match(self, tensor: torch.Tensor, shape, dtype: torch.dtype, line: str, strides=None) -> None:
-        _require(tensor.dim() == len(shape), line, f"rank {tensor.dim()} != {len(shape)}")
+        self._check(tensor.dim() == len(shape), line, f"rank {tensor.dim()} != {len(shape)}")
         for dim, want in enumerate(shape):
             have = tensor.shape[dim]
             if isinstance(want, str):
                 want = self.sizes.setdefault(want, have)
-            _require(want == -1 or have == want, line, f"size of dim {dim} is {have}, expected {want}")
+            self._check(want == -1 or have == want, line, f"size of dim {dim} is {have}, expected {want}")
         if strides is None:
-            _require(tensor.is_contiguous(), line, "tensor is not contiguous")
+            self._check(tensor.is_contiguous(), line, "tensor is not contiguous")
         else:
             for dim, want in enumerate(strides):
                 if want != -1 and tensor.shape[dim] != 1:
-                    _require(tensor.stride(dim) == want, line, f"stride of dim {dim} is {tensor.stride(dim)}, "
+                    self._check(tensor.stride(dim) == want, line, f"stride of dim {dim} is {tensor.stride(dim)}, "
                                                                f"expected {want}")
-        _require(tensor.dtype == dtype, line, f"dtype {tensor.dtype}, expected {dtype}")
+        self._check(tensor.dtype == dtype, line, f"dtype {tensor.dtype}, expected {dtype}")
         self.device = self.device or tensor.device
-        _require(tensor.device == self.device, line, f"device {tensor.device}, expected {self.device}")
+        self._check(tensor.device == self.device, line, f"device {tensor.device}, expected {self.device}")
 
 
 def build_tree_host_checks(parent_list, selected_index, verified_seq_len, tree_mask, positions, retrive_index,
@@ -132,6 +137,53 @@ def verify_greedy_host_checks(predicts, accept_index, accept_token_num, candidat
     _require(m.size("draft_tokens") > 0 and m.size("spec_tokens") > 0, "153", "draft_tokens > 0 && spec_tokens > 0")
 
 
+def sampling_verify_host_checks(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                retrive_next_token, retrive_next_sibling, uniform_samples,
+                                uniform_samples_for_final_sampling, target_probs, draft_probs, threshold_single,
+                                threshold_acc, vec_size) -> None:
+    """Every host-side check of ``tree_speculative_sampling_target_only`` (the
+    non-greedy verify) in sampling.cuh (0.5.23), lines 50-77, except line 56's
+    "on a CUDA device" (here every tensor shares the CPU).  ``vec_size`` is the
+    template argument ``sampling.py`` picks (line 49: ``gcd(4, vocab)``)."""
+    m = _Matcher("sampling.cuh")
+    _require(vec_size in (1, 2, 4), "50", f"VecSize in {{1, 2, 4}} (got {vec_size})", "sampling.cuh")
+    for tensor in (candidates, retrive_index, retrive_next_token, retrive_next_sibling):
+        m.match(tensor, ("batch_size", "draft_tokens"), torch.int64, "54-60")
+    m.match(accept_index, ("batch_size", "spec_tokens"), torch.int32, "61")
+    m.match(accept_token_num, ("batch_size",), torch.int32, "62")
+    m.match(predicts, (m.size("batch_size") * m.size("draft_tokens"),), torch.int32, "63-66")
+    m.match(uniform_samples, ("batch_size", "draft_tokens"), torch.float32, "67")
+    m.match(uniform_samples_for_final_sampling, ("batch_size",), torch.float32, "68")
+    for tensor in (target_probs, draft_probs):
+        m.match(tensor, ("batch_size", "draft_tokens", "vocab_size"), torch.float32, "69-73")
+    vocab = m.size("vocab_size")
+    _require(m.size("draft_tokens") > 0 and m.size("spec_tokens") > 0 and vocab > 0, "74",
+             "draft_tokens > 0 && spec_tokens > 0 && vocab_size > 0", "sampling.cuh")
+    _require(math.gcd(4, vocab) == vec_size, "75", f"gcd(4, vocab_size {vocab}) == VecSize {vec_size}", "sampling.cuh")
+    _require(0 <= threshold_single <= 1, "76", f"threshold_single in [0, 1] (got {threshold_single})", "sampling.cuh")
+    _require(0 <= threshold_acc <= 1, "77", f"threshold_acc in [0, 1] (got {threshold_acc})", "sampling.cuh")
+
+
+def checked_target_only_sampling(*, predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                 retrive_next_token, retrive_next_sibling, uniform_samples,
+                                 uniform_samples_for_final_sampling, target_probs, draft_probs,
+                                 threshold_single=1.0, threshold_acc=1.0, deterministic=True) -> None:
+    """SGLang's CUDA ``tree_speculative_sampling_target_only`` (``sampling.py``) as far as
+    its launcher goes: the host checks, with ``sampling.py``'s VecSize.  The kernel's
+    sampling is not re-stated: the stand-in accepts no draft and samples the bonus
+    token at the root with the final coin, a valid outcome of the real kernel."""
+    sampling_verify_host_checks(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                retrive_next_token, retrive_next_sibling, uniform_samples,
+                                uniform_samples_for_final_sampling, target_probs, draft_probs, threshold_single,
+                                threshold_acc, math.gcd(4, target_probs.shape[-1]))
+    root_cdf = target_probs[:, 0].cumsum(-1)  # [B, vocab]
+    coin = (uniform_samples_for_final_sampling * root_cdf[:, -1]).unsqueeze(1)  # [B, 1]
+    bonus = torch.searchsorted(root_cdf, coin).squeeze(1).clamp(max=root_cdf.shape[-1] - 1)
+    accept_index[:, 0] = retrive_index[:, 0].int()
+    accept_token_num.zero_()
+    predicts[retrive_index[:, 0]] = bonus.int()
+
+
 def checked_build_tree(*args) -> None:
     """SGLang's CUDA ``build_tree_kernel_efficient_func``: the launcher's checks, then
     the same tree built by SGLang's Triton kernel (the XPU path) on CPU."""
@@ -151,6 +203,15 @@ def test_the_restated_checks_are_the_installed_sources():
     assert "parent_width.unwrap() == topk * (depth - 1) + 1" in lines[52]
     assert "tree_mask.numel() * mask_elem_bytes >= min_mask_bytes" in lines[88]
     assert "draft_tokens.unwrap() > 0 && spec_tokens.unwrap() > 0" in lines[152]
+    lines = SAMPLING_CUH.read_text().splitlines()
+    assert "static_assert(VecSize == 1 || VecSize == 2 || VecSize == 4)" in lines[49]
+    assert ".verify(retrive_next_sibling)" in lines[59]
+    assert "verify(accept_index)" in lines[60]
+    assert "verify(uniform_samples_for_final_sampling)" in lines[67]
+    assert ".verify(draft_probs)" in lines[72]
+    assert "vocab_size.unwrap() > 0" in lines[73]
+    assert "std::gcd(int64_t{4}, vocab_size.unwrap()) == VecSize" in lines[74]
+    assert "threshold_acc >= 0 && threshold_acc <= 1" in lines[76]
 
 
 # ------------------------------------------------ every catalogue state
@@ -315,3 +376,93 @@ def test_the_workers_verify_inputs_pass_every_cuda_check_over_random_trees_and_r
     monkeypatch.setattr(worker_module, "prepare_for_draft", fake_prepare_for_draft)
     shallower = sum(run_worker(seed) for seed in range(12))
     assert shallower >= 20  # guard: many drafts stopped above their state's depth
+
+
+# ------------------------------------------- the non-greedy verify (sampling.cuh)
+def sampling_spec(threshold_acc: float = 1.0) -> argparse.Namespace:
+    """The server args ``eagle_sample`` reads, at SGLang's defaults (``arg_groups/fields/spec.py``
+    lines 109-124: thresholds 1.0, no rejection sampling, no block verification)."""
+    return argparse.Namespace(speculative_use_rejection_sampling=False, speculative_use_block_verification=False,
+                              speculative_accept_threshold_single=1.0, speculative_accept_threshold_acc=threshold_acc)
+
+
+@pytest.fixture
+def cuda_sampling_path(monkeypatch):
+    """``eagle_sample`` as it runs on CUDA for a batch with a non-greedy request:
+    ``_verify_uses_greedy`` is true on CPU for every batch (eagle_utils.py:485-500), so it
+    answers as on CUDA; the sampling kernel is the checked stand-in; one TP rank."""
+    from sglang.srt import runtime_context
+    from sglang.srt.layers import dp_attention
+
+    monkeypatch.setattr(eagle_utils, "_verify_uses_greedy", lambda *, is_all_greedy, **_: is_all_greedy)
+    monkeypatch.setattr(eagle_utils, "tree_speculative_sampling_target_only", checked_target_only_sampling)
+    monkeypatch.setattr(eagle_utils, "get_spec", sampling_spec)
+    monkeypatch.setattr(runtime_context, "get_parallel",
+                        lambda: argparse.Namespace(tp_group=argparse.Namespace(world_size=1)))
+    monkeypatch.setattr(dp_attention, "is_dp_attention_enabled", lambda: False)
+
+
+def sampled_verify(verify_input, seq_lens: torch.Tensor, vocab: int, rng: random.Random):
+    """SGLang's own ``eagle_sample`` on ``verify_input`` for a batch of temperature-sampled
+    requests (top-k/top-p renormalisation has no CPU kernel in 0.5.23 and keeps every shape)."""
+    size = seq_lens.numel()
+    sampling_info = argparse.Namespace(
+        is_all_greedy=False, acc_additive_penalties=None, acc_scaling_penalties=None, logit_bias=None,
+        has_watermark_candidates=False, temperatures=torch.tensor([[rng.choice([0.3, 0.7, 1.0])] for _ in range(size)]),
+        need_top_k_sampling=False, need_top_p_sampling=False, need_min_p_sampling=False, sampling_seed=None)
+    batch = argparse.Namespace(device="cpu", forward_mode=argparse.Namespace(is_idle=lambda: False),
+                               seq_lens=seq_lens, sampling_info=sampling_info, return_logprob=False)
+    logits = argparse.Namespace(next_token_logits=torch.randn(size * verify_input.draft_token_num, vocab))
+    return eagle_utils.eagle_sample(verify_input, batch, logits)
+
+
+def worker_verify_inputs(seed: int, iterations: int = 20):
+    """The worker's ``draft()`` outputs through SGLang's tree building, over random
+    trees, batch sizes and reloads (as :func:`run_worker`), with each batch's seq_lens."""
+    rng = random.Random(seed)
+    topk, steps = rng.randint(2, 5), rng.randint(2, 6)
+    shape = StaticShape(steps, topk, rng.randint(2, topk * steps + 1))
+    model = Float32Model(vocab=16, seed=seed)
+    runner = PathDraftRunner(model, steps + 2)
+    cast, draft = build_worker(random_settings(rng, shape), shape, runner)
+    for iteration in range(iterations):
+        if iteration % 6 == 5:
+            cast.decider.policy.reconfigure(random_settings(rng, shape))
+        size = rng.choice([1, 2, 3, 5])
+        roots = torch.tensor([rng.randrange(16) for _ in range(size)])
+        seq_lens = torch.tensor([rng.randrange(1, 3000) for _ in range(size)])
+        yield draft.draft(draft_batch(model, runner, roots, topk, seq_lens)), seq_lens, rng
+
+
+@pytest.mark.parametrize("vocab", [16, 30, 31])  # VecSize 4, 2 and 1
+def test_the_workers_verify_inputs_pass_the_non_greedy_kernels_checks(vocab, cuda_tree_path, cuda_sampling_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(worker_module, "prepare_for_draft", fake_prepare_for_draft)
+    checked = 0
+    for seed in range(6):
+        for verify_input, seq_lens, rng in worker_verify_inputs(seed):
+            predict, accept_lens, accept_index = sampled_verify(verify_input, seq_lens, vocab, rng)
+            assert accept_index.shape == (seq_lens.numel(), verify_input.spec_steps + 1)
+            assert torch.equal(accept_lens, torch.ones(seq_lens.numel(), dtype=torch.int32))
+            assert int(predict.max()) < vocab
+            checked += 1
+    assert checked == 6 * 20
+
+
+def test_the_non_greedy_check_refuses_a_retrieve_buffer_of_the_wrong_dtype(cuda_tree_path, cuda_sampling_path,
+                                                                           monkeypatch):
+    """Guard: a planted int32 ``retrieve_next_sibling`` (the greedy Triton path would take it)."""
+    monkeypatch.setattr(worker_module, "prepare_for_draft", fake_prepare_for_draft)
+    verify_input, seq_lens, rng = next(worker_verify_inputs(0))
+    verify_input.retrieve_next_sibling = verify_input.retrieve_next_sibling.int()
+    with pytest.raises(HostCheckFailed, match=r"sampling.cuh:54-60: dtype torch.int32, expected torch.int64"):
+        sampled_verify(verify_input, seq_lens, 16, rng)
+
+
+def test_the_non_greedy_check_refuses_a_threshold_outside_zero_one(cuda_tree_path, cuda_sampling_path, monkeypatch):
+    """Guard: ``--speculative-accept-threshold-acc 1.5`` reaches line 77."""
+    monkeypatch.setattr(worker_module, "prepare_for_draft", fake_prepare_for_draft)
+    monkeypatch.setattr(eagle_utils, "get_spec", lambda: sampling_spec(threshold_acc=1.5))
+    verify_input, seq_lens, rng = next(worker_verify_inputs(1))
+    with pytest.raises(HostCheckFailed, match=r"sampling.cuh:77: threshold_acc in \[0, 1\]"):
+        sampled_verify(verify_input, seq_lens, 16, rng)

@@ -34,6 +34,7 @@ from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, make_policy,
 from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
 from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
+from sglang_cast.sglang_plugin.rank_sync import ProfileBroadcast  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
 from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
                                 unused_forwards, worker_iteration)
@@ -112,16 +113,35 @@ def validate(server_args: ServerArgs) -> None:
 def test_valid_server_args_pass(profile_path, monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))
     validate(cast_server_args())
+    validate(cast_server_args(dp_size=2))  # replicas, each with the same profile
+
+
+def test_a_tensor_parallel_server_takes_a_profile_made_for_its_layout_only(profile_path, monkeypatch):
+    from sglang_cast.profile import load_profile, save_profile
+
+    profile = load_profile(profile_path).profile
+    tp4 = save_profile(replace(profile, provenance={"sglang": {"parallel": {"tp_size": 4}}}),
+                       profile_path.parent / "tp4.yaml")
+    monkeypatch.setenv(PROFILE_ENV, str(tp4))
+    validate(cast_server_args(tp_size=4))
+    with pytest.raises(ValueError) as refused:
+        validate(cast_server_args(tp_size=2))
+    assert "\n" not in str(refused.value)
+    assert "was made for --tp-size 4 --pp-size 1 but this server runs --tp-size 2 --pp-size 1" in str(refused.value)
+    monkeypatch.setenv(PROFILE_ENV, str(profile_path))
+    with pytest.raises(ValueError, match="was made for --tp-size 1"):
+        validate(cast_server_args(tp_size=4))
 
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(speculative_draft_model_path=None), "--speculative-draft-model-path .* is required"),
     (dict(speculative_num_steps=None), "are required"),
     (dict(attention_backend="triton"), "--attention-backend must be flashinfer"),
-    (dict(tp_size=2), "--tp-size must be 1"),
+    (dict(tp_size=2), "was made for --tp-size 1 --pp-size 1 but this server runs --tp-size 2 --pp-size 1: "),
+    (dict(pp_size=2), r"--pp-size must be 1 \(got 2\): SGLang 0.5.23's EAGLE worker .*eagle_worker_v2.py:1508-1545"),
     (dict(speculative_use_rejection_sampling=True), "--speculative-use-rejection-sampling is not supported"),
     (dict(speculative_num_steps=5), "max_depth=6 but SGLang runs with --speculative-num-steps 5"),
-    (dict(speculative_num_draft_tokens=26), r"topk\*steps\+1 = 25"),
+    (dict(speculative_num_draft_tokens=86), r"topk \+ topk\^2\*\(steps-1\) \+ 1 = 85\]"),
 ])
 def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profile_path, monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))
@@ -150,14 +170,14 @@ def llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib: float) -> dict:
 
 def test_a_launch_that_would_not_fit_is_refused_before_loading_with_the_fix(tmp_path, monkeypatch):
     args = llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib=80)
-    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: .*pass --mem-fraction-static "
-                                         r"0\.\d{3}") as refused:
-        validate(cast_server_args(**args, context_length=8192))
-    fraction = float(str(refused.value).split("pass --mem-fraction-static ")[1].split()[0])
+    validate(cast_server_args(**args, context_length=8192))  # SGLang's default fraction
+    with pytest.raises(ValueError, match=r"would not fit in 80 GiB of GPU memory: --mem-fraction-static 0\.950 "
+                                         r"leaves SGLang .* drop the flag .* or pass (0\.\d{3}) or less") as refused:
+        validate(cast_server_args(**args, context_length=8192, mem_fraction_static=0.95))
+    fraction = float(str(refused.value).split("or pass ")[1].split()[0])
     validate(cast_server_args(**args, context_length=8192, mem_fraction_static=fraction))
-    validate(cast_server_args(**args, mem_fraction_static=fraction))  # Llama's own 128k context fits too
-    with pytest.raises(ValueError, match="pass --context-length \\d+ or less"):
-        validate(cast_server_args(**args, context_length=200_000, mem_fraction_static=fraction))
+    with pytest.raises(ValueError, match="leave no KV pool|pass --context-length \\d+ or less"):
+        validate(cast_server_args(**args, context_length=1_000_000))
 
 
 def test_the_memory_check_is_skipped_when_the_gpu_is_unknown(tmp_path, monkeypatch):
@@ -425,7 +445,8 @@ def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state()
         decider=CastDecider(make_policy("cast", no_draft_above_two()), shape),
         _draft_worker=argparse.Namespace(speculative_num_steps=6, speculative_num_draft_tokens=20,
                                          draft_runner=argparse.Namespace(), _rebuild_topk1_chain_buffers=lambda: None),
-        _target_worker=argparse.Namespace(model_runner=target_runner))
+        _target_worker=argparse.Namespace(model_runner=target_runner),
+        profile_sync=ProfileBroadcast(0, lambda tensor: None, lambda raw: None))  # one rank: nothing to sync
     worker.states = {s: state(*s) for s in worker.decider.states}
     assert (0, 1) in worker.states
 
@@ -465,3 +486,59 @@ def test_runtime_states_are_built_on_sglangs_one_attention_workspace():
     with pytest.raises(RuntimeError), shared_attention_workspace(runner):
         raise RuntimeError("a failed build")
     assert runner._get_attention_backend(init_new_workspace=True) == "new workspace"
+
+
+def test_the_worker_holds_the_states_memory_until_it_builds_them_and_holds_what_preflight_charges(monkeypatch):
+    """Held from construction (before SGLang sizes the KV pool: scheduler.py:1128-1146)
+    and released right before the first extra state is built, so the states come out
+    of the KV pool; the bytes are ``memory_plan``'s for the same states."""
+    import contextlib
+    from pathlib import Path
+
+    from transformers import LlamaConfig
+
+    from sglang_cast.sglang_plugin import worker as worker_module
+    from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, plan_memory
+
+    root = Path(__file__).resolve().parents[1]
+    target_config = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
+    head_config = dict(target_config, num_hidden_layers=1)
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20),
+                                     Thresholds(0.3, 2.0, 0.6))
+    worker = worker_module.CastWorker.__new__(worker_module.CastWorker)
+    built, held_while_building = [], []
+    target_runner = argparse.Namespace(
+        attn_backend="target", decode_cuda_graph_runner="verify-graph",
+        model_config=argparse.Namespace(hf_config=LlamaConfig(**target_config), context_len=4096))
+    draft = argparse.Namespace(draft_attn_backend="draft", cuda_graph_runner=None, draft_extend_attn_backend="extend",
+                               cuda_graph_runner_for_draft_extend=None, parallel_layout=None, device="cpu",
+                               draft_runner=argparse.Namespace(model_config=argparse.Namespace(
+                                   hf_config=LlamaConfig(**head_config), context_len=4096)))
+    vars(worker).update(speculative_num_steps=6, speculative_num_draft_tokens=20, _draft_worker=draft,
+                        _target_worker=argparse.Namespace(model_runner=target_runner),
+                        speculative_algorithm=argparse.Namespace(is_eagle3=lambda: True),
+                        decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)))
+    monkeypatch.setattr(worker_module, "decode_graph_max_batch", lambda: 8)
+    worker.states = {}
+    worker.state_hold = worker_module.StateMemoryHold(worker.planned_state_bytes(), "cpu")
+    plan = plan_memory(ModelShape.from_config(target_config), ModelShape.from_config(head_config),
+                       worker.decider.states, (6, 20), LaunchSettings(gpu_memory_gib=80, context_length=4096,
+                                                                      max_running_requests=8))
+    assert worker.state_hold.nbytes == plan.extra_states > 0 and worker.state_hold.held
+
+    def build(depth, width, cuda_graph_bs=None):
+        held_while_building.append(worker.state_hold.held)
+        built.append((depth, width))
+        return f"state-{depth}x{width}"
+
+    monkeypatch.setattr(EAGLEWorkerV2, "init_cuda_graphs", lambda self: None)
+    monkeypatch.setattr(worker, "build_adaptive_runtime_state", build, raising=False)
+    for name in ("draft_tp_context", "shared_attention_workspace"):
+        monkeypatch.setattr(worker_module, name, lambda *_: contextlib.nullcontext())
+    for name in ("speculative_moe_backend_context", "speculative_moe_a2a_backend_context"):
+        monkeypatch.setattr(worker_module, name, contextlib.nullcontext)
+    monkeypatch.setattr(worker_module, "get_exec", lambda: argparse.Namespace(
+        graph=argparse.Namespace(cuda_graph_bs_decode=[1, 2, 4, 8])))
+    worker.init_cuda_graphs()
+    assert len(built) == len(worker.decider.states) - 1 and held_while_building and not any(held_while_building)
+    assert not worker.state_hold.held

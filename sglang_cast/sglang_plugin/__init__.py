@@ -8,7 +8,9 @@ forwards timed for ``cast-autotune profile --backend sglang``; GPU only).  ``con
 and checks the installed version against it (it imports SGLang only when run).
 Pure modules, importable without SGLang: ``drafting`` and ``verify_layout`` (the
 tree in SGLang's static layout), ``decider`` and ``runtime_shapes`` (the worker's
-policy side and its runtime-state catalogue), ``memory_plan`` (will a launch fit;
+policy side and its runtime-state catalogue), ``state_cover`` and ``tune_states``
+(which states to build, from trace replay), ``rank_sync`` (every tensor-parallel
+rank reloads at the same iteration), ``memory_plan`` (will a launch fit;
 ``cast-autotune preflight``), ``plugin_config``, ``reload`` and ``launch``
 (``--backend sglang``).  The runbook is ``docs/gpu.md``.
 """

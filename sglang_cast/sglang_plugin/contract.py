@@ -23,8 +23,10 @@ Three kinds of entries:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import re
+import sys
 from collections.abc import Callable as CallableType
 from dataclasses import dataclass
 from types import ModuleType
@@ -76,12 +78,16 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
              ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
     Callable("sglang.srt.runtime_context", "get_spec"),
     Callable("sglang.srt.runtime_context", "get_exec"),
+    Callable("sglang.srt.runtime_context", "get_parallel"),
+    Callable("sglang.srt.distributed.parallel_state", "GroupCoordinator.broadcast", ("input_", "src")),
+    Fields("sglang.srt.distributed.parallel_state", "GroupCoordinator", ("rank_in_group", "world_size")),
     # spec.py / launch.py: server arguments read, the launcher's entry points
     Callable("sglang.srt.server_args", "ServerArgs", (
         "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
         "speculative_num_draft_tokens", "attention_backend", "device", "tp_size", "pp_size", "dp_size",
         "speculative_use_rejection_sampling", "speculative_adaptive", "enable_multi_layer_eagle",
-        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path")),
+        "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path",
+        "attn_dp_size")),
     Callable("sglang.srt.server_args", "prepare_server_args", ("argv",)),
     Callable("sglang.launch_server", "run_server", ("server_args",)),
     Callable("sglang.srt.plugins", "load_plugins"),
@@ -108,6 +114,7 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
              ("init_new_workspace",)),
     Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
            ("attn_backend", "decode_cuda_graph_runner", "model_config")),
+    Fields("sglang.srt.configs.model_config", "ModelConfig", ("hf_config", "context_len")),
     Callable(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (
         "speculative_num_steps", "speculative_num_draft_tokens", "draft_attn_backend", "cuda_graph_runner",
         "target_attn_backend", "target_graph_runner", "draft_extend_attn_backend",
@@ -181,7 +188,78 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
 
 
 class ContractError(RuntimeError):
-    """The installed SGLang lacks something the plugin relies on."""
+    """The installed SGLang cannot serve the plugin: part of the contract is
+    missing, a module fails to import, or SGLang is not installed at all."""
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A contract module whose import raised something other than "this SGLang
+    has no such module": a missing third-party dependency, or any other error
+    (a torch/torchvision mismatch raises ``RuntimeError``, a broken CUDA library
+    ``OSError``)."""
+
+    module: str
+    error: BaseException
+
+    @property
+    def missing_dependency(self) -> str | None:
+        """The top-level non-SGLang module the import could not find, if that is the cause."""
+        if isinstance(self.error, ModuleNotFoundError) and self.error.name:
+            top = self.error.name.split(".")[0]
+            return None if top == "sglang" else top
+        return None
+
+    def cause(self) -> str:
+        """The exception's type and the first line of its message."""
+        text = str(self.error).splitlines()
+        return f"{type(self.error).__name__}: {text[0]}" if text else type(self.error).__name__
+
+
+@dataclass(frozen=True)
+class ContractReport:
+    """What the SGLang reachable from one interpreter lacks, and why."""
+
+    missing: tuple[str, ...]  # parts of the contract absent from modules that import
+    failed_imports: tuple[ImportFailure, ...]
+    version: str | None  # the installed distribution's version; None: not installed
+    interpreter: str
+
+    def message(self) -> str | None:
+        """One line naming every cause and the fix that matches it (``None`` when all is well)."""
+        pip = f"{self.interpreter} -m pip install"
+        if self.version is None:
+            return (f"SGLang is not installed for {self.interpreter}; the CAST plugin needs SGLang "
+                    f"{SUPPORTED_VERSION}: {pip} 'sglang=={SUPPORTED_VERSION}'")
+        parts = [self._import_failures(pip)] if self.failed_imports else []
+        if self.missing:
+            lacks = f"it lacks what the CAST plugin uses: {', '.join(self.missing)}; "
+            if self.version == SUPPORTED_VERSION:
+                parts.append(lacks + f"{SUPPORTED_VERSION} is the supported version, so this copy differs from the "
+                             f"release (edited or partly installed): {pip} --force-reinstall --no-deps "
+                             f"'sglang=={SUPPORTED_VERSION}'")
+            else:
+                parts.append(lacks + f"the plugin supports SGLang {SUPPORTED_VERSION} "
+                             f"({pip} 'sglang=={SUPPORTED_VERSION}')")
+        return f"SGLang {self.version} for {self.interpreter}: " + "; ".join(parts) if parts else None
+
+    def _import_failures(self, pip: str) -> str:
+        """Failures grouped by cause (one torchvision error breaks many modules at once)."""
+        by_cause: dict[str, list[ImportFailure]] = {}
+        for failure in self.failed_imports:
+            by_cause.setdefault(failure.cause(), []).append(failure)
+        lines = []
+        for cause, failures in by_cause.items():
+            modules = ", ".join(f.module for f in failures)
+            dependency = failures[0].missing_dependency
+            if dependency is not None:
+                fix = (f"{dependency!r} is a dependency of SGLang, not part of it: install it for this interpreter "
+                       f"({pip} {dependency}, or the package that provides it)")
+            else:
+                fix = ("not a missing part of SGLang: fix that error in this environment (reinstalling SGLang "
+                       "will not)")
+            lines.append(f"importing {modules} raised {cause}; {fix}")
+        return "; ".join(lines)
 
 
 def _lookup(module: ModuleType, dotted: str):
@@ -211,6 +289,17 @@ def _assigned_attributes(cls: type) -> set[str]:
 
 
 def _entry_problems(entry: Callable | Fields | Present, module: ModuleType) -> list[str]:
+    """What of ``entry`` ``module`` lacks; an entry whose inspection itself raises
+    is reported with the error, never lets it escape."""
+    try:
+        return _entry_lacks(entry, module)
+    except Exception as err:  # noqa: BLE001 (any failure is reported, per entry)
+        name = entry.cls if isinstance(entry, Fields) else entry.name if isinstance(entry, Callable) else \
+            ", ".join(entry.names)
+        return [f"{entry.module}.{name} (inspecting it raised {type(err).__name__}: {err})"]
+
+
+def _entry_lacks(entry: Callable | Fields | Present, module: ModuleType) -> list[str]:
     where = entry.module
     if isinstance(entry, Present):
         missing = []
@@ -237,30 +326,57 @@ def _entry_problems(entry: Callable | Fields | Present, module: ModuleType) -> l
     return [f"{where}.{entry.name}(... {name}=...)" for name in entry.params if name not in have]
 
 
-def contract_problems(import_module: CallableType[[str], ModuleType] = importlib.import_module) -> list[str]:
-    """What of :data:`CONTRACT` the SGLang reachable through ``import_module`` lacks."""
-    problems: list[str] = []
+def _is_absent_sglang_module(error: BaseException) -> bool:
+    """Whether ``error`` says SGLang itself has no such module (not a dependency missing)."""
+    return (isinstance(error, ModuleNotFoundError)
+            and (error.name is None or error.name.split(".")[0] == "sglang"))
+
+
+def contract_report(import_module: CallableType[[str], ModuleType] = importlib.import_module,
+                    version: str | None = None, interpreter: str | None = None) -> ContractReport:
+    """Check :data:`CONTRACT` against the SGLang reachable through ``import_module``.
+    Every module is imported on its own, and any exception its import raises is
+    recorded with that module: one failure never hides the others."""
+    missing: list[str] = []
+    failures: list[ImportFailure] = []
     modules: dict[str, ModuleType | None] = {}
     for entry in CONTRACT:
         if entry.module not in modules:
             try:
                 modules[entry.module] = import_module(entry.module)
-            except ImportError:
+            except Exception as err:  # noqa: BLE001 (every per-module failure is reported)
                 modules[entry.module] = None
-                problems.append(f"module {entry.module}")
+                if _is_absent_sglang_module(err):
+                    missing.append(f"module {err.name or entry.module}")
+                else:
+                    failures.append(ImportFailure(entry.module, err))
         module = modules[entry.module]
         if module is not None:
-            problems += _entry_problems(entry, module)
-    return problems
+            missing += _entry_problems(entry, module)
+    return ContractReport(tuple(missing), tuple(failures), _installed_version() if version is None else version,
+                          interpreter or sys.executable)
+
+
+def _installed_version() -> str | None:
+    """The installed ``sglang`` distribution's version, read from its metadata
+    (importing ``sglang`` may be what fails)."""
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def contract_problems(import_module: CallableType[[str], ModuleType] = importlib.import_module) -> list[str]:
+    """What of :data:`CONTRACT` the SGLang reachable through ``import_module`` lacks,
+    and every module whose import failed (with its error)."""
+    report = contract_report(import_module, version=SUPPORTED_VERSION)
+    return [*report.missing, *(f"module {f.module} (import raised {f.cause()})" for f in report.failed_imports)]
 
 
 def check_installed_sglang(import_module: CallableType[[str], ModuleType] = importlib.import_module,
-                           version: str | None = None) -> None:
-    """Raise :class:`ContractError` (one line) when SGLang lacks part of the contract."""
-    problems = contract_problems(import_module)
-    if problems:
-        if version is None:
-            version = getattr(import_module("sglang"), "__version__", "unknown")
-        raise ContractError(f"the installed SGLang {version} lacks what the CAST plugin uses: "
-                            f"{', '.join(problems)}; the plugin supports SGLang {SUPPORTED_VERSION} "
-                            f"(pip install 'sglang=={SUPPORTED_VERSION}')")
+                           version: str | None = None, interpreter: str | None = None) -> None:
+    """Raise :class:`ContractError` (one line naming the cause, the interpreter,
+    the installed version and the matching fix) when SGLang cannot serve the plugin."""
+    message = contract_report(import_module, version, interpreter).message()
+    if message is not None:
+        raise ContractError(message)

@@ -11,21 +11,51 @@ worker's decisions against the native engine's with plain tensors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
-from .runtime_shapes import NO_DRAFT, choose_depth, choose_width, draft_depths, verify_widths, widths_at_depth
+from .runtime_shapes import (NO_DRAFT, choose_depth, choose_width, draft_depths, max_nodes, verify_widths,
+                             widths_at_depth)
+from .state_cover import FLOOR_WIDTH
 
 
 class CastDecider:
-    def __init__(self, policy: Policy, shape: StaticShape) -> None:
+    def __init__(self, policy: Policy, shape: StaticShape,
+                 runtime_states: Sequence[tuple[int, int]] | None = None) -> None:
+        """``runtime_states``: the profile's (``provenance.sglang.runtime_states``),
+        else the fallback grid; the startup state and every depth's width-2 floor are
+        always built.  A reloaded profile reuses the catalogue (it must fit the
+        static shape, and the nearest larger state serves any bucket)."""
         self.policy = policy
         self.shape = shape
-        # The catalogue of pre-built states; a reloaded profile reuses it (it must fit
-        # the static shape, and the nearest larger state serves any bucket).
-        buckets = policy.settings.buckets
-        self.depths = draft_depths(shape.num_steps, [b.shape.max_depth for b in buckets])
-        self.widths = verify_widths(shape.num_draft_tokens, [b.shape.num_verify_tokens for b in buckets])
         self.has_no_draft_state = not self.drafts_in_every_bucket(policy.settings)
+        if runtime_states is None:
+            buckets = policy.settings.buckets
+            widths = verify_widths(shape.num_draft_tokens, [b.shape.num_verify_tokens for b in buckets])
+            drafting = [(d, w) for d in draft_depths(shape.num_steps, [b.shape.max_depth for b in buckets])
+                        for w in widths_at_depth(widths, d, shape.topk)]
+        else:
+            drafting = [state for state in runtime_states if state != NO_DRAFT]
+            self._check_fit(drafting)
+        drafting += [(shape.num_steps, shape.num_draft_tokens)] + [(d, FLOOR_WIDTH) for d, _ in drafting]
+        # depth -> the widths built at it, ascending
+        self.catalogue = {d: tuple(sorted({w for dd, w in drafting if dd == d}))
+                          for d in sorted({d for d, _ in drafting})}
+        self.depths = tuple(self.catalogue)
+        self.widths = tuple(sorted({w for ws in self.catalogue.values() for w in ws}))
+
+    def _check_fit(self, states: Sequence[tuple[int, int]]) -> None:
+        """Named runtime states must fit SGLang's startup shape and be fillable."""
+        shape = self.shape
+        bad = [(d, w) for d, w in states
+               if not (1 <= d <= shape.num_steps and 2 <= w <= shape.num_draft_tokens
+                       and w - 1 <= max_nodes(shape.topk, d))]
+        if bad:
+            raise ValueError(f"runtime states {bad} do not fit SGLang's startup shape --speculative-num-steps "
+                             f"{self.shape.num_steps} --speculative-eagle-topk {self.shape.topk} "
+                             f"--speculative-num-draft-tokens {self.shape.num_draft_tokens} (depth in [1, steps], "
+                             "width in [2, num_draft_tokens] and at most the nodes that depth drafts, plus the root)")
 
     def drafts_in_every_bucket(self, settings: PolicySettings) -> bool:
         """Whether every bucket of ``settings`` drafts under this policy (EAGLE-2
@@ -45,7 +75,7 @@ class CastDecider:
         return not self.has_no_draft_state or self.policy.begin(batch_size, 0).max_depth > 0
 
     def widths_at(self, depth: int) -> tuple[int, ...]:
-        return widths_at_depth(self.widths, depth, self.shape.topk)
+        return self.catalogue[depth]
 
     def begin(self, batch_size: int, context_len: int) -> IterationPlan:
         """docs/design/cast.md §2: a ragged batch is charged at its longest committed context."""

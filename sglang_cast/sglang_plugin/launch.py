@@ -20,6 +20,10 @@
 ``api_key``                    SGLang's ``--api-key``
 ``admin_api_key``              SGLang's ``--admin-api-key``
 ``device``                     ``cuda`` or ``cuda:N`` (``None`` = ``cuda``)
+``tp_size``                    SGLang's ``--tp-size`` (GPUs per model copy; the
+                               profile must be made for it)
+``dp_size``                    SGLang's ``--dp-size`` (model copies; each
+                               serves the same profile)
 =============================  ===============================================
 
 :func:`validate` and :func:`translate_args` never import SGLang, so every
@@ -67,7 +71,8 @@ def _gpu_index(args: argparse.Namespace) -> int | None:
 
 def _check_positive(args: argparse.Namespace) -> None:
     for name, flag, minimum in (*SHAPE_FLAGS, ("max_running_requests", "--max-running-requests", 1),
-                                ("context_length", "--context-length", 1), ("port", "--port", 1)):
+                                ("context_length", "--context-length", 1), ("port", "--port", 1),
+                                ("tp_size", "--tp-size", 1), ("dp_size", "--dp-size", 1)):
         value = _get(args, name)
         if value is not None and (not isinstance(value, int) or value < minimum):
             raise ValueError(f"{flag} must be an integer >= {minimum}, got {value!r}")
@@ -139,7 +144,8 @@ def translate_args(args: argparse.Namespace) -> list[str]:
         argv += ["--base-gpu-id", str(gpu)]
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
                        ("context_length", "--context-length"), ("api_key", "--api-key"),
-                       ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static")):
+                       ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static"),
+                       ("tp_size", "--tp-size"), ("dp_size", "--dp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
     if algorithm == "NONE":

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cast import PolicySettings
-from ..profile import LoadedProfile, ProfileError, load_profile
+from ..cast.settings import check_mapping
+from ..profile import LoadedProfile, Profile, ProfileError, load_profile
+from .runtime_shapes import NO_DRAFT, max_nodes
+from .state_cover import StateCap
 
 PROFILE_ENV = "SGLANG_CAST_PROFILE"
 POLICY_OF_ALGORITHM = {"CAST": "cast", "GOODPUT": "goodput"}
@@ -60,8 +63,8 @@ class StaticShape:
         return problems
 
     def check(self) -> None:
-        """A CAST tree holds at most ``topk`` nodes per layer: a verify width above
-        ``topk·steps + 1`` could never be filled.  ``topk`` 1 is refused: SGLang then
+        """A verify width above ``max_nodes(topk, steps) + 1`` could never be filled.
+        ``topk`` 1 is refused: SGLang then
         verifies a fixed chain of ``steps + 1`` tokens, which a draft that stops
         early (CAST's depth rule) cannot fill."""
         if self.num_steps < 1:
@@ -70,16 +73,96 @@ class StaticShape:
             raise ValueError(f"--speculative-eagle-topk must be >= 2 for CAST, got {self.topk} (with 1 SGLang "
                              "verifies a fixed chain, which a draft that stops early cannot fill; a profile "
                              "bucket may still use top_k 1)")
-        if not 2 <= self.num_draft_tokens <= self.topk * self.num_steps + 1:
+        widest = max_nodes(self.topk, self.num_steps) + 1
+        if not 2 <= self.num_draft_tokens <= widest:
             raise ValueError(
-                f"--speculative-num-draft-tokens must be in [2, topk*steps+1 = {self.topk * self.num_steps + 1}] "
-                f"for CAST (a tree keeps at most topk nodes per layer), got {self.num_draft_tokens}")
+                f"--speculative-num-draft-tokens must be in [2, topk + topk^2*(steps-1) + 1 = {widest}] for CAST "
+                f"(the most nodes a tree of that shape drafts, plus the root), got {self.num_draft_tokens}")
 
 
-def load_fitting_profile(path: str | Path, shape: StaticShape) -> LoadedProfile:
-    """Load and validate a profile and check it fits ``shape``; `ProfileError` says why not."""
+@dataclass(frozen=True)
+class ParallelLayout:
+    """The GPUs one copy of the model spans: the layout a profile's cost tables were
+    measured (or estimated) for.  A TP-4 forward is another cost curve than a TP-1 one."""
+
+    tp_size: int = 1
+    pp_size: int = 1
+
+    def __str__(self) -> str:
+        return f"--tp-size {self.tp_size} --pp-size {self.pp_size}"
+
+
+@dataclass(frozen=True)
+class SGLangSection:
+    """The plugin's part of a profile: ``provenance.sglang`` (``sglang_cast.profile``
+    passes ``provenance`` through untouched; a top-level ``sglang:`` key would be
+    refused by its schema today)::
+
+        provenance:
+          sglang:
+            parallel: {tp_size: 1, pp_size: 1}       # the layout the costs describe
+            state_cap: {max_states: 8, max_memory_share: 0.1, coverage: 0.99}
+            runtime_states: [[13, 2], [13, 72], ...]  # (depth, width) pairs to build
+            replay: {...}                              # how they were chosen (free-form)
+
+    Every field is optional: a profile without one serves ``--tp-size 1
+    --pp-size 1`` and the worker's fallback state grid."""
+
+    parallel: ParallelLayout = ParallelLayout()
+    cap: StateCap = StateCap()
+    runtime_states: tuple[tuple[int, int], ...] | None = None
+
+    @classmethod
+    def of(cls, profile: Profile) -> SGLangSection:
+        """Read and check it; a bad field raises `ProfileError` naming it."""
+        where = "profile.provenance.sglang"
+        data = profile.provenance.get("sglang", {})
+        try:
+            check_mapping(data, {"parallel", "state_cap", "runtime_states", "replay"}, where)
+            parallel = data.get("parallel", {})
+            check_mapping(parallel, {"tp_size", "pp_size"}, f"{where}.parallel")
+            layout = ParallelLayout(**parallel)
+            for name, value in (("tp_size", layout.tp_size), ("pp_size", layout.pp_size)):
+                if not isinstance(value, int) or value < 1:
+                    raise ValueError(f"{where}.parallel.{name}: expected an integer >= 1, got {value!r}")
+            cap_fields = data.get("state_cap", {})
+            check_mapping(cap_fields, {"max_states", "max_memory_share", "coverage"}, f"{where}.state_cap")
+            cap = StateCap(**cap_fields)
+            cap.check(f"{where}.state_cap")
+            states = data.get("runtime_states")
+            return cls(layout, cap, None if states is None else _states(states, f"{where}.runtime_states"))
+        except ValueError as err:
+            raise ProfileError(str(err)) from None
+
+
+def _states(value, where: str) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: expected a non-empty list of [depth, width] pairs")
+    pairs = []
+    for i, pair in enumerate(value):
+        if (not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(v, int) for v in pair)
+                or not (tuple(pair) == NO_DRAFT or (pair[0] >= 1 and pair[1] >= 2))):
+            raise ValueError(f"{where}[{i}]: expected [depth >= 1, width >= 2] or [0, 1] (no draft), got {pair!r}")
+        pairs.append((pair[0], pair[1]))
+    return tuple(sorted(set(pairs)))
+
+
+def require_layout(profile: Profile, layout: ParallelLayout, source: str | Path) -> None:
+    """Refuse, in one line, a profile whose costs describe another parallel layout."""
+    made_for = SGLangSection.of(profile).parallel
+    if made_for != layout:
+        raise ProfileError(f"profile {source} was made for {made_for} but this server runs {layout}: its cost tables "
+                           f"describe another forward; use a profile made for this layout (cast-autotune profile "
+                           f"--backend sglang --tp-size {layout.tp_size}, then tune)")
+
+
+def load_fitting_profile(path: str | Path, shape: StaticShape, layout: ParallelLayout | None = None) -> LoadedProfile:
+    """Load and validate a profile and check it fits ``shape`` (and was made for
+    ``layout`` when given); `ProfileError` says why not."""
     loaded = load_profile(path)
     shape.require_fit(loaded.profile.settings, path)
+    if layout is not None:
+        require_layout(loaded.profile, layout, path)
     return loaded
 
 

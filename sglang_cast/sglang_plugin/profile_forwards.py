@@ -47,8 +47,9 @@ from .verify_layout import VerifyLayout, verify_layout
 
 # --------------------------------------------------------------- the tree
 def tree_depth(n: int, topk: int) -> int:
-    """The fewest draft layers whose ``topk``-wide frontiers hold ``n - 1`` nodes
-    (``runtime_shapes.widths_at_depth``'s rule: width - 1 <= topk · depth)."""
+    """The fewest draft layers that hold ``n - 1`` nodes at ``topk`` per layer: a
+    layout every measured width fits (a real tree may pack more per layer,
+    ``runtime_shapes.max_nodes``; the verify's cost does not depend on that)."""
     return max(1, math.ceil((n - 1) / topk))
 
 

@@ -11,9 +11,11 @@ over a small catalogue of (depth, width) pairs:
 * width is chosen *after* the rerank: the smallest pre-built width that holds the
   nodes the policy wants verified, among the widths that depth can fill.
 
-Depths and widths are the powers of two below the startup shape, every profile
-bucket's own value and the startup value itself: few enough to capture, dense
-enough that a state is never more than twice what the policy asked for.
+A profile tuned for SGLang names its states (``provenance.sglang.runtime_states``,
+chosen by ``state_cover`` from what trace replay of its policy reaches).  For a
+profile without them the worker falls back to a grid: the powers of two below
+the startup shape, every profile bucket's own value and the startup value
+itself, a state never more than twice what the policy asked for.
 
 A profile bucket with ``speculate: false`` adds SGLang's zero-step state
 (``NO_DRAFT``: no draft, one verified token, i.e. plain decoding), which
@@ -51,12 +53,18 @@ def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ..
     return _catalogue(max_width, bucket_widths, 2)
 
 
+def max_nodes(topk: int, depth: int) -> int:
+    """The most draft nodes a ``depth``-layer tree offers the rerank in SGLang's
+    layout: the root's ``topk`` children, then the ``topk`` children of each of
+    ``topk`` frontier rows per deeper layer.  Every drafted child joins the rerank
+    pool (``drafting.draft_masked_tree``), not only the frontier it keeps."""
+    return topk + topk * topk * (depth - 1)
+
+
 def widths_at_depth(widths: Sequence[int], depth: int, topk: int) -> tuple[int, ...]:
-    """The widths a ``depth``-layer CAST tree can fill.  SGLang's layout offers
-    ``topk²`` candidates per deeper layer, but a CAST tree keeps at most ``topk``
-    nodes per layer (``drafting``), so ``topk·depth`` nodes plus the root: a wider
-    state could never be chosen and is not built."""
-    return tuple(w for w in widths if w - 1 <= topk * depth)
+    """The widths a ``depth``-layer CAST tree can fill (``max_nodes`` plus the root):
+    a wider state could never be chosen and is not built."""
+    return tuple(w for w in widths if w - 1 <= max_nodes(topk, depth))
 
 
 def choose_depth(predicted: int, depths: Sequence[int]) -> int:

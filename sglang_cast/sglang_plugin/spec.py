@@ -21,8 +21,8 @@ from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 from ..cast import PolicySettings, make_policy
 from .decider import CastDecider
 from .memory_plan import LaunchSettings, ModelShape, plan_memory
-from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, cached_config, draft_is_eagle3,
-                            load_fitting_profile)
+from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape,
+                            cached_config, draft_is_eagle3, load_fitting_profile)
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -107,10 +107,15 @@ def validate_server_args(server_args: ServerArgs) -> None:
                                 ("--device", server_args.device, "cuda")):
         if value not in (None, wanted):
             problems.append(f"{flag} must be {wanted} (got {value!r})")
-    for flag, value in (("--tp-size", server_args.tp_size), ("--pp-size", server_args.pp_size),
-                        ("--dp-size", server_args.dp_size)):
-        if value not in (None, 1):
-            problems.append(f"{flag} must be 1: the plugin is written and tested for one GPU (got {value})")
+    if server_args.pp_size not in (None, 1):
+        problems.append(f"--pp-size must be 1 (got {server_args.pp_size}): SGLang 0.5.23's EAGLE worker drafts the "
+                        "next round on the last pipeline stage and relays only the tree to the others "
+                        "(eagle_worker_v2.py:1508-1545), whose runtime state (verify width) CAST switches every "
+                        "iteration; use --tp-size")
+    if (server_args.attn_dp_size or 1) > 1:
+        problems.append(f"DP attention (--attn-dp-size {server_args.attn_dp_size}) is not supported: SGLang pads "
+                        "the DP ranks' forwards to one shape per iteration, which CAST's per-replica state switch "
+                        "does not follow; plain --dp-size replicas are")
     for flag, value in (("--speculative-use-rejection-sampling", server_args.speculative_use_rejection_sampling),
                         ("--speculative-adaptive", server_args.speculative_adaptive),
                         ("--enable-multi-layer-eagle", server_args.enable_multi_layer_eagle)):
@@ -123,15 +128,17 @@ def validate_server_args(server_args: ServerArgs) -> None:
     if not profile:
         raise ValueError(f"--speculative-algorithm {algorithm} needs a CAST profile: set {PROFILE_ENV} to its YAML "
                          "path (python -m sglang_cast.launch_server --backend sglang --cast-profile PATH does)")
-    settings = load_fitting_profile(profile, shape).profile.settings
+    loaded = load_fitting_profile(profile, shape, ParallelLayout(server_args.tp_size or 1, server_args.pp_size or 1))
     shape.check()
-    check_memory(server_args, settings, shape)
+    check_memory(server_args, loaded.profile.settings, shape, SGLangSection.of(loaded.profile).runtime_states)
 
 
-def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape) -> None:
+def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape,
+                 runtime_states: tuple[tuple[int, int], ...] | None) -> None:
     """``cast-autotune preflight``'s check, at startup: refuse, before any weights
     load, a launch whose runtime states would not fit in GPU memory.  Skipped (with
-    a warning) when the GPU's size or a model's config.json is not known yet."""
+    a warning) when the GPU's size or a model's config.json is not known yet.
+    Per GPU: with ``--tp-size N`` each rank holds 1/N of the weights and KV heads."""
     from sglang.srt.utils.common import get_device_memory_capacity
 
     gpu_mib = get_device_memory_capacity(server_args.device or "cuda")
@@ -145,8 +152,9 @@ def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: Stati
         gpu_memory_gib=gpu_mib / 1024,
         context_length=server_args.context_length or int(target.get("max_position_embeddings") or 0),
         max_running_requests=server_args.max_running_requests or LaunchSettings.max_running_requests,
-        mem_fraction_static=server_args.mem_fraction_static, chunked_prefill_size=server_args.chunked_prefill_size)
-    states = CastDecider(make_policy("cast", settings), shape).states
+        mem_fraction_static=server_args.mem_fraction_static, chunked_prefill_size=server_args.chunked_prefill_size,
+        tp_size=server_args.tp_size or 1)
+    states = CastDecider(make_policy("cast", settings), shape, runtime_states).states
     plan = plan_memory(ModelShape.from_config(target, server_args.model_path),
                        ModelShape.from_config(draft, server_args.speculative_draft_model_path), states,
                        (shape.num_steps, shape.num_draft_tokens), launch,

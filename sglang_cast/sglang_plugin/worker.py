@@ -32,7 +32,9 @@ backends reuse SGLang's one process-wide FlashInfer workspace instead of a new
 384 MiB one each (``shared_attention_workspace``).  KV for every iteration is
 reserved for the startup (largest) shape, so a swap never outgrows an allocation.
 
-The policy reloads its profile while serving (``reload.ProfileWatcher``).
+The policy reloads its profile while serving (``reload.ProfileWatcher``); with
+tensor parallelism rank 0 alone watches the file and every rank switches at the
+same iteration (``rank_sync``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from sglang.srt.layers.moe.utils import speculative_moe_a2a_backend_context, spe
 from sglang.srt.model_executor.cuda_graph_config import Backend, Phase, check_cuda_graph_backend
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
-from sglang.srt.runtime_context import get_exec
+from sglang.srt.runtime_context import get_exec, get_parallel
 from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
 from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput
 from sglang.srt.speculative.eagle_utils import per_step_draft_out_cache_loc
@@ -58,7 +60,9 @@ from sglang.srt.utils.common import fast_topk
 from ..cast import make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
-from .plugin_config import PROFILE_ENV, StaticShape, load_fitting_profile
+from .memory_plan import ModelShape, extra_states
+from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
+from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
 from .verify_layout import verify_layout
@@ -119,6 +123,43 @@ def shared_attention_workspace(model_runner):
         yield
     finally:
         del model_runner._get_attention_backend  # the class's method again
+
+
+class StateMemoryHold:
+    """The runtime states' bytes, held on the GPU from the worker's construction
+    until the states are built.
+
+    SGLang sizes the KV pool between the two (``scheduler.py:1128-1146``) from the
+    memory free at that moment (``kv_cache_configurator.py:2990-3007``), so what is
+    held comes out of the pool, and the states then allocate into what the release
+    returned, never into the slack SGLang keeps for its own activations and graphs
+    (``memory_plan`` charges them the same way)."""
+
+    def __init__(self, nbytes: int, device) -> None:
+        self.nbytes = nbytes
+        self._block = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes > 0 else None  # [nbytes]
+
+    @property
+    def held(self) -> bool:
+        return self._block is not None
+
+    def release(self) -> None:
+        """Give the bytes back to the driver (not only to torch's cache), so CUDA-graph
+        pools can take them too."""
+        if self._block is None:
+            return
+        on_cuda = self._block.is_cuda
+        self._block = None
+        if on_cuda:
+            torch.cuda.empty_cache()
+
+
+def decode_graph_max_batch() -> int:
+    """The largest captured decode batch (0 when decode CUDA graphs are off): the
+    batch every runtime state's graph buffers are sized for."""
+    if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
+        return 0
+    return max(get_exec().graph.cuda_graph_bs_decode)
 
 
 class CastDraftWorker(EagleDraftWorker):
@@ -184,21 +225,45 @@ class CastWorker(EAGLEWorkerV2):
         super().__init__(server_args, gpu_id, nccl_port, target_worker)
         policy_name = self.speculative_algorithm.policy_name  # our CastSpecAlgo, resolved by EAGLEWorkerV2
         self.static_shape = StaticShape(self.speculative_num_steps, self.topk, self.speculative_num_draft_tokens)
-        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape)
-        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape)
-        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps)
+        tp_group = get_parallel().tp_group
+        layout = ParallelLayout(get_parallel().tp_size, get_parallel().pp_size)
+        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape, layout)
+        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
+                                   SGLangSection.of(loaded.profile).runtime_states)
+        # Only TP rank 0 watches the file; every rank applies its versions at the same
+        # iteration (rank_sync), before that iteration's first decision.
+        leader = tp_group.rank_in_group == 0
+        self.profile_sync = ProfileBroadcast(tp_group.rank_in_group, lambda tensor: tp_group.broadcast(tensor, src=0),
+                                             self._apply_profile, self._draft_worker.device)
+        self.watcher = ProfileWatcher(loaded, self.decider.policy, self.static_shape, clamps=self.decider.clamps,
+                                      publish=self.profile_sync.offer if leader else None, layout=layout)
         self.states: dict[tuple[int, int], SpecRuntimeState] = {}
         self._draft_worker.__class__ = CastDraftWorker
         self._draft_worker.cast = self
-        self.watcher.start()
+        self.state_hold = StateMemoryHold(self.planned_state_bytes(), self._draft_worker.device)
+        if leader:
+            self.watcher.start()
         log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
                  loaded.path, loaded.version, self.decider.depths, self.decider.widths)
+
+    def planned_state_bytes(self) -> int:
+        """What the runtime states beyond the startup one will allocate on this rank
+        (``memory_plan.extra_states``, from the loaded models' configs)."""
+        target = self._target_worker.model_runner.model_config
+        draft = self._draft_worker.draft_runner.model_config
+        startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
+        states = extra_states(ModelShape.from_config(target.hf_config.to_dict(), "the target's config"),
+                              ModelShape.from_config(draft.hf_config.to_dict(), "the draft's config"),
+                              self.decider.states, startup, decode_graph_max_batch(), target.context_len,
+                              eagle3=self.speculative_algorithm.is_eagle3())
+        return sum(state.total for state in states)
 
     def init_cuda_graphs(self) -> None:
         """SGLang's startup graphs serve the startup (largest) shape; build one runtime
         state per other (depth, width) of the decider's catalogue with SGLang's own
-        builder."""
+        builder, into the memory held for them since construction."""
         super().init_cuda_graphs()
+        self.state_hold.release()
         draft = self._draft_worker
         startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
         self.states[startup] = SpecRuntimeState(
@@ -209,8 +274,7 @@ class CastWorker(EAGLEWorkerV2):
             draft_extend_attn_backend=draft.draft_extend_attn_backend,
             cuda_graph_runner_for_draft_extend=draft.cuda_graph_runner_for_draft_extend,
         )
-        graph_batch_sizes = (None if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED)
-                             else get_exec().graph.cuda_graph_bs_decode)
+        graph_batch_sizes = get_exec().graph.cuda_graph_bs_decode if decode_graph_max_batch() else None
         with (draft_tp_context(draft.parallel_layout), speculative_moe_backend_context(),
               speculative_moe_a2a_backend_context(),
               shared_attention_workspace(self._target_worker.model_runner)):
@@ -220,10 +284,16 @@ class CastWorker(EAGLEWorkerV2):
                         depth, width, cuda_graph_bs=graph_batch_sizes)
         log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
 
+    def _apply_profile(self, raw: bytes) -> None:
+        self.watcher.apply_bytes(raw)
+
     def activate_step_by_batch(self, batch_size: int) -> None:
-        """SGLang's hook at the start of every decode iteration: the zero-step state
-        when this batch size does not draft, else back to a drafting state (the
-        startup one; ``use_depth`` picks the depth once the plan is known)."""
+        """SGLang's hook at the start of every decode iteration, on every TP rank
+        (``eagle_worker_v2.py:1445``, the schedulers' replicated batch):
+        first the profile version rank 0 announces (``rank_sync``), then the
+        zero-step state when this batch size does not draft, else back to a drafting
+        state (the startup one; ``use_depth`` picks the depth once the plan is known)."""
+        self.profile_sync.step()
         if self.decider.drafts(batch_size):
             if self.speculative_num_steps == 0:
                 self.apply_runtime_state(self.states[self.static_shape.num_steps,
