@@ -71,7 +71,7 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
         cast_profile=str(args.cast_profile) if args.cast_profile else None, host=args.host, port=args.port,
         max_running_requests=args.max_running_requests, context_length=args.context_length,
         api_key=args.api_key, admin_api_key=args.admin_api_key, mem_fraction_static=args.mem_fraction_static,
-        device=args.device,
+        device=args.device, tp_size=args.tp_size, dp_size=args.dp_size, pp_size=args.pp_size,
     )
     try:
         validate(namespace)

@@ -567,3 +567,28 @@ def test_the_watcher_thread_picks_up_a_change(profile_path):
     finally:
         watcher.stop()
     assert policy.settings.buckets[0].thresholds.c1 == 3.0
+
+
+def test_the_launcher_refuses_pipeline_stages_and_a_profile_of_another_tp_layout(profile_path, eagle3_head):
+    """--backend sglang with CAST: --pp-size > 1 is refused with SGLang's reason, and a profile
+    made for TP 1 is refused, in one line, on a --tp-size 4 launch before SGLang loads."""
+    cast = dict(speculative_algorithm="CAST", speculative_draft_model_path=str(eagle3_head), cast_profile=profile_path)
+    with pytest.raises(ValueError, match=r"--pp-size must be 1 \(got 2\).*eagle_worker_v2.py:1508-1545"):
+        validate(launch_args(**cast, pp_size=2))
+    with pytest.raises(ValueError, match=r"made for --tp-size 1 --pp-size 1 but this server runs --tp-size 4") as err:
+        validate(launch_args(**cast, tp_size=4))
+    assert "\n" not in str(err.value)
+    args = launch_args(**cast, tp_size=1, dp_size=2)
+    validate(args)
+    argv = translate_args(args)
+    assert argv[argv.index("--dp-size") + 1] == "2" and argv[argv.index("--tp-size") + 1] == "1"
+
+
+def test_our_launcher_takes_sglangs_parallel_flags_for_the_sglang_backend_only():
+    from sglang_cast.server.launch_args import parse_launch_args
+
+    args = parse_launch_args(["--backend", "sglang", "--model-path", "m", "--tp-size", "4", "--dp-size", "2"])
+    assert (args.tp_size, args.dp_size, args.pp_size) == (4, 2, 1)
+    assert (parse_launch_args([]).tp_size, parse_launch_args([]).dp_size) == (1, 1)
+    with pytest.raises(SystemExit):
+        parse_launch_args(["--tp-size", "2"])

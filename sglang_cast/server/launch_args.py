@@ -113,6 +113,9 @@ class LaunchArgs:
     served_model_name: str | None
     log_level: str
     live_gate: bool = True  # --cast-live-gate on|off
+    tp_size: int = 1  # --backend sglang only: SGLang's --tp-size / --dp-size / --pp-size
+    dp_size: int = 1
+    pp_size: int = 1
 
     @property
     def policy(self) -> str:
@@ -206,6 +209,12 @@ def build_parser() -> OneLineParser:
                          help="--backend sglang only: SGLang's share of GPU memory for weights and KV pool, in "
                               "(0, 1); `cast-autotune preflight` prints the value a profile's runtime states "
                               "need (default: SGLang's)")
+    for flag, meaning in (("--tp-size", "tensor-parallel GPUs per model copy (every rank builds the same tree; "
+                                        "the profile must be measured for this layout)"),
+                          ("--dp-size", "data-parallel model copies (each serves the same profile)"),
+                          ("--pp-size", "pipeline stages; CAST refuses > 1 (docs/gpu.md says why)")):
+        serving.add_argument(flag, metavar="N", type=_positive_int, default=None,
+                             help=f"--backend sglang only: SGLang's {flag}, {meaning} (default: 1)")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
                          help="native: this package's engine (default); sglang: real SGLang with the CAST "
                               "plugin (CUDA GPUs only; needs the 'sglang' extra)")
@@ -239,6 +248,10 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
                      "cache from --context-length and --max-running-requests)")
+    parallel = [flag for flag, value in (("--tp-size", ns.tp_size), ("--dp-size", ns.dp_size),
+                                         ("--pp-size", ns.pp_size)) if value is not None]
+    if parallel and ns.backend != "sglang":
+        parser.error(f"{', '.join(parallel)} apply to --backend sglang only (the native engine runs on one device)")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", ns.device):
         parser.error(f"--device must be cpu, cuda or cuda:N, got {ns.device!r}")
     return LaunchArgs(model_path=ns.model_path, draft_path=ns.draft_path, algorithm=ns.algorithm,
@@ -250,7 +263,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
                       dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
-                      live_gate=ns.live_gate != "off")
+                      live_gate=ns.live_gate != "off", tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
+                      pp_size=ns.pp_size or 1)
 
 
 def hardware_label(device: str) -> str:

@@ -24,6 +24,7 @@
                                profile must be made for it)
 ``dp_size``                    SGLang's ``--dp-size`` (model copies; each
                                serves the same profile)
+``pp_size``                    SGLang's ``--pp-size``: CAST/GOODPUT refuse > 1
 =============================  ===============================================
 
 :func:`validate` and :func:`translate_args` never import SGLang, so every
@@ -38,7 +39,8 @@ import re
 from pathlib import Path
 
 from ..profile import load_profile
-from .plugin_config import POLICY_OF_ALGORITHM, PROFILE_ENV, StaticShape, draft_is_eagle3
+from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, StaticShape,
+                            draft_is_eagle3, require_layout)
 
 ALGORITHMS = ("NONE", "EAGLE", *POLICY_OF_ALGORITHM)
 ENTRY_POINT_GROUP = "sglang.srt.plugins"
@@ -72,7 +74,8 @@ def _gpu_index(args: argparse.Namespace) -> int | None:
 def _check_positive(args: argparse.Namespace) -> None:
     for name, flag, minimum in (*SHAPE_FLAGS, ("max_running_requests", "--max-running-requests", 1),
                                 ("context_length", "--context-length", 1), ("port", "--port", 1),
-                                ("tp_size", "--tp-size", 1), ("dp_size", "--dp-size", 1)):
+                                ("tp_size", "--tp-size", 1), ("dp_size", "--dp-size", 1),
+                                ("pp_size", "--pp-size", 1)):
         value = _get(args, name)
         if value is not None and (not isinstance(value, int) or value < minimum):
             raise ValueError(f"{flag} must be an integer >= {minimum}, got {value!r}")
@@ -132,7 +135,12 @@ def validate(args: argparse.Namespace) -> None:
     if not profile:
         raise ValueError(f"--speculative-algorithm {algorithm} needs --cast-profile PATH (cost tables and "
                          "per-batch tree settings; `cast-autotune profile` writes one)")
+    if (_get(args, "pp_size") or 1) > 1:
+        raise ValueError(f"--speculative-algorithm {algorithm}: --pp-size must be 1 (got {_get(args, 'pp_size')}): "
+                         f"{PP_REFUSAL}")
     static_shape(args)
+    layout = ParallelLayout(_get(args, "tp_size") or 1, _get(args, "pp_size") or 1)
+    require_layout(load_profile(Path(profile)).profile, layout, profile)
 
 
 def translate_args(args: argparse.Namespace) -> list[str]:
@@ -145,7 +153,7 @@ def translate_args(args: argparse.Namespace) -> list[str]:
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
                        ("context_length", "--context-length"), ("api_key", "--api-key"),
                        ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static"),
-                       ("tp_size", "--tp-size"), ("dp_size", "--dp-size")):
+                       ("tp_size", "--tp-size"), ("dp_size", "--dp-size"), ("pp_size", "--pp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
     if algorithm == "NONE":

@@ -80,6 +80,12 @@ class StaticShape:
                 f"(the most nodes a tree of that shape drafts, plus the root), got {self.num_draft_tokens}")
 
 
+# Why CAST refuses pipeline parallelism (one text for the launcher and the plugin's registration check).
+PP_REFUSAL = ("SGLang 0.5.23's EAGLE worker drafts the next round on the last pipeline stage and relays only the "
+              "tree to the others (eagle_worker_v2.py:1508-1545), whose runtime state (verify width) CAST switches "
+              "every iteration; use --tp-size")
+
+
 @dataclass(frozen=True)
 class ParallelLayout:
     """The GPUs one copy of the model spans: the layout a profile's cost tables were

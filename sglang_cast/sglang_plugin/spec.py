@@ -21,8 +21,8 @@ from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 from ..cast import PolicySettings, make_policy
 from .decider import CastDecider
 from .memory_plan import LaunchSettings, ModelShape, plan_memory
-from .plugin_config import (POLICY_OF_ALGORITHM, PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape,
-                            cached_config, draft_is_eagle3, load_fitting_profile)
+from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, SGLangSection,
+                            StaticShape, cached_config, draft_is_eagle3, load_fitting_profile)
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -108,10 +108,7 @@ def validate_server_args(server_args: ServerArgs) -> None:
         if value not in (None, wanted):
             problems.append(f"{flag} must be {wanted} (got {value!r})")
     if server_args.pp_size not in (None, 1):
-        problems.append(f"--pp-size must be 1 (got {server_args.pp_size}): SGLang 0.5.23's EAGLE worker drafts the "
-                        "next round on the last pipeline stage and relays only the tree to the others "
-                        "(eagle_worker_v2.py:1508-1545), whose runtime state (verify width) CAST switches every "
-                        "iteration; use --tp-size")
+        problems.append(f"--pp-size must be 1 (got {server_args.pp_size}): {PP_REFUSAL}")
     if (server_args.attn_dp_size or 1) > 1:
         problems.append(f"DP attention (--attn-dp-size {server_args.attn_dp_size}) is not supported: SGLang pads "
                         "the DP ranks' forwards to one shape per iteration, which CAST's per-replica state switch "
