@@ -25,8 +25,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
-import torch
-
 from sglang_cast.cast import SamplingParams
 from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.engine.timing import start_clock
@@ -118,7 +116,6 @@ class EngineRunner:
     def warm_up(self) -> None:
         self.engine.generate(self.prompts, self.params)
 
-    @torch.inference_mode()
     def run(self) -> Round:
         log = StepLog()
         stop = start_clock(self.device)
