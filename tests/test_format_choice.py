@@ -15,7 +15,7 @@ from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, TreeShape
 from sglang_cast.engine import build
 from sglang_cast.engine.format_choice import (CANDIDATES, choose_weight_format, cheapest, measure_costs,
-                                              parse_requested, verify_sizes)
+                                              parse_requested, running_format, verify_sizes)
 from sglang_cast.engine.timing import Timing
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
@@ -230,6 +230,7 @@ def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monke
     from sglang_cast.profile import LoadedProfile
     from test_engine import CharTokenizer, MirrorDraft, tiny_target
     from tools import bench
+    from tools.benchkit import cli
 
     asked = []
 
@@ -239,10 +240,10 @@ def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monke
         return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny", "mirror", "float32",
                          chat_template=False)
 
-    monkeypatch.setattr(bench, "load_prompts", lambda path: PromptSet("p", ("a", "b"), ("hello", "abc")))
-    monkeypatch.setattr(bench, "load_settings",
-                        lambda path: LoadedProfile(profile(weight_format="int8", isa=isa_class()), tmp_path, "v1"))
-    monkeypatch.setattr(bench, "load_model_pair", load_model_pair)
+    monkeypatch.setattr(cli, "load_prompts", lambda path: PromptSet("p", ("a", "b"), ("hello", "abc")))
+    monkeypatch.setattr(cli, "load_settings", lambda path, device: LoadedProfile(
+        profile(weight_format="int8", isa=isa_class()), tmp_path, "v1"))
+    monkeypatch.setattr(cli, "load_model_pair", load_model_pair)
     out = tmp_path / "bench.json"
     assert bench.main(["--dataset", "unused", "--methods", "vanilla", "--num-prompts", "2", "--max-new-tokens", "4",
                        "--json", str(out)]) == 0
@@ -251,3 +252,18 @@ def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monke
     assert (data["model"]["weight_format"], data["model"]["weight_format_requested"],
             data["model"]["weight_format_reason"]) == ("int8", "auto", "profile")
     assert [r["weight_format"] for r in data["records"]] == ["int8"]
+
+
+def test_the_format_is_named_for_what_runs():
+    """The spec fp32 means "dense, no packing": in a bfloat16 model (CUDA's auto) that is bf16."""
+    import torch
+
+    assert running_format("fp32", torch.float32) == "fp32"
+    assert running_format("fp32", torch.bfloat16) == "bf16" and running_format("fp32", torch.float16) == "fp16"
+    assert running_format("int4/fp32", torch.bfloat16) == "int4/bf16"
+    assert running_format("int4/int8", torch.bfloat16) == "int4/int8" and running_format("bf16", torch.float32) == "bf16"
+    with pytest.raises(ValueError, match="dtype"):
+        running_format("fp32", torch.int8)
+    cuda = choose_weight_format("auto", device="cuda", dtype=torch.bfloat16, time_once=refusing_timer)
+    assert (cuda.weight_format, cuda.reason) == ("fp32", "cuda")  # the spec load_target takes: no packing
+    assert cuda.describe(torch.bfloat16) == "weight format bf16 (cuda)"

@@ -6,7 +6,8 @@ AVX-512 or AVX2 kernels) and on the verify size M, so it is decided by measureme
 never from the CPU's name:
 
 1. an explicit format is used as given;
-2. on CUDA, ``auto`` is the dense model dtype (packed formats are CPU-only);
+2. on CUDA, ``auto`` is the dense model dtype (packed formats are CPU-only); what then
+   runs is named by `running_format` for the dtype (``bf16``, not the spec ``fp32``);
 3. a *measured* profile that records ``model.weight_format`` decides: its trees and
    cost tables were tuned for that format.  If the profile records another ISA class
    than this CPU's, one warning names both and the fix;
@@ -36,6 +37,7 @@ from ..models.weights import WeightFormat
 
 AUTO = "auto"
 DENSE = str(WeightFormat())  # "fp32": the model's own dtype, no packing
+DENSE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}  # a dense weight, by dtype
 CANDIDATES = ("fp32", "bf16", "int8", "int4/int8")
 MEASURE_CONTEXT = 256  # committed tokens the timed forwards attend to
 MEASURE_ROUNDS = 5  # timed rounds per (format, M); the median is kept
@@ -57,9 +59,10 @@ class FormatChoice:
     reason: str
     costs_ms: dict[str, dict[int, float]] = field(default_factory=dict)
 
-    def describe(self) -> str:
+    def describe(self, dtype: torch.dtype = torch.float32) -> str:
+        """One line for the log; the format named for what runs in a model of ``dtype``."""
         if not self.costs_ms:
-            return f"weight format {self.weight_format} ({self.reason})"
+            return f"weight format {running_format(self.weight_format, dtype)} ({self.reason})"
         costs = "; ".join(f"{fmt} " + ", ".join(f"M={m} {ms:.1f} ms" for m, ms in by_m.items())
                           for fmt, by_m in self.costs_ms.items())
         return f"weight format {self.weight_format} (measured, cheapest summed over M: {costs})"
@@ -73,6 +76,18 @@ def parse_requested(spec: str) -> str:
         return str(WeightFormat.parse(spec))
     except ValueError as err:
         raise ValueError(f"{err} (or 'auto')") from None
+
+
+def running_format(weight_format: str, dtype: torch.dtype) -> str:
+    """The name of what multiplies at run time: a packed part (``bf16``, ``int8``,
+    ``int4``) as is; a dense part (spec ``fp32``: no packing, the model's own weights)
+    named by the model ``dtype``.  So the spec ``fp32`` of a bfloat16 model on CUDA
+    runs as ``bf16``, and ``int4/fp32`` of a bfloat16 model as ``int4/bf16``."""
+    if dtype not in DENSE_NAMES:
+        raise ValueError(f"dtype: {dtype} is not one of {', '.join(map(str, DENSE_NAMES))}")
+    fmt = WeightFormat.parse(weight_format)
+    parts = [DENSE_NAMES[dtype] if part.value == DENSE else part.value for part in (fmt.linears, fmt.lm_head)]
+    return parts[0] if parts[0] == parts[1] else "/".join(parts)
 
 
 def verify_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
@@ -149,7 +164,9 @@ def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Se
     if requested != AUTO:
         return FormatChoice(requested, "explicit")
     if device.startswith("cuda"):
-        return FormatChoice(DENSE, "cuda")
+        choice = FormatChoice(DENSE, "cuda")
+        log.info("%s: packed formats run on the CPU only", choice.describe(dtype))
+        return choice
     recorded = profile_format(profile, this_isa or isa_class())
     if recorded is not None:
         choice = FormatChoice(recorded, "profile")

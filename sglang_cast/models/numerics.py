@@ -1,38 +1,54 @@
 """When may two greedy runs of the same model in the same precision pick different tokens?
 
-In fp32 the engine is token-identical to vanilla decoding.  In reduced precision it is
-not: verifying 16 tokens in one forward and decoding them one by one run different
-kernels (different tiling, reduction order, AMX vs AVX paths), so the same logit comes
-out with a different rounding, and where the top two logits are closer than that
-rounding the argmax may flip.  Such a flip is a *near-tie*: both tokens are equally
-justified by the model at that precision.  Anything else is a bug.
+In fp32 on the CPU the engine is token-identical to vanilla decoding.  In reduced
+precision (or with CUDA's shape-dependent GEMM kernels) it is not: verifying 16 tokens
+in one forward and decoding them one by one run different kernels (different tiling,
+reduction order, AMX vs AVX paths), so the same logit comes out with a different
+rounding, and where the top two logits are closer than that rounding the argmax may
+flip.  Such a flip is a *near-tie*: both tokens are equally justified by the model at
+that precision.  Anything else is a bug.
 
-The tolerance is derived from the dtype, not tuned:
+The judge (`judge_by_kernel_paths`) measures, it does not bound a priori.  At the first
+divergent position it recomputes the target's logits along the two kernel paths the two
+runs took (`kernel_paths`): ``verify`` — one causal forward over the whole prefix, the
+M = n kernels a verify forward runs — and ``stepwise`` — the same tokens one forward
+each, the M = 1 kernels of plain decoding.  With ``Δ = verify - stepwise`` over the
+vocabulary (`KernelPaths.tolerance`):
+
+* the measured spread is ``s = max_v |Δ_v|``, the largest disagreement of the two paths
+  on any logit at that position.  The maximum, not a quantile: rounding error grows
+  with a logit's magnitude, and the two tokens in question are top logits, so a
+  quantile over the (mostly small) vocabulary would understate their own error;
+* the decision between two tokens ``e`` and ``g`` is the sign of ``z_e - z_g``; between
+  the paths it moves by ``Δ_e - Δ_g``, at most ``2 s``: ``tolerance = 2 s``;
+* in each path, the *gap* is how far the weaker of ``e`` and ``g`` lies below that
+  path's own argmax (``max_v z_v - min(z_e, z_g)``); the verdict's gap is the larger of
+  the two paths' gaps.  A divergence is a near-tie iff ``gap <= tolerance``: both
+  tokens are, in both paths, within the measured spread of the top.
+
+When the recomputed paths reproduce the flip (verify's argmax is one token, stepwise's
+the other), the two gaps sum to ``|Δ_e - Δ_g| <= 2 s``, so a reproduced flip always
+passes; a token several spreads behind the top fails however close the paths agree
+(a planted token 0.5 logits behind, with paths agreeing to 1e-3, fails:
+`tests/test_precision.py`).  The recomputation runs one sequence alone, not the run's
+batch and tree, so its rounding is a sample of the same kernels' error, not a replay.
+
+`NearTieRule` is the older a-priori bound (derived from the dtype and the layer count);
+on SmolLM2 in bf16 it evaluates to ~10-21 logits, so it would pass a wrong token several
+logits behind.  It is kept only as the scale `tools/bench_kernels.py` reports measured
+spreads against; no losslessness check in `tools/bench.py` uses it.
+
+The a-priori derivation, for that diagnostic:
 
 * Every decoder layer writes its residual-stream output, and the final norm and the
   head write theirs, in the compute dtype: ``L + 2`` stages for ``L`` layers.  Each
   stage rounds its output once, relative error at most the unit roundoff ``u``
   (``finfo.eps / 2``: 2^-8 for bf16, 2^-24 for fp32), and accumulates dot products of
-  length at most ``K`` (the widest inner dimension) in fp32, whose order differs between
-  kernels: ``sqrt(K) · u_fp32`` (the probabilistic bound of Higham & Mary, 2019, for
-  independent rounding errors; the worst case ``K · u_fp32`` never shows in practice).
-  So a stage's relative error is ``e = u + sqrt(K) · u_fp32``; in bf16 the first term
-  dominates, in fp32 the second.  To first order the stages' errors add, so a logit
-  computed along one kernel path is within ``(L + 2) · e · S`` of the exact value, where
-  ``S`` bounds the logits' magnitude; we take ``S = max_v |z_v|`` over the vocabulary at
-  that position.  That is an assumption, not a theorem: the rigorous Cauchy-Schwarz scale
-  ``|w_v| · |h|`` is ~sqrt(hidden) times larger, because rounding errors are not aligned
-  with any one row ``w_v``; the largest logit is the natural scale of a dot product with
-  the same final hidden state, and the tests check the bound against measured spreads.
-* Two runs can each be off by that much in opposite directions, and the comparison
-  involves two logits, so the decision gap ``|z_a - z_b|`` of a genuine near-tie is at
-  most ``tolerance = 2 · 2 · (L + 2) · e · S``.
-
-For SmolLM2 (L = 30, K = 1536, logits of magnitude ~20) that is ~20 · 128 · 2^-8 ≈ 10
-in bf16 — loose, since nothing about the kernels' internals is assumed (docs/precision.md
-has the measured spread) — and ~6e-3 in fp32.  `tests/test_precision.py` checks both
-sides: the bf16 spread between a one-forward and a token-by-token run stays inside the
-bound, and a planted wrong token (a clear non-tie) fails it.
+  length at most ``K`` (the widest inner dimension) in fp32: ``sqrt(K) · u_fp32``
+  (Higham & Mary, 2019).  So a stage's relative error is ``e = u + sqrt(K) · u_fp32``
+  and a logit along one path is within ``(L + 2) · e · S`` of the exact value, ``S`` the
+  largest logit's magnitude at that position (an assumption, not a theorem).
+* Two runs, two logits: ``tolerance = 2 · 2 · (L + 2) · e · S``.
 """
 
 from __future__ import annotations
@@ -43,7 +59,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .attention import causal_tree_mask
 from .config import ModelConfig
+from .kv_cache import KVCache
 from .llama import LlamaModel
 
 
@@ -56,8 +74,9 @@ def unit_roundoff(dtype: torch.dtype) -> float:
 
 @dataclass(frozen=True)
 class NearTieRule:
-    """The near-tie tolerance for a model of ``num_layers`` layers, widest inner dimension
-    ``inner_dim``, computing in ``dtype``."""
+    """The a-priori near-tie tolerance for a model of ``num_layers`` layers, widest inner
+    dimension ``inner_dim``, computing in ``dtype`` (module docstring: a diagnostic scale;
+    losslessness is judged by `judge_by_kernel_paths`)."""
 
     dtype: torch.dtype
     num_layers: int
@@ -103,7 +122,8 @@ class NearTieRule:
 
 @dataclass(frozen=True)
 class Divergence:
-    """One greedy divergence: the two tokens, their logit gap and the rule's verdict."""
+    """One greedy divergence: the two tokens, their logit gap, the tolerance it was held
+    to and the verdict (``near_tie``: ``gap <= tolerance``)."""
 
     expected: int
     got: int
@@ -115,14 +135,94 @@ class Divergence:
 @torch.inference_mode()
 def judge_divergence(target: LlamaModel, rule: NearTieRule, prompt_ids: list[int], reference: list[int],
                      other: list[int]) -> Divergence | None:
-    """The verdict on two greedy continuations of ``prompt_ids`` by the same target:
-    ``None`` if they agree; else `NearTieRule.check` at their first difference, on the
-    target's logits after the common prefix (one plain causal forward)."""
+    """`NearTieRule.check` at the first difference of two greedy continuations of
+    ``prompt_ids`` (None if they agree), on one causal forward's logits: the a-priori
+    verdict, kept for callers of the older rule; prefer `judge_by_kernel_paths`."""
     at = first_divergence(reference, other)
     if at is None:
         return None
     hidden = target.causal_hidden(list(prompt_ids) + list(reference[:at]))
     return rule.check(target.logits(hidden[-1]), reference[at], other[at])
+
+
+@dataclass(frozen=True)
+class KernelPaths:
+    """One position's target logits ``[vocab]`` as the two kernel paths computed them."""
+
+    verify: Tensor  # one causal forward over the whole prefix (M = n, a verify forward's kernels)
+    stepwise: Tensor  # the same tokens one forward each (M = 1, plain decoding's kernels)
+
+    @property
+    def spread(self) -> float:
+        """``max_v |verify_v - stepwise_v|``: the paths' largest disagreement on any logit."""
+        return float((self.verify.float() - self.stepwise.float()).abs().max())
+
+    @property
+    def tolerance(self) -> float:
+        """``2 · spread``: how far the paths may move the difference of two logits."""
+        return 2 * self.spread
+
+    def gap(self, expected: int, got: int) -> float:
+        """The larger, over both paths, of how far the weaker of the two tokens lies below
+        that path's own argmax."""
+        return max(float(z.max() - torch.minimum(z[expected], z[got]))
+                   for z in (self.verify.float(), self.stepwise.float()))
+
+
+def judge_paths(paths: KernelPaths, expected: int, got: int) -> Divergence:
+    """A near-tie iff both tokens are, in both paths, within the measured tolerance of
+    the top (module docstring)."""
+    for name, logits in (("verify", paths.verify), ("stepwise", paths.stepwise)):
+        if logits.ndim != 1:
+            raise ValueError(f"{name}: expected one position [vocab], got {tuple(logits.shape)}")
+    if paths.verify.shape != paths.stepwise.shape:
+        raise ValueError(f"stepwise: shape {tuple(paths.stepwise.shape)} differs from verify's "
+                         f"{tuple(paths.verify.shape)}")
+    vocab = paths.verify.shape[0]
+    for name, token in (("expected", expected), ("got", got)):
+        if not 0 <= token < vocab:
+            raise ValueError(f"{name}: token {token} not in [0, {vocab})")
+    gap, tolerance = paths.gap(expected, got), paths.tolerance
+    return Divergence(expected, got, gap, tolerance, gap <= tolerance)
+
+
+@torch.inference_mode()
+def stepwise_logits(target: LlamaModel, token_ids: list[int]) -> Tensor:
+    """Logits ``[vocab]`` after ``token_ids`` fed one token per forward into a scratch KV
+    cache of its own, as plain decoding computes them (no engine state is touched)."""
+    device = target.embed_tokens.weight.device
+    cache = KVCache.for_model(target.config, 1, len(token_ids), device, target.embed_tokens.weight.dtype)
+    slots = torch.zeros(1, dtype=torch.long, device=device)
+    mask = causal_tree_mask(1, 1, device)
+    keep = torch.zeros(1, 1, dtype=torch.long, device=device)
+    one = torch.ones(1, dtype=torch.long, device=device)
+    hidden = None
+    for position, token in enumerate(token_ids):
+        ids = torch.tensor([[token]], device=device)
+        hidden = target(ids, torch.tensor([[position]], device=device), cache, slots, mask).hidden
+        cache.commit(slots, keep, one)
+    return target.logits(hidden[0, -1])
+
+
+@torch.inference_mode()
+def kernel_paths(target: LlamaModel, token_ids: list[int]) -> KernelPaths:
+    """The target's logits after ``token_ids`` along both kernel paths."""
+    if not token_ids:
+        raise ValueError("token_ids: at least one token is needed")
+    verify = target.logits(target.causal_hidden(list(token_ids))[-1])
+    return KernelPaths(verify, stepwise_logits(target, list(token_ids)))
+
+
+def judge_by_kernel_paths(target: LlamaModel, prompt_ids: list[int], reference: list[int],
+                          other: list[int]) -> Divergence | None:
+    """The verdict on two greedy continuations of ``prompt_ids`` by the same target:
+    ``None`` if they agree; else `judge_paths` at their first difference, on both kernel
+    paths' logits after the common prefix."""
+    at = first_divergence(reference, other)
+    if at is None:
+        return None
+    paths = kernel_paths(target, list(prompt_ids) + list(reference[:at]))
+    return judge_paths(paths, reference[at], other[at])
 
 
 def first_divergence(reference: list[int], other: list[int]) -> int | None:

@@ -1,0 +1,103 @@
+"""The benchmarked methods and eagle2-best's choice of static tree (see tools/bench.py)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autotune.models import ModelPair
+from autotune.store import Store
+from autotune.tuner import assign_buckets, even_sample, replay_settings
+from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, TreeShape
+
+from .inputs import BenchError
+
+ANCHOR = "llamacpp"
+DEFAULT_METHODS = "vanilla,eagle2,eagle2-best,cast,goodput"
+BEST_GRID = {"max_depth": (1, 2, 3, 4, 6), "top_k": (1, 2, 4, 8, 10), "num_verify_tokens": (2, 4, 8, 16, 32, 60)}
+
+
+@dataclass(frozen=True)
+class Method:
+    """A benchmarked method: a policy name and where its tree shape comes from."""
+
+    label: str  # as given on the command line
+    policy: str
+    shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default), "best" (eagle2-best's grid choice), "anchor"
+
+    @property
+    def is_anchor(self) -> bool:
+        return self.shape == "anchor"
+
+    @classmethod
+    def parse(cls, label: str) -> Method:
+        name, _, suffix = label.partition("@")
+        if name == ANCHOR:
+            if suffix:
+                raise BenchError(f"--methods: {label!r}: the llama.cpp anchor has no tree shape")
+            return cls(label, ANCHOR, "anchor")
+        if suffix not in ("", "eagle2"):
+            raise BenchError(f"--methods: {label!r}: the only shape suffix is '@eagle2'")
+        known = sorted(set(POLICIES) | {"eagle2-best", ANCHOR})
+        if name not in known:
+            raise BenchError(f"--methods: unknown method {name!r}; accepted: {known} (optionally with '@eagle2')")
+        if name == "eagle2-best":
+            if suffix:
+                raise BenchError(f"--methods: {label!r}: eagle2-best chooses its own shape")
+            return cls(label, "eagle2", "best")
+        return cls(label, name, "eagle2" if name == "eagle2" or suffix == "eagle2" else "profile")
+
+
+def parse_methods(text: str | None) -> list[Method]:
+    """``--methods`` (default `DEFAULT_METHODS`) as `Method` values, at least one."""
+    methods = [Method.parse(label.strip()) for label in (text or DEFAULT_METHODS).split(",") if label.strip()]
+    if not methods:
+        raise BenchError("--methods: give at least one method")
+    return methods
+
+
+def method_settings(method: Method, settings: PolicySettings, best: dict[int, TreeShape],
+                    batch_size: int) -> tuple[PolicySettings, TreeShape | None]:
+    """The settings ``method`` runs with at ``batch_size``, and its static tree if it has one."""
+    if method.shape == "best":
+        return settings.with_shape(best[batch_size]), best[batch_size]
+    if method.shape == "eagle2":
+        # The ablation adds the paper's components to EAGLE-2's tree at every batch
+        # size; our per-bucket speculation switch is not one of them.
+        return settings.with_shape(EAGLE2_SHAPE, speculate=True), EAGLE2_SHAPE
+    return settings, None
+
+
+def best_static_shapes(pair: ModelPair, settings: PolicySettings, batch_sizes: list[int],
+                       db: Path, max_traces: int) -> dict[int, TreeShape]:
+    """Per batch size, the static EAGLE-2 shape with the highest replayed tokens/s
+    on the stored traces of that batch size's profile bucket."""
+    store = Store(db)
+    try:
+        stored = store.traces(pair.target_id, pair.draft_id)
+    finally:
+        store.close()
+    if not stored:
+        raise BenchError(f"eagle2-best: no traces for draft {pair.draft_id} in {db}; "
+                         "run cast-autotune collect first (it records on the tuning prompts)")
+    sizes = tuple(b.max_batch_size for b in settings.buckets)
+    by_bucket = assign_buckets([s.trace for s in stored], sizes)
+    chosen: dict[int, TreeShape] = {}
+    for batch_size in batch_sizes:
+        bucket = settings.for_batch(batch_size)
+        traces = even_sample(by_bucket[bucket.max_batch_size], max_traces)
+        if not traces:
+            raise BenchError(f"eagle2-best: no traces in the bucket of batch size {batch_size} "
+                             f"(max_batch_size {bucket.max_batch_size}); collect with a batch size in it")
+        top_k, depth = min(t.top_k for t in traces), min(int(t.tree.depths.max()) for t in traces)
+        grid = [TreeShape(k, h, m) for k, h, m in itertools.product(
+            BEST_GRID["top_k"], BEST_GRID["max_depth"], BEST_GRID["num_verify_tokens"])
+            if k <= top_k and h <= depth and m <= 1 + k * h]
+        single = PolicySettings(buckets=(bucket,), costs=settings.costs)
+        rates = {shape: replay_settings(traces, single.with_shape(shape), "eagle2").tokens_per_s
+                 for shape in tqdm(grid, desc=f"eagle2-best grid, batch {batch_size}", leave=False)}
+        chosen[batch_size] = max(rates, key=rates.get)
+    return chosen

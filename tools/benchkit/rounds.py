@@ -1,0 +1,143 @@
+"""Timed decoding in interleaved rounds: what makes the tool's tokens/s comparable.
+
+One decode per (method, batch size) is not a measurement on a shared or warming
+machine: the first one pays allocator growth, lazy initialisation and compilation,
+and a burst of load lands on whichever method happens to run then (plain decoding at
+B=8 once measured 94 tok/s when it ran first and 180-185 tok/s in two later runs of
+the same build).  So, for every batch size:
+
+1. every method first decodes the whole workload once, untimed (the warm-up touches
+   every shape the timed decodes will: each prefill length, each batch composition
+   as the queue drains, the cache's full length);
+2. then ``rounds`` rounds A, B, C, A, B, C, ...: one timed decode of the whole
+   workload per method per round, so slow phases of the machine hit all methods alike;
+3. a method's tokens/s is the median over its rounds, reported with every round's
+   value and the spread; speedups are medians over medians of the same interleaved
+   run, and each round's paired ratio is kept beside them.
+
+The clock is `engine.timing.start_clock`: ``time.perf_counter`` on CPU, a CUDA event
+pair with a device synchronisation before the clock is read on GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Protocol
+
+from sglang_cast.cast import SamplingParams
+from sglang_cast.engine import Engine, IterationRecord, StepLog
+from sglang_cast.engine.timing import start_clock
+
+MIN_ROUNDS = 3
+DEFAULT_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Round:
+    """One decode of the whole workload by one method."""
+
+    outputs: list[list[int]]  # new tokens per prompt
+    seconds: float
+    history: list[IterationRecord]  # the engine's iteration records; empty for the llama.cpp anchor
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(t) for t in self.outputs)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+class Runner(Protocol):
+    """A method ready to decode the workload: once untimed, then once per round."""
+
+    def warm_up(self) -> None: ...
+
+    def run(self) -> Round: ...
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Every timed round of one method, in the order they ran."""
+
+    rounds: list[Round]
+
+    @property
+    def rates(self) -> list[float]:
+        return [r.tokens_per_s for r in self.rounds]
+
+    @property
+    def tokens_per_s(self) -> float:
+        """The median over rounds."""
+        return statistics.median(self.rates)
+
+    @property
+    def typical(self) -> Round:
+        """The round whose tokens/s is closest to the median: its tokens and iteration
+        records stand for the method (greedy rounds decode identical tokens)."""
+        median = self.tokens_per_s
+        return min(self.rounds, key=lambda r: abs(r.tokens_per_s - median))
+
+    def spread(self) -> dict:
+        """Every round's tokens/s, their min and max, and (max - min) / median in percent."""
+        rates, median = self.rates, self.tokens_per_s
+        return {"tokens_per_s_rounds": rates, "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
+                "spread_pct": 100 * (max(rates) - min(rates)) / median if median > 0 else 0.0}
+
+    def ratios_to(self, baseline: Measured) -> list[float]:
+        """Round-by-round tokens/s ratios to ``baseline`` (paired: the same round of one interleaved run)."""
+        return [ours / theirs for ours, theirs in zip(self.rates, baseline.rates)]
+
+
+def interleave(runners: dict[str, Runner], rounds: int) -> dict[str, Measured]:
+    """Warm every runner up once, then ``rounds`` rounds running each once, in the given order."""
+    if rounds < MIN_ROUNDS:
+        raise ValueError(f"rounds: {rounds} is fewer than {MIN_ROUNDS}")
+    for runner in runners.values():
+        runner.warm_up()
+    timed: dict[str, list[Round]] = {label: [] for label in runners}
+    for _ in range(rounds):
+        for label, runner in runners.items():
+            timed[label].append(runner.run())
+    return {label: Measured(done) for label, done in timed.items()}
+
+
+class EngineRunner:
+    """One engine (a method at a batch size) decoding ``prompts`` with ``params``."""
+
+    def __init__(self, engine: Engine, prompts: list[str], params: list[SamplingParams]) -> None:
+        self.engine = engine
+        self.prompts = prompts
+        self.params = params
+        self.device = engine.target.embed_tokens.weight.device
+
+    def warm_up(self) -> None:
+        self.engine.generate(self.prompts, self.params)
+
+    def run(self) -> Round:
+        log = StepLog()
+        stop = start_clock(self.device)
+        results = self.engine.generate(self.prompts, self.params, on_step=log)
+        seconds = stop() / 1000
+        return Round([r.token_ids for r in results], seconds, log.records)
+
+
+def sampling(prompts: int, temperature: float, max_new_tokens: int) -> list[SamplingParams]:
+    """One seeded request per prompt: every round and method decodes the same stream."""
+    return [SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=i) for i in range(prompts)]
+
+
+def summarise(done: Round) -> dict:
+    """The per-run metrics of docs/design/cast.md §9 from one round's iteration records."""
+    history = done.history
+    sequences = sum(len(r.accepted) for r in history) or 1
+    return {
+        "tokens": done.tokens, "seconds": done.seconds, "iterations": len(history),
+        "tau": sum(sum(r.accepted) + len(r.accepted) for r in history) / sequences,
+        "mean_verified_tokens": sum(r.verified * len(r.accepted) for r in history) / sequences,
+        "mean_depth": statistics.fmean(r.depth for r in history) if history else 0.0,
+        "draft_ms": statistics.fmean(r.draft_ms for r in history) if history else 0.0,
+        "verify_ms": statistics.fmean(r.verify_ms for r in history) if history else 0.0,
+    }

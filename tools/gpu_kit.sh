@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU kit: the CUDA tests, tools/bench.py on CUDA and cast-autotune profile/collect/tune in one command on a
+# lent GPU machine, every result under $OUT/gpu_kit (JSON records, the tuned profile, one log per step, and
+# kit.json saying which step ran, how long, with which exit status). docs/native_gpu.md is the how-to.
+#
+#   here, once:     bash ../shared/gpu/prepare.sh && bash tools/gpu_kit.sh prepare
+#                   (prepare adds the pytest wheels the device lacks to .gpu/p3/whl, which on_device.sh installs)
+#   on the device:  call 1 carry [".gpu/p1"]: mkdir -p /tmp/g && cp .gpu/p1/* /tmp/g/
+#                   call 2 carry [".gpu/p2"]: cp .gpu/p2/* /tmp/g/
+#                   call 3 carry [".gpu/p3"]: source .gpu/p3/on_device.sh && bash tools/gpu_kit.sh run
+#
+# One device call may run 600 s: each step has its own cap (seconds, environment), so a step that runs out is
+# recorded as timed out (exit 124) and the next one still runs. STEPS picks steps, e.g. a fourth call
+#   source .gpu/p3/on_device.sh && STEPS=autotune,bench-cast bash tools/gpu_kit.sh run
+# Sizes are environment variables too; the defaults fit one call on an H100 (not yet run: docs/native_gpu.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PY:-python3}
+DTYPE=${DTYPE:-bfloat16}
+STEPS=${STEPS:-tests,bench,autotune,bench-cast}
+TESTS=${TESTS:-tests/test_models.py tests/test_near_tie.py tests/test_bench_device.py tests/test_bench_rounds.py}
+TESTS_S=${TESTS_S:-120}
+BENCH_S=${BENCH_S:-150}
+AUTOTUNE_S=${AUTOTUNE_S:-200}
+PROMPTS=${PROMPTS:-4}
+NEW_TOKENS=${NEW_TOKENS:-32}
+BATCHES=${BATCHES:-1,4}
+ROUNDS=${ROUNDS:-3}
+KIT=${OUT:-/tmp/gpu_kit_out}/gpu_kit
+
+prepare() {
+  [[ -d .gpu/p3/whl ]] || { echo "error: no .gpu/p3/whl: run bash ../shared/gpu/prepare.sh first" >&2; exit 2; }
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d .gpu/p3/whl pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.3 pygments==2.21.0
+  git rev-parse HEAD > .gpu/p3/commit  # the device's copy of the checkout has no .git
+  du -sh .gpu/p3
+}
+
+step() {  # step NAME SECONDS COMMAND...: run it under a cap, log to $KIT/NAME.log, note rc and seconds
+  local name=$1 cap=$2; shift 2
+  [[ ",$STEPS," == *",$name,"* ]] || return 0
+  echo "== $name (cap ${cap}s): $*"
+  local began=$SECONDS
+  timeout "$cap" "$@" > "$KIT/$name.log" 2>&1
+  local rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - began))" "$*" >> "$KIT/steps.tsv"
+  tail -n 5 "$KIT/$name.log"
+}
+
+run() {
+  mkdir -p "$KIT" && : > "$KIT/steps.tsv"
+  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "error: no CUDA device here; the kit runs on a lent GPU machine (docs/native_gpu.md)" >&2; exit 2
+  fi
+  local label profile
+  label=$("$PY" -c "from sglang_cast.server.launch_args import hardware_label; print(hardware_label('cuda'))")
+  profile=profiles/$label.yaml; [[ -f $profile ]] || profile=profiles/h100.yaml
+  local common=(--dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size "$BATCHES"
+                --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" --rounds "$ROUNDS")
+  local tune=(--device cuda --dtype "$DTYPE" --db "$KIT/autotune.db" --quiet)
+
+  if "$PY" -c "import pytest" 2>/dev/null; then
+    # shellcheck disable=SC2086  # TESTS is a list of paths
+    step tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider $TESTS --junitxml "$KIT/tests.xml"
+  else
+    printf 'tests\tskipped: pytest is not on the device (bash tools/gpu_kit.sh prepare carries it)\t0\t-\n' \
+      >> "$KIT/steps.tsv"
+  fi
+  step bench "$BENCH_S" "$PY" tools/bench.py --methods vanilla,eagle2 --profile "$profile" "${common[@]}" \
+    --json "$KIT/bench.json" --markdown "$KIT/bench.md"
+  step autotune "$AUTOTUNE_S" bash -c "set -e
+    $PY -m autotune profile --gpu $label ${tune[*]} --quick
+    $PY -m autotune collect ${tune[*]} --dataset datasets/mt_bench.jsonl --num-prompts 8 --max-new-tokens 64 \
+      --batch-size 1,4
+    $PY -m autotune tune --gpu $label ${tune[*]} --buckets 1,4 --trials 30 --output $KIT/profile.yaml"
+  [[ -f $KIT/profile.yaml ]] && profile=$KIT/profile.yaml
+  step bench-cast "$BENCH_S" "$PY" tools/bench.py --methods vanilla,cast,goodput --profile "$profile" \
+    "${common[@]}" --json "$KIT/bench_cast.json" --markdown "$KIT/bench_cast.md"
+  record "$label" "$profile"
+}
+
+record() {  # kit.json: the machine, the commit, and every step's exit status, seconds and outputs
+  "$PY" - "$KIT" "$1" "$2" <<'PYEOF'
+import json, pathlib, sys, torch
+kit, label, profile = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+steps = []
+for line in (kit / "steps.tsv").read_text().splitlines():
+    name, rc, seconds, command = line.split("\t")
+    steps.append({"step": name, "exit": int(rc) if rc.lstrip("-").isdigit() else rc, "seconds": int(seconds),
+                  "command": command, "timed_out": rc == "124", "log": f"{name}.log"})
+saved = pathlib.Path(".gpu/p3/commit")
+commit = saved.read_text().strip() if saved.is_file() else None
+record = {"device": torch.cuda.get_device_name(0), "label": label, "torch": torch.__version__,
+          "cuda": torch.version.cuda, "commit": commit, "bench_profile": profile, "steps": steps,
+          "outputs": sorted(p.name for p in kit.iterdir())}
+(kit / "kit.json").write_text(json.dumps(record, indent=2))
+print(json.dumps(record["steps"], indent=1))
+PYEOF
+}
+
+case ${1:-} in
+  prepare) prepare ;;
+  run) run ;;
+  *) echo "usage: bash tools/gpu_kit.sh prepare|run (see the header)" >&2; exit 2 ;;
+esac
