@@ -3,7 +3,7 @@ and trace replay.  Pure torch; imports nothing from the engines or the server.""
 
 from .algorithm1 import largest_valid_index
 from .costs import CostModel, CostTable, select_bucket
-from .expand import Expander, grow_tree, ranked_children
+from .expand import Expander, decide_verified, grow_tree, ranked_children
 from .policies import POLICIES, IterationPlan, Policy, make_policy
 from .sampling import RequestSampler, SamplingParams, target_probs
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
@@ -13,7 +13,7 @@ from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
 from .verify import VerifyResult, verify_greedy, verify_sampling
 
 __all__ = [
-    "largest_valid_index", "CostModel", "CostTable", "select_bucket", "Expander", "grow_tree",
+    "largest_valid_index", "CostModel", "CostTable", "select_bucket", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
     "SamplingParams", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay",

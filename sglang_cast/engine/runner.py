@@ -23,8 +23,8 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (DraftTree, Policy, TraceIteration, VerifyTree, grow_tree, select_verified, target_probs,
-                    verify_greedy, verify_sampling)
+from ..cast import (DraftTree, Policy, TraceIteration, VerifyTree, decide_verified, grow_tree, select_verified,
+                    target_probs, verify_greedy, verify_sampling)
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache
 from ..models.llama import eagle3_feature_layers
@@ -130,7 +130,7 @@ class PolicySpeculation:
             tree = grow_tree(plan, runner.expander(batch), batch.roots)
         else:
             tree = DraftTree.from_roots(batch.roots)
-        return Drafted(select_verified(tree, plan.verify_count(tree)), speculate, tree)
+        return Drafted(select_verified(tree, decide_verified(plan, tree)), speculate, tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         return runner.verify(batch.requests, drafted.vtree, logits)

@@ -161,7 +161,8 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> T
         out = torch.matmul(torch.softmax(scores, dim=-1), v)
     else:
         out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=bias)
-    return out.view(batch, heads, n, dim)
+    # SDPA may hand back a non-contiguous layout (CUDA's fp32 kernels do): reshape, not view.
+    return out.reshape(batch, heads, n, dim)
 
 
 def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
