@@ -63,8 +63,10 @@ class DraftTree:
         float64 (their cost rows live there), so a device tree crosses once, in one
         packed copy (token ids and depths are exact in float64).  A tree already on
         the host is returned as is."""
-        if self.values.device.type == "cpu":
-            return self
+        return self if self.values.device.type == "cpu" else self.copy_to_host()
+
+    def copy_to_host(self) -> DraftTree:
+        """`host_copy`'s device-to-host copy, made whatever the device."""
         packed = to_host(torch.stack([self.tokens.double(), self.parents.double(), self.values.double(),
                                       self.depths.double()]))
         tokens, parents, values, depths = packed.unbind(0)
