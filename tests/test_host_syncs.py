@@ -12,14 +12,12 @@ and hands back plain host data.  An iteration may cross once per policy decision
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from sglang_cast.cast import SamplingParams, make_policy
-from sglang_cast.engine import Engine
-from sglang_cast.models import attention, kv_cache
 from sglang_cast.cast.tree import DraftTree
+from sglang_cast.engine import Engine, tracing
 from sglang_cast.engine import runner as runner_module
-from sglang_cast.engine import tracing
+from sglang_cast.models import attention, kv_cache
 
 from test_device_paths import SETTINGS, CharTokenizer, random_pair
 
