@@ -70,7 +70,7 @@ def step(model, cache, slots, tokens, positions=None, tree_mask=None, capture=()
     tokens = tokens.to(DEVICE)
     b, n = tokens.shape
     if positions is None:
-        positions = cache.lens[slots][:, None] + torch.arange(n, device=DEVICE)
+        positions = cache.lens[slots.cpu()].to(DEVICE)[:, None] + torch.arange(n, device=DEVICE)
     positions = positions.to(DEVICE)
     if tree_mask is None:
         tree_mask = causal_tree_mask(b, n, DEVICE)
@@ -236,7 +236,7 @@ def test_commit_compacts_accepted_path() -> None:
     keep = torch.tensor([p + [-1] * (width - len(p)) for p in paths], device=DEVICE)
     cache.commit(slots, keep, torch.tensor([len(p) for p in paths], device=DEVICE))
     accepted = [prompts[r] + tokens[r, paths[r]].tolist() for r in range(2)]
-    assert cache.lens[slots].tolist() == [len(a) for a in accepted]
+    assert cache.lens[slots.cpu()].tolist() == [len(a) for a in accepted]
 
     nxt = torch.tensor([[7], [11]])
     logits, _ = step(ours, cache, slots, nxt)

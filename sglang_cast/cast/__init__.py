@@ -3,8 +3,8 @@ and trace replay.  Pure torch; imports nothing from the engines or the server.""
 
 from .algorithm1 import largest_valid_index
 from .costs import CostModel, CostTable, select_bucket
+from .expand import Expander, decide_verified, grow_tree, ranked_children
 from .overhead import OverheadTable, OverheadTerms, StepSample, fit_overhead
-from .expand import Expander, grow_tree, ranked_children
 from .policies import POLICIES, IterationPlan, Policy, make_policy
 from .sampling import RequestSampler, SamplingParams, target_probs
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
@@ -15,7 +15,7 @@ from .verify import VerifyResult, verify_greedy, verify_sampling
 
 __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "OverheadTable", "OverheadTerms",
-    "StepSample", "fit_overhead", "Expander", "grow_tree",
+    "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
     "SamplingParams", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay",

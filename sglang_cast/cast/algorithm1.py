@@ -20,6 +20,9 @@ def _check(utilities: torch.Tensor, costs: torch.Tensor, threshold: float) -> No
         raise ValueError(
             f"utilities and costs must be 1-D of the same length, got {list(utilities.shape)} and {list(costs.shape)}"
         )
+    if utilities.device != costs.device:
+        raise ValueError(f"utilities ({utilities.device}) and costs ({costs.device}) must be on one device; "
+                         "policies decide on host copies (cast/expand.py)")
     if utilities.numel() == 0:
         raise ValueError("utilities must hold at least one candidate")
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold > 0):

@@ -10,6 +10,12 @@ joins the tree as a node, so the rerank chooses from the full pool EAGLE-2 ranks
 leaves and cost no draft forward.  An ``Expander`` supplies the children — from
 the draft model in an engine, from a recorded trace in replay — so the decisions
 are made by one piece of code.
+
+Where the decisions run: the policies compute on host float64 (their cost rows are
+host tensors), while the tree lives on the drafting device.  Each decision therefore
+gets one host copy of exactly what it reads, made here: the layer's candidate values
+for ``keep``, the tree for ``verify_count`` (`decide_verified`).  On a CPU engine
+both copies are the tensors themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Protocol
 import torch
 
 from .policies import IterationPlan
-from .tree import DraftTree
+from .tree import DraftTree, to_host
 
 
 class Expander(Protocol):
@@ -51,9 +57,15 @@ def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor
     while True:
         probs, tokens = expander.expand(tree, frontier, plan.top_k)
         values, child_tokens, parents = ranked_children(tree, frontier, probs, tokens)  # [B, n·K]
-        keep = plan.keep(layer, values[:, : plan.top_k])  # the layer's candidates: the best K
+        keep = plan.keep(layer, to_host(values[:, : plan.top_k]))  # the layer's candidates: the best K
         # Every child enters the rerank pool; the kept ones (the first ``keep``) are the next frontier.
         frontier = tree.add_layer(child_tokens, parents, values)[:, :keep]
         if not plan.grow(layer):
             return tree
         layer += 1
+
+
+def decide_verified(plan: IterationPlan, tree: DraftTree) -> int:
+    """How many ranked nodes per sequence to verify: the plan's rerank on a host copy
+    of ``tree`` (one device-to-host copy)."""
+    return plan.verify_count(tree.host_copy())

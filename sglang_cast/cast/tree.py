@@ -14,6 +14,12 @@ from dataclasses import dataclass
 import torch
 
 
+def to_host(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` on the host for a policy decision: one device-to-host copy, or the
+    tensor itself when it is already there (the one crossing point, cast/expand.py)."""
+    return tensor.cpu()
+
+
 @dataclass
 class DraftTree:
     """A batch of draft trees: ``tokens``, ``parents`` (-1 for the root), ``values``
@@ -26,10 +32,19 @@ class DraftTree:
     # [B, T, T] ancestor-or-self matrix, kept up to date layer by layer so that tree
     # attention masks never need a walk over the nodes in the hot path.
     ancestors: torch.Tensor | None = None
+    # False for `host_copy`'s trees: they answer policy decisions (values, ranks) only,
+    # so they carry no ancestor matrix and cannot grow.
+    with_ancestors: bool = True
+    # Layers added since the root, known on the host: a bound on every node's depth
+    # that verification loops to without reading ``depths`` back from the device.
+    # Derived from ``depths`` (a host read) when a tree is built from tensors.
+    layers: int | None = None
 
     def __post_init__(self) -> None:
-        if self.ancestors is None:
+        if self.ancestors is None and self.with_ancestors:
             self.ancestors = ancestor_mask(self.parents)
+        if self.layers is None:
+            self.layers = int(self.depths.max())
 
     @classmethod
     def from_roots(cls, root_tokens: torch.Tensor) -> DraftTree:
@@ -40,7 +55,23 @@ class DraftTree:
             parents=torch.full((batch, 1), -1, dtype=torch.long, device=device),
             values=torch.ones((batch, 1), dtype=torch.float64, device=device),
             depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
+            layers=0,
         )
+
+    def host_copy(self) -> DraftTree:
+        """This tree on the host for a policy decision: the policies compute on host
+        float64 (their cost rows live there), so a device tree crosses once, in one
+        packed copy (token ids and depths are exact in float64).  A tree already on
+        the host is returned as is."""
+        return self if self.values.device.type == "cpu" else self.copy_to_host()
+
+    def copy_to_host(self) -> DraftTree:
+        """`host_copy`'s device-to-host copy, made whatever the device."""
+        packed = to_host(torch.stack([self.tokens.double(), self.parents.double(), self.values.double(),
+                                      self.depths.double()]))
+        tokens, parents, values, depths = packed.unbind(0)
+        return DraftTree(tokens.long(), parents.long(), values, depths.long(), with_ancestors=False,
+                         layers=self.layers)
 
     @property
     def batch_size(self) -> int:
@@ -65,6 +96,7 @@ class DraftTree:
         own = torch.eye(n, dtype=torch.bool, device=tokens.device).expand(self.batch_size, n, n)
         old_rows = torch.nn.functional.pad(self.ancestors, (0, n))
         self.ancestors = torch.cat([old_rows, torch.cat([parent_rows, own], dim=2)], dim=1)
+        self.layers += 1
         ids = torch.arange(first, first + n, device=tokens.device)
         return ids.unsqueeze(0).expand(self.batch_size, n)
 
@@ -89,6 +121,7 @@ class VerifyTree:
     depths: torch.Tensor  # [B, n]
     values: torch.Tensor  # [B, n]
     mask: torch.Tensor | None = None  # [B, n, n] ancestor-or-self; derived from parents if absent
+    max_depth: int | None = None  # host bound on ``depths`` (the drafted layers); read back if absent
 
     @property
     def num_tokens(self) -> int:
@@ -97,7 +130,8 @@ class VerifyTree:
     def rows(self, index: torch.Tensor) -> VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
         return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
-                                                                self.depths, self.values, self.ancestor_mask())))
+                                                                self.depths, self.values, self.ancestor_mask())),
+                          max_depth=self.max_depth)
 
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
@@ -122,9 +156,9 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     local_of = torch.full((batch, tree.size), -1, dtype=torch.long, device=node_ids.device)
     local_of.scatter_(1, node_ids, torch.arange(node_ids.shape[1], device=node_ids.device).expand(batch, -1))
     parent_ids = tree.parents.gather(1, node_ids)
+    # Every ranked prefix is a subtree (`DraftTree.ranked_nodes`), so every chosen node's
+    # parent is chosen too (tests/test_tree_verify.py checks it; no host read here).
     parents = torch.where(parent_ids < 0, parent_ids, local_of.gather(1, parent_ids.clamp(min=0)))
-    if (parents[:, 1:] < 0).any():
-        raise AssertionError("ranked prefix is not a subtree: a node was chosen without its parent")
     n = node_ids.shape[1]
     rows = tree.ancestors.gather(1, node_ids.unsqueeze(-1).expand(-1, -1, tree.size))
     return VerifyTree(
@@ -134,6 +168,7 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
         depths=tree.depths.gather(1, node_ids),
         values=tree.values.gather(1, node_ids),
         mask=rows.gather(2, node_ids.unsqueeze(1).expand(-1, n, -1)),
+        max_depth=tree.layers,
     )
 
 

@@ -44,26 +44,29 @@ def verify_greedy(tree: VerifyTree, target_argmax: torch.Tensor) -> VerifyResult
     """Walk from the root, descending into the child that carries the target's
     argmax; stop when no verified child does.  ``target_argmax[b, i]`` is the
     target's greedy next token after node ``i``.  Vectorised over the batch; the
-    loop runs once per tree level."""
+    loop runs once per drafted layer (``tree.max_depth``, known on the host), with no
+    early exit, so nothing is read back from the device.  ``accepted`` has one column
+    per layer, -1 past each row's path."""
     batch, n = tree.tokens.shape
-    rows = torch.arange(batch, device=tree.tokens.device)
-    current = torch.zeros(batch, dtype=torch.long, device=tree.tokens.device)
-    alive = torch.ones(batch, dtype=torch.bool, device=tree.tokens.device)
+    device = tree.tokens.device
+    rows = torch.arange(batch, device=device)
+    current = torch.zeros(batch, dtype=torch.long, device=device)
+    alive = torch.ones(batch, dtype=torch.bool, device=device)
+    depth = tree.max_depth if tree.max_depth is not None else int(tree.depths.max())
     steps = []
-    for _ in range(int(tree.depths.max())):
+    for _ in range(depth):
         wanted = target_argmax[rows, current]
         match = (tree.parents == current.view(-1, 1)) & (tree.tokens == wanted.view(-1, 1)) & alive.view(-1, 1)
-        found = match.any(dim=1)
         child = torch.argmax(match.int(), dim=1)  # top-k children carry distinct tokens
-        alive = alive & found
-        if not alive.any():
-            break
+        alive = alive & match.any(dim=1)
         current = torch.where(alive, child, current)
         steps.append(torch.where(alive, child, torch.full_like(child, -1)))
-    num = torch.stack(steps, dim=1).ge(0).sum(dim=1) if steps else torch.zeros(batch, dtype=torch.long)
-    accepted = torch.stack(steps, dim=1) if steps else torch.full((batch, 1), -1, dtype=torch.long)
-    return VerifyResult(accepted=accepted, num_accepted=num.to(tree.tokens.device),
-                        bonus=target_argmax[rows, current])
+    if not steps:
+        return VerifyResult(accepted=torch.full((batch, 1), -1, dtype=torch.long, device=device),
+                            num_accepted=torch.zeros(batch, dtype=torch.long, device=device),
+                            bonus=target_argmax[rows, current])
+    accepted = torch.stack(steps, dim=1)
+    return VerifyResult(accepted=accepted, num_accepted=accepted.ge(0).sum(dim=1), bonus=target_argmax[rows, current])
 
 
 def reject(probs: torch.Tensor, token: int) -> torch.Tensor:

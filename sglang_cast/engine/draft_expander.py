@@ -16,7 +16,10 @@ from ..cast import DraftTree
 
 
 class DraftExpander:
-    """Serves ``cast.grow_tree``: children of frontier nodes, best first."""
+    """Serves ``cast.grow_tree``: children of frontier nodes, best first.
+
+    ``slots`` ``[B]`` is best a host tensor (the draft cache's forwards read it there);
+    ``context_lens`` ``[B]`` and the root outputs live on the device."""
 
     def __init__(self, draft, cache, slots: torch.Tensor, context_lens: torch.Tensor,
                  root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
@@ -26,7 +29,7 @@ class DraftExpander:
         self.context_lens = context_lens
         self.hidden = root_hidden.unsqueeze(1)  # [B, nodes seen, h]; node 0 = root
         self.root_logits = root_logits
-        self.scratch_nodes = torch.zeros((slots.numel(), 0), dtype=torch.long, device=slots.device)
+        self.scratch_nodes = torch.zeros((slots.numel(), 0), dtype=torch.long, device=context_lens.device)
 
     def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         probs = torch.softmax(logits.float(), dim=-1)

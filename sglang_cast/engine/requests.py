@@ -3,9 +3,46 @@ stopped, and the speculative statistics a user reads back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..cast import RequestSampler, SamplingParams
+
+REPLACEMENT_CHAR = "\ufffd"
+
+
+class IncrementalText:
+    """The decoded text of a growing token list, decoding only its new tail each time.
+
+    Re-decoding a whole output after every iteration costs O(length) per step.  Here
+    the text of the tokens up to ``settled`` is kept, and each update decodes only
+    the tokens after it, preceded by ``CONTEXT`` settled tokens so the tokenizer sees
+    their left context (a SentencePiece decoder drops the leading space of a first
+    token; byte-level BPE needs nothing), and takes what follows the context's own
+    text.  The text settles only when the tail does not end in an incomplete UTF-8
+    sequence (U+FFFD), so a character split across tokens is decoded whole.  If the
+    tail's text does not start with the context's (a decoder that rewrites across
+    the boundary), the whole list is decoded instead.
+    """
+
+    CONTEXT = 4
+
+    def __init__(self, decode: Callable[[list[int]], str]) -> None:
+        self.decode = decode
+        self.settled_text = ""
+        self.settled = 0  # tokens whose text is settled_text
+
+    def update(self, ids: list[int]) -> str:
+        """The text of ``ids``, which extends the list of the previous call."""
+        start = max(0, self.settled - self.CONTEXT)
+        context = self.decode(ids[start : self.settled])
+        tail = self.decode(ids[start:])
+        if not tail.startswith(context):
+            return self.decode(ids)
+        text = self.settled_text + tail[len(context) :]
+        if not text.endswith(REPLACEMENT_CHAR):
+            self.settled_text, self.settled = text, len(ids)
+        return text
 
 
 @dataclass
@@ -48,6 +85,7 @@ class Request:
     finish_reason: str | None = None
     ended_on_stop_token: bool = False
     text: str = ""
+    detokenizer: IncrementalText | None = None  # made on the first `append`
 
     @property
     def root(self) -> int:
@@ -71,8 +109,13 @@ class Request:
                 self.finish_reason = "length"
                 break
         visible = self.output_ids[:-1] if self.ended_on_stop_token else self.output_ids
-        self.text = decode(visible)
-        cuts = [i for i in (self.text.find(s) for s in self.params.stop) if i >= 0]
+        if self.detokenizer is None:
+            self.detokenizer = IncrementalText(decode)
+        searched = len(self.detokenizer.settled_text)  # no stop string ended inside it (we would have stopped)
+        self.text = self.detokenizer.update(visible)
+        longest = max((len(s) for s in self.params.stop), default=0)
+        begin = max(0, searched - longest + 1)
+        cuts = [i for i in (self.text.find(s, begin) for s in self.params.stop) if i >= 0]
         if cuts:
             self.text = self.text[: min(cuts)]
             self.finish_reason = "stop"

@@ -13,23 +13,29 @@ One iteration (``SpeculativeRunner.iterate``):
    root's children.
 
 The runner executes; every decision about the tree comes from the policy.
+
+Host and device: the runner keeps what the host must know on the host (slots, the
+caches' lengths, the accepted paths) and reads the device back only where a decision
+needs device data: one copy per policy decision (cast/expand.py) and one stacked copy
+of the verification's outcome per iteration (`read_back`).  Everything else it sends
+to the device asynchronously (`models.kv_cache.to_device`).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
-from ..cast import (DraftTree, Policy, TraceIteration, VerifyTree, grow_tree, select_verified, target_probs,
-                    verify_greedy, verify_sampling)
+from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified, grow_tree,
+                    select_verified, target_probs, verify_greedy, verify_sampling)
 from ..models.attention import causal_tree_mask
-from ..models.kv_cache import KVCache
+from ..models.kv_cache import KVCache, to_device
 from ..models.llama import eagle3_feature_layers
 from .draft_expander import DraftExpander
 from .requests import Request
+from .timing import start_clock
 
 
 def pad_right(row: list, width: int) -> list:
@@ -48,7 +54,14 @@ def feature_layers(target, draft) -> tuple[int, ...]:
 
 @dataclass
 class IterationRecord:
-    """What one step did, for metrics and benchmarks."""
+    """What one step did, for metrics and benchmarks.
+
+    The three clocks synchronise the device on both sides of their interval
+    (`timing.start_clock`): ``draft_ms`` is the drafting plus the draft's catch-up,
+    ``verify_ms`` the target forward, acceptance and target-cache commit, and
+    ``step_ms`` the whole iteration, host work included (batch set-up, the policy's
+    decisions, appending and detokenising the new tokens), so ``step_ms`` minus the
+    forwards' time is the iteration's host overhead."""
 
     batch_size: int
     context_len: int
@@ -60,6 +73,7 @@ class IterationRecord:
     verified_value: list[float]
     draft_ms: float
     verify_ms: float
+    step_ms: float
 
 
 @dataclass(frozen=True)
@@ -67,9 +81,11 @@ class Batch:
     """The running requests of one iteration, as the tensors the forwards take."""
 
     requests: list[Request]
-    slots: torch.Tensor  # [B] cache slot of each sequence
-    context: torch.Tensor  # [B] tokens committed in the target cache
-    roots: torch.Tensor  # [B] last committed token, not yet seen by the target
+    slots: torch.Tensor  # [B] cache slot of each sequence, on the host
+    device_slots: torch.Tensor  # [B] the same, on the device
+    context: torch.Tensor  # [B] tokens committed in the target cache, on the device
+    context_max: int  # the longest of them, known on the host
+    roots: torch.Tensor  # [B] last committed token, not yet seen by the target (device)
 
 
 @dataclass(frozen=True)
@@ -84,17 +100,45 @@ class Drafted:
 
 @dataclass(frozen=True)
 class Accepted:
-    """Per sequence: accepted local node indices of ``vtree`` and the bonus token;
-    ``trace`` when the iteration was recorded."""
+    """What verification decided, on the host: per sequence the accepted local node
+    indices of ``vtree``, the bonus token and the tokens to commit (the accepted draft
+    tokens, then the bonus); for the record the verified tree's depth and per-row
+    value; ``trace`` when the iteration was recorded."""
 
     paths: list[list[int]]
     bonus: list[int]
+    committed: list[list[int]]
+    depth: int
+    verified_value: list[float]
     trace: TraceIteration | None = None
+
+
+def read_back(vtree: VerifyTree, result: VerifyResult, trace: TraceIteration | None = None) -> Accepted:
+    """The iteration's one device-to-host copy: per row the accepted count, the bonus,
+    the verified tree's depth and value sum, the accepted node indices and their
+    tokens, stacked into one float64 tensor (token ids and counts are exact in it)."""
+    accepted = result.accepted  # [B, D], -1 past each path
+    width = accepted.shape[1]
+    path_tokens = vtree.tokens.gather(1, accepted.clamp(min=0))
+    columns = [result.num_accepted.view(-1, 1), result.bonus.view(-1, 1), vtree.depths.amax(dim=1, keepdim=True),
+               vtree.values[:, 1:].sum(dim=1, keepdim=True), accepted, path_tokens]
+    rows = torch.cat([c.to(torch.float64) for c in columns], dim=1).cpu().tolist()
+    paths, bonus, committed, depths, values = [], [], [], [], []
+    for row in rows:
+        count = int(row[0])
+        path = [int(i) for i in row[4 : 4 + count]]
+        tokens = [int(t) for t in row[4 + width : 4 + width + count]]
+        paths.append(path)
+        bonus.append(int(row[1]))
+        committed.append(tokens + [int(row[1])])
+        depths.append(int(row[2]))
+        values.append(row[3])
+    return Accepted(paths, bonus, committed, max(depths), values, trace)
 
 
 @dataclass(frozen=True)
 class Commit:
-    """Everything ``SpeculativeRunner._commit`` writes back after verification."""
+    """Everything ``SpeculativeRunner._commit_draft`` writes back after verification."""
 
     batch: Batch
     drafted: Drafted
@@ -123,17 +167,17 @@ class PolicySpeculation:
     verify; the target's verification decides what is accepted."""
 
     def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
-        plan = runner.policy.begin(len(batch.requests), int(batch.context.max()))
+        plan = runner.policy.begin(len(batch.requests), batch.context_max)
         speculate = runner.draft is not None and plan.max_depth > 0
         if speculate:
             runner.feed_backlog(batch.requests)
             tree = grow_tree(plan, runner.expander(batch), batch.roots)
         else:
             tree = DraftTree.from_roots(batch.roots)
-        return Drafted(select_verified(tree, plan.verify_count(tree)), speculate, tree)
+        return Drafted(select_verified(tree, decide_verified(plan, tree)), speculate, tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
-        return runner.verify(batch.requests, drafted.vtree, logits)
+        return read_back(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
 
 
 class SpeculativeRunner:
@@ -188,6 +232,10 @@ class SpeculativeRunner:
         if self.draft is not None:
             self.draft_cache.reset(slot)
 
+    def _on_device(self, values: list) -> torch.Tensor:
+        """A host list as a device tensor, sent without waiting for the device."""
+        return to_device(torch.tensor(values), self.device)
+
     # ------------------------------------------------------------------ forwards
     def target_forward(self, tokens, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits ``[B, n, V]`` and the features the draft reads ``[B, n, F]``."""
@@ -199,34 +247,35 @@ class SpeculativeRunner:
                         start: torch.Tensor, counts: torch.Tensor) -> None:
         """Feed (target feature of position t, token t+1) pairs for the newly committed
         tokens, commit them to the draft cache, and keep each sequence's last output
-        as its next root (hidden state and children logits)."""
-        n = tokens.shape[1]
+        as its next root (hidden state and children logits).  ``slots`` and ``counts``
+        ``[B]`` are host tensors; ``tokens``, ``features`` and ``start`` device ones."""
+        batch, n = tokens.shape
         positions = start.view(-1, 1) + torch.arange(n, device=self.device)
-        mask = causal_tree_mask(slots.numel(), n, self.device)
+        mask = causal_tree_mask(batch, n, self.device)
         hidden, logits = self.draft(tokens, features, positions, self.draft_cache, slots, mask)
-        offsets = torch.arange(n, device=self.device).expand(slots.numel(), n)
-        self.draft_cache.commit(slots, offsets, counts)
-        last = (counts - 1).view(-1, 1, 1)
-        self.root_hidden[slots] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
-        self.root_logits[slots] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
+        self.draft_cache.commit(slots, torch.arange(n).expand(batch, n), counts)
+        last = to_device(counts - 1, self.device).view(-1, 1, 1)
+        rows = to_device(slots, self.device)
+        self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
+        self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
 
     @torch.inference_mode()
     def prefill(self, request: Request) -> None:
         """Run the prompt through the target, commit it, append the first token and,
-        unless that finished the request, catch the draft up on the prompt."""
-        slots = torch.tensor([request.slot], device=self.device)
-        prompt = torch.tensor([request.prompt_ids], device=self.device)
+        unless that finished the request, catch the draft up on the prompt.  Reading
+        the first token back is the one host read of a prefill."""
+        slots = torch.tensor([request.slot])
+        prompt = self._on_device([request.prompt_ids])
         n = prompt.shape[1]
         positions = torch.arange(n, device=self.device).view(1, n)
         logits, features = self.target_forward(prompt, positions, slots, causal_tree_mask(1, n, self.device))
-        self.target_cache.commit(slots, torch.arange(n, device=self.device).view(1, n),
-                                 torch.tensor([n], device=self.device))
+        self.target_cache.commit(slots, torch.arange(n).view(1, n), torch.tensor([n]))
         first = self._sample_one(request, logits[0, -1])
         request.append([first], self.decode)
         if self.draft is not None and not request.finished:
-            next_tokens = torch.cat([prompt[:, 1:], torch.tensor([[first]], device=self.device)], dim=1)
+            next_tokens = torch.cat([prompt[:, 1:], self._on_device([[first]])], dim=1)
             self._draft_catch_up(slots, next_tokens, features, torch.zeros(1, dtype=torch.long, device=self.device),
-                                 torch.tensor([n], device=self.device))
+                                 torch.tensor([n]))
 
     def _sample_one(self, request: Request, logits: torch.Tensor) -> int:
         if request.params.greedy:
@@ -238,34 +287,34 @@ class SpeculativeRunner:
     def iterate(self, requests: list[Request]) -> IterationOutput:
         """One speculative iteration over ``requests``: their new tokens are appended
         to them; the record says what the iteration did and how long it took."""
-        slots = torch.tensor([r.slot for r in requests], device=self.device)
-        batch = Batch(requests, slots, self.target_cache.lens[slots].clone(),
-                      torch.tensor([r.root for r in requests], device=self.device))
-        started = time.perf_counter()
+        step_clock = start_clock(self.device)
+        slots = torch.tensor([r.slot for r in requests])
+        context = self.target_cache.lens[slots]
+        batch = Batch(requests, slots, to_device(slots, self.device), to_device(context, self.device),
+                      int(context.max()), self._on_device([r.root for r in requests]))
+        draft_clock = start_clock(self.device)
         drafted = self.speculation.draft(self, batch)
-        drafted_at = time.perf_counter()
+        draft_ms = draft_clock()
+        verify_clock = start_clock(self.device)
         vtree = drafted.vtree
         logits, features = self.target_forward(vtree.tokens, vtree.positions(batch.context), slots,
                                                vtree.ancestor_mask())
         accepted = self.speculation.accept(self, batch, drafted, logits)
         commit = Commit(batch, drafted, features, accepted)
         offsets, counts = self._commit_target(commit)
-        verified_at = time.perf_counter()
-        committed = [vtree.tokens[b, offsets[b, 1 : len(p) + 1]].tolist() + [accepted.bonus[b]]
-                     for b, p in enumerate(accepted.paths)]
-        self._commit_draft(commit, committed, offsets, counts)
-        caught_up_at = time.perf_counter()
-        record = IterationRecord(
-            batch_size=len(requests), context_len=int(batch.context.max()), depth=int(vtree.depths.max()),
-            verified=vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
-            verified_value=vtree.values[:, 1:].sum(dim=1).tolist(),
-            draft_ms=1000 * ((drafted_at - started) + (caught_up_at - verified_at)),
-            verify_ms=1000 * (verified_at - drafted_at),
-        )
-        for request, path, tokens in zip(requests, accepted.paths, committed):
+        verify_ms = verify_clock()
+        catch_up_clock = start_clock(self.device)
+        self._commit_draft(commit, offsets, counts)
+        draft_ms += catch_up_clock()
+        for request, path, tokens in zip(requests, accepted.paths, accepted.committed):
             request.stats.iterations += 1
             request.stats.accepted_draft_tokens += len(path)
             request.append(tokens, self.decode)
+        record = IterationRecord(
+            batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
+            verified=vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
+            verified_value=accepted.verified_value, draft_ms=draft_ms, verify_ms=verify_ms, step_ms=step_clock(),
+        )
         return IterationOutput(record, accepted.trace)
 
     def feed_backlog(self, batch: list[Request]) -> None:
@@ -275,63 +324,72 @@ class SpeculativeRunner:
         if not behind:
             return
         pending = [self.draft_backlog.pop(r.slot) for r in behind]
-        slots = torch.tensor([r.slot for r in behind], device=self.device)
-        counts = torch.tensor([len(tokens) for tokens, _ in pending], device=self.device)
+        slots = torch.tensor([r.slot for r in behind])
+        counts = torch.tensor([len(tokens) for tokens, _ in pending])
         width = int(counts.max())
-        tokens = torch.tensor([pad_right(t, width) for t, _ in pending], device=self.device)
+        tokens = self._on_device([pad_right(t, width) for t, _ in pending])
         features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
-        self._draft_catch_up(slots, tokens, features, self.draft_cache.lens[slots].clone(), counts)
+        start = to_device(self.draft_cache.lens[slots], self.device)
+        self._draft_catch_up(slots, tokens, features, start, counts)
 
     def expander(self, batch: Batch) -> DraftExpander:
-        return DraftExpander(self.draft, self.draft_cache, batch.slots, batch.context, self.root_hidden[batch.slots],
-                             self.root_logits[batch.slots])
+        return DraftExpander(self.draft, self.draft_cache, batch.slots, batch.context,
+                             self.root_hidden[batch.device_slots], self.root_logits[batch.device_slots])
 
     def _commit_target(self, commit: Commit) -> tuple[torch.Tensor, torch.Tensor]:
         """Compact the accepted paths into the target cache.  Returns the kept local
-        offsets ``[B, width]`` (root first) and how many each sequence kept ``[B]``."""
+        offsets ``[B, width]`` (root first) and how many each sequence kept ``[B]``,
+        both host tensors."""
         paths = commit.accepted.paths
-        counts = torch.tensor([len(p) + 1 for p in paths], device=self.device)
-        offsets = torch.zeros((len(paths), int(counts.max())), dtype=torch.long, device=self.device)
-        for b, path in enumerate(paths):
-            offsets[b, 1 : len(path) + 1] = torch.tensor(path, dtype=torch.long)
+        width = 1 + max(len(p) for p in paths)
+        offsets = torch.tensor([pad_right([0] + p, width) for p in paths])
+        counts = torch.tensor([len(p) + 1 for p in paths])
         self.target_cache.commit(commit.batch.slots, offsets, counts)
         return offsets, counts
 
-    def _commit_draft(self, commit: Commit, committed: list[list[int]], offsets: torch.Tensor,
-                      counts: torch.Tensor) -> None:
+    def _commit_draft(self, commit: Commit, offsets: torch.Tensor, counts: torch.Tensor) -> None:
         """Let the draft catch up on the committed tokens now if it drafted this
         iteration, else queue them (one token each) for its next speculative one."""
         if self.draft is None:
             return
-        features = commit.features
+        features, committed = commit.features, commit.accepted.committed
         if commit.drafted.speculated:
             width = offsets.shape[1]
-            next_tokens = torch.tensor([pad_right(c, width) for c in committed], device=self.device)
-            kept_features = features.gather(1, offsets.unsqueeze(-1).expand(-1, -1, features.shape[-1]))
-            self._draft_catch_up(commit.batch.slots, next_tokens, kept_features, commit.batch.context, counts)
+            next_tokens = self._on_device([pad_right(c, width) for c in committed])
+            kept = to_device(offsets, self.device).unsqueeze(-1).expand(-1, -1, features.shape[-1])
+            self._draft_catch_up(commit.batch.slots, next_tokens, features.gather(1, kept), commit.batch.context,
+                                 counts)
             return
         for b, request in enumerate(commit.batch.requests):
             tokens, feats = self.draft_backlog.setdefault(request.slot, ([], []))
             tokens.append(committed[b][0])
             feats.append(features[b, 0])
 
-    def verify(self, requests: list[Request], vtree: VerifyTree, logits: torch.Tensor) -> Accepted:
-        """Accepted local node indices and bonus token per sequence: greedy rows
-        are verified together on the argmax, sampling rows with their own samplers."""
-        paths: list[list[int]] = [[] for _ in requests]
-        bonus: list[int] = [0] * len(requests)
+    def verify(self, requests: list[Request], vtree: VerifyTree, logits: torch.Tensor) -> VerifyResult:
+        """Accepted local node indices and bonus token per sequence, on the device:
+        greedy rows are verified together on the argmax (no host read), sampling rows
+        with their own samplers (on the host, where their random streams live)."""
         greedy = [b for b, r in enumerate(requests) if r.params.greedy]
         sampled = [b for b, r in enumerate(requests) if not r.params.greedy]
-        results = []
-        if greedy:
-            index = torch.tensor(greedy, device=self.device)
-            results.append((greedy, verify_greedy(vtree.rows(index), torch.argmax(logits[index], dim=-1))))
-        if sampled:
-            index = torch.tensor(sampled, device=self.device)
-            results.append((sampled, verify_sampling(vtree.rows(index), logits[index],
-                                                     [requests[b].sampler for b in sampled])))
-        for rows, result in results:
-            for i, b in enumerate(rows):
-                paths[b] = result.accepted[i, : int(result.num_accepted[i])].tolist()
-                bonus[b] = int(result.bonus[i])
-        return Accepted(paths, bonus)
+        if not sampled:
+            return verify_greedy(vtree, torch.argmax(logits, dim=-1))
+        samplers = [requests[b].sampler for b in sampled]
+        if not greedy:
+            return verify_sampling(vtree, logits, samplers)
+        parts = []
+        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, torch.argmax(lg, dim=-1))),
+                             (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
+            index = self._on_device(rows)
+            parts.append(verify(vtree.rows(index), logits.index_select(0, index)))
+        return merge_rows(parts, self._on_device(greedy + sampled))
+
+
+def merge_rows(parts: list[VerifyResult], order: torch.Tensor) -> VerifyResult:
+    """One result for the whole batch from results of sub-batches whose rows, in
+    order, are the batch rows ``order`` (paths padded with -1 to a common width)."""
+    width = max(p.accepted.shape[1] for p in parts)
+    accepted = torch.cat([torch.nn.functional.pad(p.accepted, (0, width - p.accepted.shape[1]), value=-1)
+                          for p in parts])
+    inverse = torch.argsort(order)
+    return VerifyResult(accepted=accepted[inverse], num_accepted=torch.cat([p.num_accepted for p in parts])[inverse],
+                        bonus=torch.cat([p.bonus for p in parts])[inverse])

@@ -38,12 +38,15 @@ def summarise(samples_ms: list[float]) -> Timing:
 
 def start_clock(device: torch.device):
     """Start timing work issued to ``device``; the returned function stops the
-    clock and answers milliseconds (a synchronised CUDA event pair on GPU,
-    ``time.perf_counter`` on CPU)."""
+    clock and answers milliseconds.  On a GPU the device is synchronised on both
+    sides of the interval (a CUDA event pair between two ``synchronize`` calls), so
+    the interval holds exactly the work issued inside it, host time included; on the
+    CPU it is ``time.perf_counter``."""
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
         start.record()
-        return lambda: (end.record(), torch.cuda.synchronize(), start.elapsed_time(end))[-1]
+        return lambda: (end.record(), torch.cuda.synchronize(device), start.elapsed_time(end))[-1]
     began = time.perf_counter()
     return lambda: 1000.0 * (time.perf_counter() - began)
 
@@ -78,7 +81,7 @@ class ForwardTimer:
             raise ValueError(f"batch_size {batch_size} exceeds the timing cache's {self.cache.max_batch} slots")
         if context_len + n > self.cache.capacity:
             raise ValueError(f"context {context_len} + n {n} exceeds the cache capacity {self.cache.capacity}")
-        slots = torch.arange(batch_size, device=self.device)
+        slots = torch.arange(batch_size)  # host slots: the cache's lengths live there
         self.cache.lens[slots] = context_len
         generator = torch.Generator().manual_seed(0)
         tokens = torch.randint(0, self.vocab_size, (batch_size, n), generator=generator).to(self.device)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..cast import Policy, RecordingExpander, grow_tree, replay_iteration, select_verified, verify_greedy
-from .runner import Accepted, Batch, Drafted, SpeculativeRunner
+from ..cast import Policy, RecordingExpander, VerifyResult, grow_tree, replay_iteration, select_verified, verify_greedy
+from ..models.kv_cache import to_device
+from .runner import Accepted, Batch, Drafted, SpeculativeRunner, read_back
 
 
 class TraceRecording:
@@ -23,7 +24,7 @@ class TraceRecording:
         self._recorder: RecordingExpander | None = None  # the current iteration's, from draft to accept
 
     def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
-        plan = self.trace_policy.begin(len(batch.requests), int(batch.context.max()))
+        plan = self.trace_policy.begin(len(batch.requests), batch.context_max)
         runner.feed_backlog(batch.requests)
         self._recorder = RecordingExpander(runner.expander(batch), plan.top_k)
         tree = grow_tree(plan, self._recorder, batch.roots)
@@ -37,11 +38,11 @@ class TraceRecording:
         self._recorder = None
         outcome = replay_iteration(trace, runner.policy)
         full = verify_greedy(vtree, argmax)
-        paths, bonus = [], []
-        for b, accepted in enumerate(outcome.num_accepted):
-            # A policy may accept a candidate the full tree never kept (verified through its
-            # parent's argmax, but with no K/V of its own); commit only what was fed.
-            path = full.accepted[b, : min(accepted, int(full.num_accepted[b]))].tolist()
-            paths.append(path)
-            bonus.append(int(argmax[b, path[-1] if path else 0]))
-        return Accepted(paths, bonus, trace)
+        # A policy may accept a candidate the full tree never kept (verified through its
+        # parent's argmax, but with no K/V of its own); commit only what was fed.
+        wanted = to_device(torch.tensor(outcome.num_accepted), argmax.device)
+        count = torch.minimum(wanted, full.num_accepted)
+        last = full.accepted.gather(1, (count - 1).clamp(min=0).view(-1, 1)).squeeze(1)
+        last = torch.where(count > 0, last, torch.zeros_like(last))
+        bonus = argmax.gather(1, last.view(-1, 1)).squeeze(1)
+        return read_back(vtree, VerifyResult(full.accepted, count, bonus), trace)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .kv_cache import KVCache
+from .kv_cache import KVCache, to_device
 
 
 def causal_tree_mask(batch: int, n: int, device: torch.device | str) -> Tensor:
@@ -82,30 +82,41 @@ class AttentionBatch:
 
     @classmethod
     def build(cls, cache: KVCache, slots: Tensor, tree_mask: Tensor) -> AttentionBatch:
-        """Validate capacity and build the shared mask; ``tree_mask`` is ``[B, n, s]`` bool."""
+        """Validate capacity and build the shared mask; ``tree_mask`` is ``[B, n, s]`` bool.
+
+        ``slots`` ``[B]`` may live on the host or on the cache's device; a host tensor
+        spares a device-to-host read.  Everything this decides (slice length, the fast
+        paths) is decided from host values, `KVCache.lens` and ``slots``, so building a
+        batch never waits for the device.
+        """
         if tree_mask.dtype != torch.bool or tree_mask.ndim != 3:
             raise ValueError(
                 f"tree_mask must be a [B, n, s] bool tensor, got {tree_mask.dtype} "
                 f"{tuple(tree_mask.shape)}"
             )
         n, s = tree_mask.shape[1:]
-        starts, length = cache.scratch_start(slots, s)
+        host_slots = slots.cpu()
+        host_starts, length = cache.scratch_start(host_slots, s)
+        device = cache.device
+        device_slots = slots if slots.device == device else to_device(host_slots, device)
+        starts = to_device(host_starts, device)
         mask = build_attention_mask(starts, tree_mask, length)
-        first = int(slots[0])
-        consecutive = torch.equal(slots, torch.arange(first, first + slots.shape[0], device=slots.device))
-        positions = (starts + (s - n))[:, None] + torch.arange(n, device=slots.device)
+        first, count, lowest = int(host_slots[0]), host_slots.shape[0], int(host_starts.min())
+        consecutive = torch.equal(host_slots, torch.arange(first, first + count))
+        positions = (starts + (s - n))[:, None] + torch.arange(n, device=device)
         # Per-forward views and host-side facts that spare every layer some kernels at
         # batch-1 decoding (where per-op overhead rivals the GEMVs): K/V reads and writes
         # become a `select` and a `copy_` instead of multi-axis indexing / index_put, and
-        # a fully visible slice (decoding) needs no mask at all.  (The two extra host
-        # reads are free on CPU and cheap after `scratch_start`'s synchronisation.)
+        # a fully visible slice (decoding) needs no mask at all.
         windows = new_entries = None
         if consecutive:
-            windows = cache.window(first, slots.shape[0], length)
-            if int(starts.min()) + s == length:  # every row's scratch ends at `length`
+            windows = cache.window(first, count, length)
+            if lowest + s == length:  # every row's scratch ends at `length`
                 new_entries = (windows[0][..., length - n :, :], windows[1][..., length - n :, :])
-        return cls(cache, slots, write_positions=positions, mask=mask, length=length,
-                   windows=windows, new_entries=new_entries, all_visible=bool(mask.all()))
+        # One new token per row and no key past any row's own: the whole slice is visible.
+        all_visible = n == s == 1 and lowest + 1 == length
+        return cls(cache, device_slots, write_positions=positions, mask=mask, length=length,
+                   windows=windows, new_entries=new_entries, all_visible=all_visible)
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
@@ -161,7 +172,8 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> T
         out = torch.matmul(torch.softmax(scores, dim=-1), v)
     else:
         out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=bias)
-    return out.view(batch, heads, n, dim)
+    # SDPA may hand back a non-contiguous layout (CUDA's fp32 kernels do): reshape, not view.
+    return out.reshape(batch, heads, n, dim)
 
 
 def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:

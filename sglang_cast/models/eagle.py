@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -34,9 +34,6 @@ from .llama import (
     rope_cos_sin,
 )
 from .loader import check_state_dict, read_json
-
-if TYPE_CHECKING:
-    from .compiled import CompiledLayers
 
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 Layout = Literal["eagle", "eagle3"]
@@ -66,6 +63,15 @@ class DraftOutput(NamedTuple):
 
     hidden: Tensor
     logits: Tensor
+
+
+class CompiledDraft(Protocol):
+    """What a draft head calls instead of its eager layer when it carries one:
+    `compiled.CompiledLayers` (which builds on this module, so this module names only
+    the call it needs)."""
+
+    def run_draft(self, draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
+                  batch: AttentionBatch) -> DraftOutput: ...
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class EagleDraft(nn.Module):
         self.fc = nn.Linear(2 * hidden, hidden, bias=config.fc_bias)
         self.layers = nn.ModuleList([DecoderLayer(config.layer, 0, input_norm=False)])
         self.target = _TargetRef(target)
-        self.compiled: CompiledLayers | None = None  # set by `compiled.compile_models`
+        self.compiled: CompiledDraft | None = None  # set by `compiled.compile_models`
 
     def forward(
         self,
@@ -205,7 +211,7 @@ class Eagle3Draft(nn.Module):
         self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.arange(vocab) < config.draft_vocab_size)
         self.target = _TargetRef(target)
-        self.compiled: CompiledLayers | None = None  # set by `compiled.compile_models`
+        self.compiled: CompiledDraft | None = None  # set by `compiled.compile_models`
 
     def embed(self, input_ids: Tensor) -> Tensor:
         if self.embed_tokens is not None:

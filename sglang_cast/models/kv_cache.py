@@ -13,6 +13,13 @@ they are simply beyond ``lens`` and are masked out (and later overwritten) by th
 next forward.  Keeping the
 committed prefix contiguous from index 0 is what lets attention use one padded
 ``[prefix | scratch]`` slice per slot (see `attention.py`).
+
+Where the lengths live: ``lens`` is a host tensor, the one truth about each slot's
+committed length.  Every forward needs the slice length on the host before it can
+launch anything, and every commit knows the accepted counts on the host already (the
+runner decides them there), so keeping ``lens`` on the device would cost a
+device-to-host read per forward; the device gets each forward's ``lens[slots]`` by an
+asynchronous host-to-device copy instead (`to_device`).
 """
 
 from __future__ import annotations
@@ -22,13 +29,28 @@ from torch import Tensor
 
 from .config import ModelConfig
 
+# Slice lengths on a GPU are rounded up to a multiple of this, so a forward's shapes
+# change once per this many committed tokens, not every step (what CUDA graphs and
+# the caching allocator want).  On the CPU every extra key costs attention work and
+# the exact length lets decoding skip the mask, so the step there is 1.
+GPU_LENGTH_STEP = 64
+
+
+def to_device(host: Tensor, device: torch.device) -> Tensor:
+    """``host`` (a CPU tensor) on ``device`` without making the host wait for the
+    device: staged through pinned memory and copied asynchronously on a GPU, the
+    tensor itself on the CPU."""
+    if device.type == "cpu":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)
+
 
 class KVCache:
     """Preallocated ``k``/``v`` of shape ``[layers, max_batch, kv_heads, capacity, head_dim]``.
 
-    ``lens[slot]`` is the committed length of each slot.  The buffers start zeroed so
-    masked-out (never written) entries are finite: SDPA multiplies them by an exact
-    zero weight, and ``0 * NaN`` would poison the output.
+    ``lens[slot]`` is the committed length of each slot, a host tensor (see above).
+    The buffers start zeroed so masked-out (never written) entries are finite: SDPA
+    multiplies them by an exact zero weight, and ``0 * NaN`` would poison the output.
     """
 
     def __init__(
@@ -44,7 +66,8 @@ class KVCache:
         shape = (num_layers, max_batch, num_kv_heads, capacity, head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.lens = torch.zeros(max_batch, device=device, dtype=torch.long)
+        self.lens = torch.zeros(max_batch, dtype=torch.long)  # on the host, always
+        self.length_step = 1 if self.k.device.type == "cpu" else GPU_LENGTH_STEP
 
     @classmethod
     def for_model(
@@ -75,12 +98,16 @@ class KVCache:
     def max_batch(self) -> int:
         return self.k.shape[1]
 
+    @property
+    def device(self) -> torch.device:
+        return self.k.device
+
     def scratch_start(self, slots: Tensor, width: int) -> tuple[Tensor, int]:
-        """Return ``lens[slots]`` and the padded slice length ``max(lens[slots]) + width``.
+        """Return ``lens[slots]`` (host) and the slice length: ``max(lens[slots]) + width``
+        rounded up to ``length_step``, within the capacity.  ``slots`` is a host tensor.
 
         Raises ``ValueError`` if some slot has no room for a ``width``-entry scratch
-        region.  This is the only host synchronisation of a forward, and it is needed
-        anyway to size the slice.
+        region.  Host work only: nothing is read back from the device.
         """
         starts = self.lens[slots]
         needed = starts + width
@@ -91,10 +118,12 @@ class KVCache:
                 f"KV cache overflow: slot {int(slots[bad])} needs {int(needed[bad])} "
                 f"positions but capacity is {self.capacity}"
             )
-        return starts, max_len
+        step = self.length_step
+        return starts, min(self.capacity, -(-max_len // step) * step)
 
     def write(self, layer: int, slots: Tensor, positions: Tensor, k: Tensor, v: Tensor) -> None:
-        """Store ``k``/``v`` ``[B, kv_heads, n, D]`` at cache indices ``positions`` ``[B, n]``.
+        """Store ``k``/``v`` ``[B, kv_heads, n, D]`` at cache indices ``positions`` ``[B, n]``
+        (``slots`` and ``positions`` on the cache's device).
 
         Unchecked: callers size the write with `scratch_start` first.
         """
@@ -127,7 +156,12 @@ class KVCache:
         ``lens``, so ``0 .. s-1`` for an ``s``-entry scratch region) move, in order, to
         ``lens .. lens+counts-1`` across all layers at once.  Entries of ``keep`` past
         ``counts[b]`` are ignored (use any padding value).
+
+        The three index tensors are read on the host (the engine hands host tensors, so
+        nothing is read back from the device); the entries that move are found there
+        and sent to the device as plain index lists.
         """
+        slots, keep, counts = slots.cpu(), keep.cpu(), counts.cpu()
         if keep.ndim != 2 or keep.shape[0] != slots.shape[0] or counts.shape != slots.shape:
             raise ValueError(
                 f"commit: expected keep [B, a] and counts [B] for B={slots.shape[0]} slots, "
@@ -135,7 +169,7 @@ class KVCache:
             )
         width = keep.shape[1]
         starts = self.lens[slots]
-        offsets = torch.arange(width, device=keep.device).expand_as(keep)
+        offsets = torch.arange(width).expand_as(keep)
         valid = offsets < counts[:, None]
         # Only the kept entries take part, so padding can never collide with them.
         rows = slots[:, None].expand_as(keep)[valid]
@@ -149,8 +183,10 @@ class KVCache:
                 f"in [0, capacity - lens) with capacity {self.capacity})"
             )
         # Entries already in place (plain decoding; a draft chain accepted in order) need
-        # no copy: skipping it spares four index kernels over all layers per step.
-        if not torch.equal(src, dst):
+        # no copy: skipping them spares four index kernels over all layers per step.
+        moved = src != dst
+        if bool(moved.any()):
+            rows, src, dst = (to_device(t[moved], self.device) for t in (rows, src, dst))
             # Gathering copies first, so overlapping source/destination ranges are safe.
             self.k[:, rows, :, dst] = self.k[:, rows, :, src]
             self.v[:, rows, :, dst] = self.v[:, rows, :, src]

@@ -8,7 +8,7 @@ numerics can be checked against ``transformers`` directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -19,8 +19,15 @@ from .config import ModelConfig
 from .kv_cache import KVCache
 from .weights import PackedLinear, WeightFormat
 
-if TYPE_CHECKING:
-    from .compiled import CompiledLayers
+
+
+class CompiledStack(Protocol):
+    """What `LlamaModel.forward` calls instead of the eager `run_layers` when a model
+    carries one: `compiled.CompiledLayers` (which builds on this module, so this
+    module names only the call it needs)."""
+
+    def run_layers(self, model: LlamaModel, h: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
+                   capture: tuple[int, ...]) -> tuple[Tensor, dict[int, Tensor]]: ...
 
 
 @dataclass
@@ -255,7 +262,7 @@ class LlamaModel(nn.Module):
         self.packed_head: PackedLinear | None = None
         self.weight_format = WeightFormat()
         # Set by `compiled.compile_models`; None runs the layers eagerly (the reference).
-        self.compiled: CompiledLayers | None = None
+        self.compiled: CompiledStack | None = None
 
     def forward(
         self,

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from .llama import LlamaModel
+Model = TypeVar("Model", bound=nn.Module)
 
 GROUP_SIZE = 32
 ACTIVATION_DTYPE = torch.bfloat16
@@ -232,10 +231,10 @@ def pack_linear(
     raise ValueError(f"pack_linear: format {fmt.value!r} is not a packed format")
 
 
-def apply_weight_format(
-    model: LlamaModel, fmt: WeightFormat, exact_int4: dict[str, Int4Groups] | None = None
-) -> LlamaModel:
-    """Swap ``model``'s decoder linears and LM head to ``fmt``, in place; returns ``model``.
+def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, Int4Groups] | None = None) -> Model:
+    """Swap a `llama.LlamaModel`'s decoder linears and LM head to ``fmt``, in place;
+    returns ``model``.  (Typed by a variable, not by the class: llama.py builds on this
+    module, so this module does not import it.)
 
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
     to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).

@@ -270,7 +270,7 @@ class EngineWorker:
             return
         try:
             cost = iteration_cost(plan, record.batch_size, record.context_len, record.verified, record.accepted,
-                                  record.draft_ms + record.verify_ms)
+                                  record.step_ms)
             settings = self.calibration.observe(plan, cost)
             if settings is not None:
                 self.engine.policy.reconfigure(settings)

@@ -1,0 +1,179 @@
+"""The engine's whole path on every device present: CPU always, CUDA when this
+machine has one (skipped otherwise, with the reason).  Every policy (the ablation
+variants included), greedy and sampling, float32 and bfloat16, on a small random
+target with a random EAGLE head, so the real draft code runs.
+
+Plus CPU-side checks of the two faults the first CUDA run hit: a non-contiguous
+SDPA output fed to ``grouped_attention``, and policy decisions fed tensors that did
+not come through the host boundary (``cast/expand.py``)."""
+
+import pytest
+import torch
+
+from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import expand, largest_valid_index
+from sglang_cast.cast.tree import DraftTree
+from sglang_cast.engine import Engine
+from sglang_cast.models import DraftConfig, EagleDraft, LlamaModel, ModelConfig
+from sglang_cast.models import attention
+
+VOCAB = 64
+CUDA_REASON = "no CUDA device on this machine (torch.cuda.is_available() is False)"
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_REASON))]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=TreeShape(4, 3, 10))
+
+
+class CharTokenizer:
+    def encode(self, text):
+        return [ord(c) % VOCAB for c in text]
+
+    def decode(self, ids):
+        return "".join(chr(ord("a") + i % 26) for i in ids)
+
+
+def random_pair(device: str, dtype: torch.dtype) -> tuple[LlamaModel, EagleDraft]:
+    """A two-layer target and an EAGLE head, random but fixed (seeded on the CPU)."""
+    config = ModelConfig.from_hf({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": True,
+    })
+    target = LlamaModel(config)
+    layer = ModelConfig.from_hf({**config.to_hf(), "num_hidden_layers": 1})
+    draft = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for module in (target, draft):
+            for name, param in module.named_parameters():
+                param.copy_(torch.ones_like(param) if "norm" in name else 0.3 * torch.randn(param.shape, generator=gen))
+    return target.to(device, dtype).eval(), draft.to(device, dtype).eval()
+
+
+def make_engine(policy: str, device: str, dtype: str, max_batch: int = 3) -> Engine:
+    target, draft = random_pair(device, DTYPES[dtype])
+    return Engine(target, CharTokenizer(), draft, make_policy(policy, SETTINGS), max_batch_size=max_batch,
+                  context_length=96)
+
+
+PROMPTS = ["hello world", "trees", "speculative decoding on a device"]
+
+
+def assert_engine_on(engine: Engine, device: str) -> None:
+    """Every cache buffer and draft root state lives on ``device``; lengths on the host."""
+    kind = torch.device(device).type
+    caches = [engine.target_cache] + ([engine.draft_cache] if engine.draft is not None else [])
+    for cache in caches:
+        assert cache.k.device.type == kind and cache.v.device.type == kind
+    if engine.draft is not None:
+        assert engine.root_hidden.device.type == kind and engine.root_logits.device.type == kind
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_runs_and_float32_equals_plain_decoding(device, policy, dtype):
+    params = SamplingParams(max_new_tokens=24)
+    engine = make_engine(policy, device, dtype)
+    results = engine.generate(PROMPTS, params)
+    assert [len(r.token_ids) for r in results] == [24] * len(PROMPTS)
+    assert all(0 <= t < VOCAB for r in results for t in r.token_ids)
+    assert_engine_on(engine, device)
+    if dtype == "float32":  # bf16 may flip near-ties between tree and plain attention
+        plain = make_engine("vanilla", device, dtype).generate(PROMPTS, params)
+        assert [r.token_ids for r in results] == [r.token_ids for r in plain]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_sampling_runs_and_is_reproducible(device, policy, dtype):
+    params = [SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=i) for i in range(len(PROMPTS))]
+    first = make_engine(policy, device, dtype).generate(PROMPTS, params)
+    again = make_engine(policy, device, dtype).generate(PROMPTS, params)
+    assert [len(r.token_ids) for r in first] == [16] * len(PROMPTS)
+    assert [r.token_ids for r in first] == [r.token_ids for r in again]
+
+
+def test_grouped_attention_takes_a_non_contiguous_sdpa_output(monkeypatch):
+    """CUDA's fp32 SDPA kernels return ``[B, H, L, D]`` in a transposed layout; the
+    grouped heads must be un-grouped without assuming contiguity."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def transposed_layout(*args, **kwargs):
+        out = sdpa(*args, **kwargs)
+        strided = out.transpose(1, 2).contiguous().transpose(1, 2)
+        assert not strided.is_contiguous()
+        return strided
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(shape, generator=gen) for shape in ((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8)))
+    expected = attention.grouped_attention(q, k, v, None)
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", transposed_layout)
+    assert torch.equal(attention.grouped_attention(q, k, v, None), expected)
+
+
+def test_algorithm1_refuses_inputs_on_two_devices_with_a_clear_error():
+    with pytest.raises(ValueError, match="must be on one device"):
+        largest_valid_index(torch.ones(3, device="meta").cumsum(0), torch.arange(1.0, 4.0), 0.5)
+
+
+class HostBoundarySpy:
+    """Records every tensor that crossed the host boundary, and checks that every
+    tensor a plan is handed did."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.crossed: set[int] = set()
+        self.decisions = 0
+        self.keep = []
+        to_host, host_copy = expand.to_host, DraftTree.host_copy
+
+        def recording_to_host(tensor):
+            copy = to_host(tensor).clone()  # a fresh object: what a device copy would be
+            self.crossed.add(id(copy))
+            self.keep.append(copy)
+            return copy
+
+        def recording_host_copy(tree):
+            copy = host_copy(tree)
+            copy = DraftTree(copy.tokens.clone(), copy.parents.clone(), copy.values.clone(), copy.depths.clone(),
+                             with_ancestors=False, layers=copy.layers)
+            self.crossed.add(id(copy))
+            self.keep.append(copy)
+            return copy
+
+        monkeypatch.setattr(expand, "to_host", recording_to_host)
+        monkeypatch.setattr(DraftTree, "host_copy", recording_host_copy)
+
+    def wrap(self, policy):
+        begin, spy = policy.begin, self
+
+        def checked_begin(batch_size, context_len):
+            plan = begin(batch_size, context_len)
+            keep, verify_count = plan.keep, plan.verify_count
+
+            def checked_keep(layer, values):
+                assert id(values) in spy.crossed, "keep() got a tensor that never crossed to the host"
+                spy.decisions += 1
+                return keep(layer, values)
+
+            def checked_verify_count(tree):
+                assert id(tree) in spy.crossed, "verify_count() got a tree that never crossed to the host"
+                spy.decisions += 1
+                return verify_count(tree)
+
+            plan.keep, plan.verify_count = checked_keep, checked_verify_count
+            return plan
+
+        policy.begin = checked_begin
+        return policy
+
+
+@pytest.mark.parametrize("policy", ["eagle2", "cast", "goodput", "cast-rerank", "cast-depth-breadth"])
+def test_every_policy_decision_reads_a_host_copy(monkeypatch, policy):
+    spy = HostBoundarySpy(monkeypatch)
+    target, draft = random_pair("cpu", torch.float32)
+    engine = Engine(target, CharTokenizer(), draft, spy.wrap(make_policy(policy, SETTINGS)), max_batch_size=2,
+                    context_length=96)
+    engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=8))
+    assert spy.decisions > 0
