@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sglang_cast.hardware import GPU_LABELS
+
 from .errors import AutotuneError
 
 
@@ -23,16 +25,9 @@ class DeviceLabel:
         return device_type == self.device_type and re.search(self.name_pattern, name, re.IGNORECASE) is not None
 
 
-# Word boundaries keep "H20" from matching "H200" and "A800" from matching "A8000".
 KNOWN_LABELS: dict[str, DeviceLabel] = {
     "cpu": DeviceLabel("cpu", ""),
-    "h100": DeviceLabel("cuda", r"\bH100\b"),
-    "h200": DeviceLabel("cuda", r"\bH200\b"),
-    "h20": DeviceLabel("cuda", r"\bH20\b"),
-    "a100": DeviceLabel("cuda", r"\bA100\b"),
-    "a800": DeviceLabel("cuda", r"\bA800\b"),
-    "l40s": DeviceLabel("cuda", r"\bL40S\b"),
-    "rtx4090": DeviceLabel("cuda", r"\bRTX 4090\b"),
+    **{label: DeviceLabel("cuda", pattern) for label, pattern in GPU_LABELS.items()},
 }
 
 LABEL_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 
 import torch
@@ -54,3 +55,22 @@ def device_name(device: str | torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return cpu_name()
+
+
+# Profile labels of GPUs, matched in the CUDA device name: the one table the server (which
+# profile to load), the bench and `cast-autotune` (which label a measurement may carry) read.
+# Word boundaries keep "H20" from matching "H200" and "A800" from matching "A8000".
+GPU_LABELS: dict[str, str] = {
+    "h100": r"\bH100\b",
+    "h200": r"\bH200\b",
+    "h20": r"\bH20\b",
+    "a100": r"\bA100\b",
+    "a800": r"\bA800\b",
+    "l40s": r"\bL40S\b",
+    "rtx4090": r"\bRTX 4090\b",
+}
+
+
+def gpu_label(name: str) -> str | None:
+    """The profile label of a CUDA device named ``name`` (`GPU_LABELS`), or None."""
+    return next((label for label, pattern in GPU_LABELS.items() if re.search(pattern, name, re.IGNORECASE)), None)

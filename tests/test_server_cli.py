@@ -113,7 +113,8 @@ def test_startup_failures_are_one_line_errors(capsys, argv, message):
 
 @pytest.mark.parametrize("name,label", [
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A800-SXM4-80GB", "a800"), ("NVIDIA H20", "h20"),
-    ("NVIDIA GeForce RTX 4090", "rtx4090"), ("NVIDIA H200", "nvidia-h200"),
+    ("NVIDIA GeForce RTX 4090", "rtx4090"), ("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", "h200"),
+    ("NVIDIA B200", "nvidia-b200"),
 ])
 def test_gpu_profile_labels(monkeypatch, name, label):
     monkeypatch.setattr("sglang_cast.hardware.device_name", lambda device: name)

@@ -21,8 +21,6 @@ ALGORITHMS = {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "
 BACKENDS = ("native", "sglang")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 DTYPES = ("float32", "float16", "bfloat16")
-# Profile labels for GPUs we have profiles for, matched in the CUDA device name.
-GPU_LABELS = (("h100", r"h100"), ("a800", r"a800"), ("h20", r"h20(?!\d)"), ("rtx4090", r"4090"))
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -268,13 +266,11 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
 
 
 def hardware_label(device: str) -> str:
-    """The profile label of this hardware: "cpu", or a GPU's from its CUDA name."""
+    """The profile label of this hardware: "cpu", or a GPU's from its CUDA name
+    (`hardware.gpu_label`), else the name made file-safe."""
     if not device.startswith("cuda"):
         return "cpu"
-    from ..hardware import device_name
+    from ..hardware import device_name, gpu_label
 
-    name = device_name(device).lower()
-    for label, pattern in GPU_LABELS:
-        if re.search(pattern, name):
-            return label
-    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+    name = device_name(device)
+    return gpu_label(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
