@@ -592,3 +592,30 @@ def test_our_launcher_takes_sglangs_parallel_flags_for_the_sglang_backend_only()
     assert (parse_launch_args([]).tp_size, parse_launch_args([]).dp_size) == (1, 1)
     with pytest.raises(SystemExit):
         parse_launch_args(["--tp-size", "2"])
+
+
+def test_the_plugin_charges_the_profiles_host_overhead():
+    """The SGLang worker decides through the shared policies, so a profile's host-overhead
+    table (issue 33; measured through SGLang's own steps where CUDA is present) reaches
+    its decisions: a costly draft layer makes the predicted depth, and so the runtime
+    state it runs, shallower; a costly verified token narrows the verify."""
+    from sglang_cast.cast import DraftTree, OverheadTable
+
+    settings = two_bucket_settings(Thresholds(0.4, 3.0, 0.8))
+
+    def with_host(per_layer: float, per_token: float) -> PolicySettings:
+        terms = torch.tensor([[[0.0, 0.0, per_layer, per_token]]], dtype=torch.float64)
+        return replace(settings, costs=replace(settings.costs, overhead=OverheadTable(1 << 20, 1, (1,), terms)))
+
+    roots = torch.tensor([[0.6, 0.2, 0.1, 0.05]], dtype=torch.float64)
+    shape = StaticShape(num_steps=6, topk=4, num_draft_tokens=20)
+    depths = [CastDecider(make_policy("cast", s), shape).begin(1, 300).predict_depth(roots)
+              for s in (settings, with_host(1e3, 0.0))]
+    assert depths[0] > 1 and depths[1] == 1
+    tree = DraftTree.from_roots(torch.tensor([0]))
+    parent = torch.zeros((1, 1), dtype=torch.long)
+    for token in range(1, 7):
+        parent = tree.add_layer(torch.tensor([[token]]), parent, torch.tensor([[0.5]], dtype=torch.float64))
+    verified = [CastDecider(make_policy("cast", s), shape).begin(1, 300).verify_count(tree)
+                for s in (settings, with_host(0.0, 1e3))]
+    assert verified[0] > verified[1] >= 1
