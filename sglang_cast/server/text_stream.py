@@ -1,7 +1,7 @@
 """Incremental text for streaming: emit only what later tokens cannot change.
 
-The engine re-decodes a request's whole output after every iteration and cuts it
-at the first stop string.  Two kinds of tail are still provisional while the
+The engine decodes a request's output incrementally (engine/requests.py
+``IncrementalText``) and cuts it at the first stop string.  Two kinds of tail are still provisional while the
 request runs: an incomplete UTF-8 sequence (decoded as U+FFFD until its last
 byte arrives) and a suffix that may grow into a stop string (and would then be cut
 away).  Holding those back is what makes the concatenated stream equal the

@@ -57,7 +57,7 @@ from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker, EAGLEWorker
 from sglang.srt.speculative.spec_utils import draft_tp_context, renorm_draft_probs
 from sglang.srt.utils.common import fast_topk
 
-from ..cast import make_policy
+from ..cast import decide_verified, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
 from .memory_plan import ModelShape, extra_states
@@ -211,7 +211,7 @@ class CastDraftWorker(EagleDraftWorker):
         drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, roots,
                                     _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps,
                                     expected_depth=predicted)
-        width = self.cast.use_width(plan.verify_count(drafted.tree), drafted.tree.size - 1)
+        width = self.cast.use_width(decide_verified(plan, drafted.tree), drafted.tree.size - 1)
         layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
