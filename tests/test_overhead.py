@@ -37,6 +37,15 @@ def chain(values: list[float]) -> DraftTree:
     return tree
 
 
+def grown_eagle2_plan(table: OverheadTable | None):
+    """An EAGLE-2 plan (top-k 2, depth 3) that drafted three layers at batch 1, context 10."""
+    plan = make_policy("eagle2", PolicySettings.single(flat_costs(table), TreeShape(2, 3, 8))).begin(1, 10)
+    for layer, values in enumerate(([0.9, 0.5], [0.4, 0.3], [0.2, 0.1]), start=1):
+        plan.keep(layer, torch.tensor([values], dtype=torch.float64))
+        plan.grow(layer)
+    return plan
+
+
 # ------------------------------------------------------------------ the table
 
 def test_table_round_trips_and_errors_name_the_field():
@@ -219,13 +228,7 @@ def test_charge_of_a_step_adds_the_host_ms_its_fitted_terms_give():
     (``OverheadTerms.iteration_ms``, the fit's own design) is exactly what ``charge`` adds:
     ``per_layer`` once per expanding draft forward (depth - 1), not once per layer."""
     table = overhead(plain=0.5, spec_base=2.0, per_layer=0.3, per_token=0.1)
-    shape = TreeShape(2, 3, 8)
-    with_host, bare = (make_policy("eagle2", PolicySettings.single(flat_costs(t), shape)).begin(1, 10)
-                       for t in (table, None))
-    for plan in (with_host, bare):
-        for layer, values in enumerate(([0.9, 0.5], [0.4, 0.3], [0.2, 0.1]), start=1):
-            plan.keep(layer, torch.tensor([values], dtype=torch.float64))
-            plan.grow(layer)
+    with_host, bare = (grown_eagle2_plan(t) for t in (table, None))
     host = sum(charge(with_host, 4, 3, 1)) - sum(charge(bare, 4, 3, 1))
     assert host == pytest.approx(table.terms(1, 10).iteration_ms(3, 4), abs=1e-4)
     assert host == pytest.approx(2.0 + 0.3 * 2 + 0.1 * 4, abs=1e-4)
@@ -235,14 +238,8 @@ def test_charge_without_host_is_the_forwards_alone():
     """``charge(..., host=False)``: what a timed step minus its host work should take — the
     same plan's forwards, whatever overhead its cost model carries."""
     table = overhead(plain=0.5, spec_base=2.0, per_layer=0.3, per_token=0.1)
-    shape = TreeShape(2, 3, 8)
-    with_host, bare = (make_policy("eagle2", PolicySettings.single(flat_costs(t), shape)).begin(1, 10)
-                       for t in (table, None))
-    for plan in (with_host, bare):
-        for layer, values in enumerate(([0.9, 0.5], [0.4, 0.3], [0.2, 0.1]), start=1):
-            plan.keep(layer, torch.tensor([values], dtype=torch.float64))
-            plan.grow(layer)
+    with_host, bare = (grown_eagle2_plan(t) for t in (table, None))
     assert charge(with_host, 4, 3, 1, host=False) == charge(bare, 4, 3, 1)
     assert charge(with_host, 4, 3, 1, host=False) != charge(with_host, 4, 3, 1)
-    plain = make_policy("vanilla", PolicySettings.single(flat_costs(table), shape)).begin(1, 10)
+    plain = make_policy("vanilla", PolicySettings.single(flat_costs(table), TreeShape(2, 3, 8))).begin(1, 10)
     assert charge(plain, 0, 0, 0, host=False) == (0.0, pytest.approx(11.0))

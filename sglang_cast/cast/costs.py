@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .lookup import batch_row, select_bucket
+from .lookup import batch_row, grid_from_dict, grid_to_dict, select_bucket
 from .overhead import ZERO, OverheadTable, OverheadTerms
 
 # Added as ``EPS * n`` after the running max so that rows are strictly increasing,
@@ -99,32 +99,14 @@ class CostTable:
         return float(self.row(batch_size, context_len, n)[n - 1])
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "bucket": self.bucket,
-            "num_buckets": self.num_buckets,
-            "batch_sizes": list(self.batch_sizes),
-            "ms": [[[round(float(x), 6) for x in r] for r in per_b] for per_b in self.ms.tolist()],
-        }
+        return grid_to_dict(self.bucket, self.num_buckets, self.batch_sizes, self.ms)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "cost table") -> CostTable:
         """Parse a plain dict (YAML profile / DB export); errors name the field."""
-        if not isinstance(data, dict):
-            raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
-        missing = [k for k in ("bucket", "num_buckets", "batch_sizes", "ms") if k not in data]
-        if missing:
-            raise ValueError(f"{name}: missing field(s) {missing}")
+        grid = grid_from_dict(data, name, "n")
         try:
-            ms = torch.tensor(data["ms"], dtype=torch.float64)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name}.ms: not a rectangular [batch][bucket][n] list of numbers ({err})") from None
-        try:
-            return cls(
-                bucket=int(data["bucket"]),
-                num_buckets=int(data["num_buckets"]),
-                batch_sizes=tuple(int(b) for b in data["batch_sizes"]),
-                ms=ms,
-            )
+            return cls(*grid)
         except ValueError as err:
             raise ValueError(f"{name}: {err}") from None
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 import torch
 
-from .lookup import batch_row, select_bucket
+from .lookup import batch_row, grid_from_dict, grid_to_dict, select_bucket
 
 TERMS = ("plain", "spec_base", "per_layer", "per_token")
 
@@ -96,25 +96,15 @@ class OverheadTable:
         return OverheadTerms(*(float(x) for x in row))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bucket": self.bucket, "num_buckets": self.num_buckets, "batch_sizes": list(self.batch_sizes),
-                "terms": list(TERMS),
-                "ms": [[[round(float(x), 6) for x in cell] for cell in per_b] for per_b in self.ms.tolist()]}
+        return {**grid_to_dict(self.bucket, self.num_buckets, self.batch_sizes, self.ms), "terms": list(TERMS)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "overhead") -> OverheadTable:
-        if not isinstance(data, dict):
-            raise ValueError(f"{name}: expected a mapping, got {type(data).__name__}")
-        missing = [k for k in ("bucket", "num_buckets", "batch_sizes", "ms") if k not in data]
-        if missing:
-            raise ValueError(f"{name}: missing field(s) {missing}")
+        grid = grid_from_dict(data, name, "term")
         if list(data.get("terms", TERMS)) != list(TERMS):
             raise ValueError(f"{name}.terms: expected {list(TERMS)}, got {data['terms']!r}")
         try:
-            ms = torch.tensor(data["ms"], dtype=torch.float64)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name}.ms: not a rectangular [batch][bucket][term] list of numbers ({err})") from None
-        try:
-            return cls(int(data["bucket"]), int(data["num_buckets"]), tuple(int(b) for b in data["batch_sizes"]), ms)
+            return cls(*grid)
         except ValueError as err:
             raise ValueError(f"{name}: {err}") from None
 
