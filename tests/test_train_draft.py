@@ -274,7 +274,8 @@ def test_training_time_test_matches_engine_tree_drafting():
     prompt = [5, 17, 40, 9, 33, 71, 12, 60, 8, 25]
     n = len(prompt)
     request = engine.add_request(prompt, SamplingParams(max_new_tokens=8))
-    engine._admit()  # prefill: target forward + draft catch-up, as every request starts
+    engine._admit()  # prefill: the target forward; the prompt waits in the draft's backlog
+    engine.runner.feed_backlog([request])  # the draft's catch-up, as a first speculative iteration runs it
     root = request.output_ids[0]
     assert not request.finished
     slot = torch.tensor([request.slot])

@@ -262,8 +262,8 @@ class SpeculativeRunner:
     @torch.inference_mode()
     def prefill(self, request: Request) -> None:
         """Run the prompt through the target, commit it, append the first token and,
-        unless that finished the request, catch the draft up on the prompt.  Reading
-        the first token back is the one host read of a prefill."""
+        unless that finished the request, queue the prompt for the draft (its backlog).
+        Reading the first token back is the one host read of a prefill."""
         slots = torch.tensor([request.slot])
         prompt = self._on_device([request.prompt_ids])
         n = prompt.shape[1]
@@ -273,9 +273,10 @@ class SpeculativeRunner:
         first = self._sample_one(request, logits[0, -1])
         request.append([first], self.decode)
         if self.draft is not None and not request.finished:
-            next_tokens = torch.cat([prompt[:, 1:], self._on_device([[first]])], dim=1)
-            self._draft_catch_up(slots, next_tokens, features, torch.zeros(1, dtype=torch.long, device=self.device),
-                                 torch.tensor([n]))
+            # The draft catches up on the prompt at the request's first speculative
+            # iteration (`feed_backlog`), not here: where the policy decodes plainly
+            # (a `speculate: false` bucket) the draft's prefill would be pure cost.
+            self.draft_backlog[request.slot] = (list(request.prompt_ids[1:]) + [first], list(features[0].unbind(0)))
 
     def _sample_one(self, request: Request, logits: torch.Tensor) -> int:
         if request.params.greedy:
