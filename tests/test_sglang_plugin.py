@@ -538,7 +538,8 @@ def test_a_reload_between_catalogue_states_is_clamped_up_and_logged_once(profile
     with caplog.at_level("WARNING", logger="sglang_cast.sglang_plugin.reload"):
         assert watcher.check_now() is True
         assert watcher.check_now() is False  # unchanged: nothing new to say
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelname == "WARNING" and r.name == "sglang_cast.sglang_plugin.reload"]
     assert len(warnings) == 1
     assert "max_depth 3 runs in depth-4 states" in warnings[0]
     assert "num_verify_tokens 10 is verified in width-12 states" in warnings[0]
