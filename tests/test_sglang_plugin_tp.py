@@ -104,7 +104,7 @@ def rank_main(rank: int, world: int, port: int, profile: Path, iterations: int, 
         rank_local_reload = fault == "every rank watches the file"
         watcher = ProfileWatcher(loaded, decider.policy, SHAPE, poll_seconds=0.002,
                                  publish=None if rank_local_reload else (sync.offer if leader else None))
-        if leader or rank_local_reload:
+        if leader and not rank_local_reload:
             watcher.start()
         shared = random.Random(5)  # the replicated scheduler's batches
         noise = random.Random(1000 + rank)  # this rank's timing
@@ -114,6 +114,8 @@ def rank_main(rank: int, world: int, port: int, profile: Path, iterations: int, 
                 applied_at.append(i)
             if rank == world - 1 and i == iterations // 3:  # someone publishes a new profile mid-run
                 save_profile(Profile("tp", "cpu", "analytic", settings(AFTER)), profile)
+            if rank_local_reload and i % (3 + 4 * rank) == 0:  # planted: each rank polls the file on its own clock
+                watcher.check_now()
             timer_noise = noise.random()
             if timer_noise > 0.97:
                 time.sleep(timer_noise * 1e-3)
