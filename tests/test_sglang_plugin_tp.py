@@ -18,9 +18,11 @@ rank-local timer.
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import random
 import socket
 import time
+import traceback
 import zlib
 from pathlib import Path
 
@@ -95,6 +97,16 @@ def iteration_fingerprint(decider: CastDecider, draft: StandInDraft, rng: random
 
 
 def rank_main(rank: int, world: int, port: int, profile: Path, iterations: int, fault: str, out) -> None:
+    """One rank's run; a failure reaches the parent as its traceback, never as silence."""
+    try:
+        out.put(run_rank(rank, world, port, profile, iterations, fault))
+    except BaseException:
+        out.put((rank, "failed", traceback.format_exc()))
+        raise
+
+
+def run_rank(rank: int, world: int, port: int, profile: Path, iterations: int, fault: str) -> tuple:
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         loaded = load_profile(profile)
@@ -123,7 +135,7 @@ def rank_main(rank: int, world: int, port: int, profile: Path, iterations: int, 
                                                       fault == "a decision reads a timer"))
         watcher.stop()
         versions = [watcher.loaded.version]
-        out.put((rank, fingerprints, applied_at, versions))
+        return rank, fingerprints, applied_at, versions
     finally:
         dist.destroy_process_group()
 
@@ -139,7 +151,9 @@ def free_port() -> int:
 
 def run_ranks(tmp_path: Path, world: int, iterations: int, fault: str = "") -> dict[int, tuple]:
     profile = save_profile(Profile("tp", "cpu", "analytic", settings(BEFORE)), tmp_path / "tp.yaml")
-    context = multiprocessing.get_context("fork")
+    # spawn, not fork: a forked child of a process whose torch thread pool already ran
+    # (any earlier test in the same pytest run) deadlocks in its first parallel op.
+    context = multiprocessing.get_context("spawn")
     out = context.Queue()
     port = free_port()
     ranks = [context.Process(target=rank_main, args=(r, world, port, profile, iterations, fault, out))
@@ -147,12 +161,24 @@ def run_ranks(tmp_path: Path, world: int, iterations: int, fault: str = "") -> d
     for process in ranks:
         process.start()
     results = {}
-    for _ in ranks:
-        rank, *result = out.get(timeout=60 + iterations * 0.2)
-        results[rank] = tuple(result)
-    for process in ranks:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    deadline = time.monotonic() + 120 + iterations * 0.05
+    try:
+        while len(results) < world:
+            try:
+                rank, *result = out.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p.exitcode for p in ranks if p.exitcode not in (None, 0)]
+                assert not dead, f"a rank exited with {dead} before reporting"
+                assert time.monotonic() < deadline, f"ranks {sorted(set(range(world)) - set(results))} still running"
+                continue
+            assert result[0] != "failed", f"rank {rank} failed:\n{result[1]}"
+            results[rank] = tuple(result)
+    finally:
+        for process in ranks:
+            process.join(timeout=30)
+            if process.exitcode is None:
+                process.kill()
+    assert all(process.exitcode == 0 for process in ranks)
     return results
 
 
