@@ -8,9 +8,17 @@ import copy
 import pytest
 import torch
 
-from sglang_cast.models.numerics import KernelPaths, judge_by_kernel_paths, judge_paths, kernel_paths, \
-    stepwise_logits
-from test_models import make_pair
+from sglang_cast.models import KVCache, causal_tree_mask
+from sglang_cast.models.numerics import (
+    KernelPaths,
+    first_divergence,
+    judge_by_kernel_paths,
+    judge_paths,
+    kernel_paths,
+    kernel_paths_per_position,
+    stepwise_logits,
+)
+from test_models import commit_all, make_pair
 
 VOCAB = 96
 
@@ -109,3 +117,39 @@ def test_bad_inputs_name_the_field():
         judge_paths(KernelPaths(paths.verify, paths.verify[:10]), 0, 1)
     with pytest.raises(ValueError, match="verify: expected one position"):
         judge_paths(KernelPaths(paths.verify[None], paths.verify[None]), 0, 1)
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3, 4]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+
+
+def test_kernel_paths_at_every_position_are_the_two_forwards_in_bf16():
+    """`kernel_paths_per_position` is one 12-token forward and 12 one-token forwards
+    (built by hand here), position by position; at every position the judge accepts the
+    two paths' own argmaxes and rejects the lowest-ranked token."""
+    _, model = make_pair("llama", seed=6)
+    model = model.to(torch.bfloat16)
+    tokens = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(7))
+    slots = torch.tensor([0])
+    with torch.no_grad():
+        cache = KVCache.for_model(model.config, 1, 12, "cpu", torch.bfloat16)
+        out = model(tokens, torch.arange(12)[None], cache, slots, causal_tree_mask(1, 12, "cpu"))
+        batched = model.logits(out.hidden)[0]
+        cache = KVCache.for_model(model.config, 1, 12, "cpu", torch.bfloat16)
+        stepped = []
+        for i in range(12):
+            out = model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, slots, causal_tree_mask(1, 1, "cpu"))
+            commit_all(cache, slots, 1)
+            stepped.append(model.logits(out.hidden)[0, 0])
+    paths = kernel_paths_per_position(model, tokens[0].tolist())
+    assert len(paths) == 12
+    for position, (got, verify, stepwise) in enumerate(zip(paths, batched, stepped)):
+        assert torch.equal(got.verify, verify) and torch.equal(got.stepwise, stepwise), position
+        top_verify, top_stepwise = int(verify.argmax()), int(stepwise.argmax())
+        assert judge_paths(got, top_verify, top_stepwise).near_tie, position
+        assert not judge_paths(got, top_verify, int(verify.argmin())).near_tie, position
+    assert max(p.spread for p in paths) > 0  # bf16: the two paths do round differently
+    assert torch.equal(kernel_paths(model, tokens[0].tolist()).stepwise, paths[-1].stepwise)
+    with pytest.raises(ValueError, match="token_ids"):
+        kernel_paths_per_position(model, [])

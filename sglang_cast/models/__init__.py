@@ -14,7 +14,14 @@ from .eagle import (
 from .kv_cache import KVCache
 from .llama import LlamaModel, ModelOutput, eagle3_feature_layers
 from .loader import cache_root, embedded_gguf_path, hf_to_internal, load_target
-from .numerics import NearTieRule, first_divergence, judge_divergence
+from .numerics import (
+    Divergence,
+    KernelPaths,
+    first_divergence,
+    judge_by_kernel_paths,
+    judge_paths,
+    kernel_paths,
+)
 from .weights import Format, WeightFormat
 
 __all__ = [
@@ -23,14 +30,15 @@ __all__ = [
     "DraftConfig",
     "DraftModel",
     "DraftOutput",
+    "Divergence",
     "Eagle3Draft",
     "EagleDraft",
     "Format",
     "KVCache",
+    "KernelPaths",
     "LlamaModel",
     "ModelConfig",
     "ModelOutput",
-    "NearTieRule",
     "WeightFormat",
     "build_attention_mask",
     "cache_root",
@@ -39,6 +47,9 @@ __all__ = [
     "embedded_gguf_path",
     "first_divergence",
     "hf_to_internal",
+    "judge_by_kernel_paths",
+    "judge_paths",
+    "kernel_paths",
     "load_draft",
     "load_target",
     "save_draft",

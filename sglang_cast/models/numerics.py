@@ -30,94 +30,21 @@ When the recomputed paths reproduce the flip (verify's argmax is one token, step
 the other), the two gaps sum to ``|Δ_e - Δ_g| <= 2 s``, so a reproduced flip always
 passes; a token several spreads behind the top fails however close the paths agree
 (a planted token 0.5 logits behind, with paths agreeing to 1e-3, fails:
-`tests/test_precision.py`).  The recomputation runs one sequence alone, not the run's
+`tests/test_near_tie.py`).  The recomputation runs one sequence alone, not the run's
 batch and tree, so its rounding is a sample of the same kernels' error, not a replay.
-
-`NearTieRule` is the older a-priori bound (derived from the dtype and the layer count);
-on SmolLM2 in bf16 it evaluates to ~10-21 logits, so it would pass a wrong token several
-logits behind.  It is kept only as the scale `tools/bench_kernels.py` reports measured
-spreads against; no losslessness check in `tools/bench.py` uses it.
-
-The a-priori derivation, for that diagnostic:
-
-* Every decoder layer writes its residual-stream output, and the final norm and the
-  head write theirs, in the compute dtype: ``L + 2`` stages for ``L`` layers.  Each
-  stage rounds its output once, relative error at most the unit roundoff ``u``
-  (``finfo.eps / 2``: 2^-8 for bf16, 2^-24 for fp32), and accumulates dot products of
-  length at most ``K`` (the widest inner dimension) in fp32: ``sqrt(K) · u_fp32``
-  (Higham & Mary, 2019).  So a stage's relative error is ``e = u + sqrt(K) · u_fp32``
-  and a logit along one path is within ``(L + 2) · e · S`` of the exact value, ``S`` the
-  largest logit's magnitude at that position (an assumption, not a theorem).
-* Two runs, two logits: ``tolerance = 2 · 2 · (L + 2) · e · S``.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .attention import causal_tree_mask
-from .config import ModelConfig
 from .kv_cache import KVCache
 from .llama import LlamaModel
-
-
-def unit_roundoff(dtype: torch.dtype) -> float:
-    """Largest relative error of rounding a real number to ``dtype`` (``eps / 2``)."""
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype: {dtype} is not a floating-point dtype")
-    return torch.finfo(dtype).eps / 2
-
-
-@dataclass(frozen=True)
-class NearTieRule:
-    """The a-priori near-tie tolerance for a model of ``num_layers`` layers, widest inner
-    dimension ``inner_dim``, computing in ``dtype`` (module docstring: a diagnostic scale;
-    losslessness is judged by `judge_by_kernel_paths`)."""
-
-    dtype: torch.dtype
-    num_layers: int
-    inner_dim: int
-
-    def __post_init__(self) -> None:
-        for name in ("num_layers", "inner_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: {getattr(self, name)} must be >= 1")
-        unit_roundoff(self.dtype)  # validates the dtype
-
-    @classmethod
-    def for_model(cls, config: ModelConfig, dtype: torch.dtype) -> NearTieRule:
-        """The rule for a target of ``config`` whose activations are in ``dtype``."""
-        inner = max(config.hidden_size, config.intermediate_size)
-        return cls(dtype, config.num_layers, inner)
-
-    @property
-    def relative_error(self) -> float:
-        """``(L + 2) · (u + sqrt(K) · u_fp32)``: one logit's relative error along one path."""
-        stage = unit_roundoff(self.dtype) + math.sqrt(self.inner_dim) * unit_roundoff(torch.float32)
-        return (self.num_layers + 2) * stage
-
-    def tolerance(self, logits: Tensor) -> float:
-        """``2 · 2 · relative_error · max|z|`` for one position's logits ``[vocab]``."""
-        scale = float(logits.detach().float().abs().max())
-        return 4 * self.relative_error * scale
-
-    def check(self, logits: Tensor, expected: int, got: int) -> Divergence:
-        """Judge a greedy divergence: ``expected`` and ``got`` tokens at one position whose
-        target logits are ``logits`` ``[vocab]`` (either run's; the bound covers both)."""
-        if logits.ndim != 1:
-            raise ValueError(f"logits: expected one position [vocab], got {tuple(logits.shape)}")
-        vocab = logits.shape[0]
-        for name, token in (("expected", expected), ("got", got)):
-            if not 0 <= token < vocab:
-                raise ValueError(f"{name}: token {token} not in [0, {vocab})")
-        values = logits.detach().float()
-        gap = abs(float(values[expected] - values[got]))
-        tolerance = self.tolerance(values)
-        return Divergence(expected, got, gap, tolerance, gap <= tolerance)
 
 
 @dataclass(frozen=True)
@@ -130,19 +57,6 @@ class Divergence:
     gap: float
     tolerance: float
     near_tie: bool
-
-
-@torch.inference_mode()
-def judge_divergence(target: LlamaModel, rule: NearTieRule, prompt_ids: list[int], reference: list[int],
-                     other: list[int]) -> Divergence | None:
-    """`NearTieRule.check` at the first difference of two greedy continuations of
-    ``prompt_ids`` (None if they agree), on one causal forward's logits: the a-priori
-    verdict, kept for callers of the older rule; prefer `judge_by_kernel_paths`."""
-    at = first_divergence(reference, other)
-    if at is None:
-        return None
-    hidden = target.causal_hidden(list(prompt_ids) + list(reference[:at]))
-    return rule.check(target.logits(hidden[-1]), reference[at], other[at])
 
 
 @dataclass(frozen=True)
@@ -186,22 +100,28 @@ def judge_paths(paths: KernelPaths, expected: int, got: int) -> Divergence:
     return Divergence(expected, got, gap, tolerance, gap <= tolerance)
 
 
-@torch.inference_mode()
-def stepwise_logits(target: LlamaModel, token_ids: list[int]) -> Tensor:
-    """Logits ``[vocab]`` after ``token_ids`` fed one token per forward into a scratch KV
-    cache of its own, as plain decoding computes them (no engine state is touched)."""
+def _stepwise_hidden(target: LlamaModel, token_ids: list[int]) -> Iterator[Tensor]:
+    """Final-norm hidden state ``[hidden]`` after each of ``token_ids``, fed one token per
+    forward into a scratch KV cache of its own, as plain decoding computes them (no
+    engine state is touched).  Callers hold inference mode."""
     device = target.embed_tokens.weight.device
     cache = KVCache.for_model(target.config, 1, len(token_ids), device, target.embed_tokens.weight.dtype)
     slots = torch.zeros(1, dtype=torch.long, device=device)
     mask = causal_tree_mask(1, 1, device)
     keep = torch.zeros(1, 1, dtype=torch.long, device=device)
     one = torch.ones(1, dtype=torch.long, device=device)
-    hidden = None
     for position, token in enumerate(token_ids):
         ids = torch.tensor([[token]], device=device)
         hidden = target(ids, torch.tensor([[position]], device=device), cache, slots, mask).hidden
         cache.commit(slots, keep, one)
-    return target.logits(hidden[0, -1])
+        yield hidden[0, -1]
+
+
+@torch.inference_mode()
+def stepwise_logits(target: LlamaModel, token_ids: list[int]) -> Tensor:
+    """Logits ``[vocab]`` after ``token_ids`` fed one token per forward (`_stepwise_hidden`)."""
+    *_, last = _stepwise_hidden(target, token_ids)
+    return target.logits(last)
 
 
 @torch.inference_mode()
@@ -211,6 +131,19 @@ def kernel_paths(target: LlamaModel, token_ids: list[int]) -> KernelPaths:
         raise ValueError("token_ids: at least one token is needed")
     verify = target.logits(target.causal_hidden(list(token_ids))[-1])
     return KernelPaths(verify, stepwise_logits(target, list(token_ids)))
+
+
+@torch.inference_mode()
+def kernel_paths_per_position(target: LlamaModel, token_ids: list[int]) -> list[KernelPaths]:
+    """Both kernel paths' logits after every prefix of ``token_ids`` (entry ``i``: after
+    ``token_ids[: i + 1]``), in one verify forward (LM head on all ``n`` rows at once) and
+    ``n`` one-token forwards (the head on one row each, as plain decoding runs it): the
+    paths' spread over a whole sequence, for diagnostics (`tools/bench_kernels.py`)."""
+    if not token_ids:
+        raise ValueError("token_ids: at least one token is needed")
+    verify = target.logits(target.causal_hidden(list(token_ids)))  # [n, vocab]
+    stepwise = (target.logits(hidden) for hidden in _stepwise_hidden(target, list(token_ids)))
+    return [KernelPaths(v, s) for v, s in zip(verify, stepwise)]
 
 
 def judge_by_kernel_paths(target: LlamaModel, prompt_ids: list[int], reference: list[int],
