@@ -151,5 +151,6 @@ def test_kernel_paths_at_every_position_are_the_two_forwards_in_bf16():
         assert not judge_paths(got, top_verify, int(verify.argmin())).near_tie, position
     assert max(p.spread for p in paths) > 0  # bf16: the two paths do round differently
     assert torch.equal(kernel_paths(model, tokens[0].tolist()).stepwise, paths[-1].stepwise)
-    with pytest.raises(ValueError, match="token_ids"):
-        kernel_paths_per_position(model, [])
+    for empty in (kernel_paths_per_position, stepwise_logits):
+        with pytest.raises(ValueError, match="token_ids: at least one token"):
+            empty(model, [])

@@ -100,6 +100,13 @@ def judge_paths(paths: KernelPaths, expected: int, got: int) -> Divergence:
     return Divergence(expected, got, gap, tolerance, gap <= tolerance)
 
 
+def _token_list(token_ids: list[int]) -> list[int]:
+    """``token_ids`` as a list of its own, refused when empty (no position to judge)."""
+    if not token_ids:
+        raise ValueError("token_ids: at least one token is needed")
+    return list(token_ids)
+
+
 def _stepwise_hidden(target: LlamaModel, token_ids: list[int]) -> Iterator[Tensor]:
     """Final-norm hidden state ``[hidden]`` after each of ``token_ids``, fed one token per
     forward into a scratch KV cache of its own, as plain decoding computes them (no
@@ -120,17 +127,16 @@ def _stepwise_hidden(target: LlamaModel, token_ids: list[int]) -> Iterator[Tenso
 @torch.inference_mode()
 def stepwise_logits(target: LlamaModel, token_ids: list[int]) -> Tensor:
     """Logits ``[vocab]`` after ``token_ids`` fed one token per forward (`_stepwise_hidden`)."""
-    *_, last = _stepwise_hidden(target, token_ids)
+    *_, last = _stepwise_hidden(target, _token_list(token_ids))
     return target.logits(last)
 
 
 @torch.inference_mode()
 def kernel_paths(target: LlamaModel, token_ids: list[int]) -> KernelPaths:
     """The target's logits after ``token_ids`` along both kernel paths."""
-    if not token_ids:
-        raise ValueError("token_ids: at least one token is needed")
-    verify = target.logits(target.causal_hidden(list(token_ids))[-1])
-    return KernelPaths(verify, stepwise_logits(target, list(token_ids)))
+    token_ids = _token_list(token_ids)
+    verify = target.logits(target.causal_hidden(token_ids)[-1])
+    return KernelPaths(verify, stepwise_logits(target, token_ids))
 
 
 @torch.inference_mode()
@@ -139,10 +145,9 @@ def kernel_paths_per_position(target: LlamaModel, token_ids: list[int]) -> list[
     ``token_ids[: i + 1]``), in one verify forward (LM head on all ``n`` rows at once) and
     ``n`` one-token forwards (the head on one row each, as plain decoding runs it): the
     paths' spread over a whole sequence, for diagnostics (`tools/bench_kernels.py`)."""
-    if not token_ids:
-        raise ValueError("token_ids: at least one token is needed")
-    verify = target.logits(target.causal_hidden(list(token_ids)))  # [n, vocab]
-    stepwise = (target.logits(hidden) for hidden in _stepwise_hidden(target, list(token_ids)))
+    token_ids = _token_list(token_ids)
+    verify = target.logits(target.causal_hidden(token_ids))  # [n, vocab]
+    stepwise = (target.logits(hidden) for hidden in _stepwise_hidden(target, token_ids))
     return [KernelPaths(v, s) for v, s in zip(verify, stepwise)]
 
 
