@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from sglang_cast.cast import Policy
-from sglang_cast.engine import Engine, feature_layers
+from sglang_cast.engine import Engine, feature_width
 from sglang_cast.engine.build import DTYPES, default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
 from sglang_cast.models.weights import WeightFormat
@@ -44,6 +44,7 @@ class ModelPair:
     dtype: str
     eos_token_ids: tuple[int, ...] = ()
     chat_template: bool = True  # wrap prompts in the tokenizer's chat template
+    cuda_graph: bool = True  # engines on CUDA record their decode forwards as graphs (engine/cuda_graphs.py)
 
     @property
     def device(self) -> torch.device:
@@ -60,7 +61,7 @@ class ModelPair:
     @property
     def feature_width(self) -> int:
         """Width of the features the draft reads (3 target layers for EAGLE-3)."""
-        return self.target.config.hidden_size * max(1, len(feature_layers(self.target, self.draft)))
+        return feature_width(self.target, self.draft)
 
     def format_prompt(self, text: str) -> str:
         if not self.chat_template:
@@ -69,9 +70,10 @@ class ModelPair:
                                                   tokenize=False)
 
     def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
+        graphs = "cuda" if self.cuda_graph and self.device.type == "cuda" else None
         return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids)
+                      eos_token_ids=self.eos_token_ids, graph_backend=graphs)
 
 
 def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:

@@ -72,6 +72,7 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
         max_running_requests=args.max_running_requests, context_length=args.context_length,
         api_key=args.api_key, admin_api_key=args.admin_api_key, mem_fraction_static=args.mem_fraction_static,
         device=args.device, tp_size=args.tp_size, dp_size=args.dp_size, pp_size=args.pp_size,
+        disable_cuda_graph=not args.cuda_graph,
     )
     try:
         validate(namespace)
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
             settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
             context_length=args.context_length, device=args.device, dtype=args.dtype,
             weight_format=args.weight_format, profile=profile.profile if profile is not None else None,
-            compile=args.compile,
+            compile=args.compile, cuda_graph=args.cuda_graph,
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))

@@ -248,19 +248,16 @@ def test_ttt_mask_small_example():
 
 
 class RecordingDraft:
-    """Passes calls through to the head and keeps the logits the expander saw."""
+    """The runner's draft step, keeping the logits the expander saw."""
 
-    def __init__(self, draft):
-        self.draft = draft
+    def __init__(self, step):
+        self.step = step
         self.logits = []
 
     def __call__(self, *args):
-        out = self.draft(*args)
-        self.logits.append(out.logits)
-        return out
-
-    def draft_to_target(self, ids):
-        return self.draft.draft_to_target(ids)
+        hidden, logits = self.step(*args)
+        self.logits.append(logits)
+        return hidden, logits
 
 
 def test_training_time_test_matches_engine_tree_drafting():
@@ -280,8 +277,8 @@ def test_training_time_test_matches_engine_tree_drafting():
     assert not request.finished
     slot = torch.tensor([request.slot])
     context = engine.target_cache.lens[slot].clone()
-    recorder = RecordingDraft(draft)
-    expander = DraftExpander(recorder, engine.draft_cache, slot, context, engine.root_hidden[slot],
+    recorder = RecordingDraft(engine.runner.draft_forward)
+    expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.root_hidden[slot],
                              engine.root_logits[slot])
     tree = DraftTree.from_roots(torch.tensor([root]))
     a, b, c = 50, 51, 77  # depth 1: a and its sibling b; depth 2: c under a

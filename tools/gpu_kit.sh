@@ -18,8 +18,8 @@ cd "$(dirname "$0")/.."
 
 PY=${PY:-python3}
 DTYPE=${DTYPE:-bfloat16}
-STEPS=${STEPS:-tests,bench,autotune,bench-cast}
-TESTS=${TESTS:-tests/test_models.py tests/test_near_tie.py tests/test_bench_device.py tests/test_bench_rounds.py}
+STEPS=${STEPS:-tests,bench,bench-eager,autotune,bench-cast}
+TESTS=${TESTS:-tests/test_models.py tests/test_cuda_graphs.py tests/test_device_paths.py tests/test_near_tie.py tests/test_bench_device.py}
 TESTS_S=${TESTS_S:-120}
 BENCH_S=${BENCH_S:-150}
 AUTOTUNE_S=${AUTOTUNE_S:-200}
@@ -70,6 +70,9 @@ run() {
   fi
   step bench "$BENCH_S" "$PY" tools/bench.py --methods vanilla,eagle2 --profile "$profile" "${common[@]}" \
     --json "$KIT/bench.json" --markdown "$KIT/bench.md"
+  # The same plain decoding with every forward eager: what the CUDA graphs buy (engine/cuda_graphs.py).
+  step bench-eager "$BENCH_S" "$PY" tools/bench.py --methods vanilla --profile "$profile" "${common[@]}" \
+    --disable-cuda-graph --json "$KIT/bench_eager.json" --markdown "$KIT/bench_eager.md"
   step autotune "$AUTOTUNE_S" bash -c "set -e
     $PY -m autotune profile --gpu $label ${tune[*]} --quick
     $PY -m autotune collect ${tune[*]} --dataset datasets/mt_bench.jsonl --num-prompts 8 --max-new-tokens 64 \

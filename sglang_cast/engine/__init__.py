@@ -4,7 +4,7 @@ from .build import EngineArgs, build_engine
 from .engine import Engine, StepLog, StepOutput
 from .prompts import check_prompt
 from .requests import GenerationResult, Request, RequestStats
-from .runner import IterationRecord, feature_layers
+from .runner import IterationRecord, feature_layers, feature_width
 
 __all__ = ["Engine", "EngineArgs", "GenerationResult", "IterationRecord", "Request", "RequestStats", "StepLog", "StepOutput",
-           "build_engine", "check_prompt", "feature_layers"]
+           "build_engine", "check_prompt", "feature_layers", "feature_width"]

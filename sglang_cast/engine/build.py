@@ -42,6 +42,10 @@ class EngineArgs:
     # (fp32 stays the eager reference); "off" by default: it measured no faster here
     # (models/compiled.py, docs/precision.md).
     compile: str = "off"
+    # CUDA graphs for decoding, verification and the draft's steps (engine/cuda_graphs.py);
+    # on CUDA only, where launch overhead dominates a small model's step.  False:
+    # every forward eager (SGLang's --disable-cuda-graph).
+    cuda_graph: bool = True
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -83,5 +87,7 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
     if compile_wanted(args.compile, target):
         compile_models(target, draft, args.max_batch_size)
+    graph_backend = "cuda" if args.cuda_graph and args.device.startswith("cuda") else None
     return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
-                  context_length=args.context_length, eos_token_ids=config.eos_token_ids)
+                  context_length=args.context_length, eos_token_ids=config.eos_token_ids,
+                  graph_backend=graph_backend)

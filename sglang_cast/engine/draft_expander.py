@@ -10,21 +10,30 @@ entries of its own ancestors only, so its distribution depends on its path alone
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..cast import DraftTree
+
+# One draft forward on the draft's cache: ``[B, n]`` tokens, ``[B, n, F]`` features,
+# ``[B, n]`` positions, host slots ``[B]``, ``[B, n, s]`` tree mask -> (hidden, logits).
+DraftStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+                     tuple[torch.Tensor, torch.Tensor]]
 
 
 class DraftExpander:
     """Serves ``cast.grow_tree``: children of frontier nodes, best first.
 
-    ``slots`` ``[B]`` is best a host tensor (the draft cache's forwards read it there);
-    ``context_lens`` ``[B]`` and the root outputs live on the device."""
+    ``step`` runs one draft forward on the draft's cache (``(tokens, features,
+    positions, slots, mask) -> DraftOutput``: the runner's, eager or a CUDA graph);
+    ``to_target`` maps the head's token ids to the target's.  ``slots`` ``[B]`` is a
+    host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device."""
 
-    def __init__(self, draft, cache, slots: torch.Tensor, context_lens: torch.Tensor,
-                 root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
-        self.draft = draft
-        self.cache = cache
+    def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
+                 context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
+        self.step = step
+        self.to_target = to_target
         self.slots = slots
         self.context_lens = context_lens
         self.hidden = root_hidden.unsqueeze(1)  # [B, nodes seen, h]; node 0 = root
@@ -34,7 +43,7 @@ class DraftExpander:
     def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, top_k, dim=-1, sorted=True)
-        return top.values.double(), self.draft.draft_to_target(top.indices)
+        return top.values.double(), self.to_target(top.indices)
 
     def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         if tree.size == 1:
@@ -50,8 +59,7 @@ class DraftExpander:
         scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
         rows = tree.ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
         mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]
-        hidden, logits = self.draft(tree.tokens.gather(1, frontier), features, positions, self.cache,
-                                    self.slots, mask)
+        hidden, logits = self.step(tree.tokens.gather(1, frontier), features, positions, self.slots, mask)
         self.scratch_nodes = scratch
         self.hidden.scatter_(1, frontier.unsqueeze(-1).expand(-1, -1, width), hidden.to(self.hidden.dtype))
         return self._top_children(logits, top_k)

@@ -63,7 +63,8 @@ class Engine:
     """
 
     def __init__(self, target, tokenizer, draft, policy: Policy, *, max_batch_size: int = 8,
-                 context_length: int = 2048, eos_token_ids: tuple[int, ...] = ()) -> None:
+                 context_length: int = 2048, eos_token_ids: tuple[int, ...] = (),
+                 graph_backend: str | None = None) -> None:
         self.scheduler = Scheduler(max_batch_size)
         if policy.name != "vanilla" and draft is None:
             raise ValueError(f"policy {policy.name!r} needs a draft head; pass one or use policy 'vanilla'")
@@ -72,7 +73,7 @@ class Engine:
         self.context_length = context_length
         self.eos_token_ids = frozenset(eos_token_ids)
         self.runner = SpeculativeRunner(target, draft, policy, tokenizer.decode, max_batch_size=max_batch_size,
-                                        context_length=context_length)
+                                        context_length=context_length, graph_backend=graph_backend)
         self._ids = itertools.count()
 
     # Read-only views of what the runner and the scheduler hold, for the server, tools and tests.
@@ -84,6 +85,12 @@ class Engine:
     draft_cache = property(lambda self: self.runner.draft_cache)
     root_hidden = property(lambda self: self.runner.root_hidden)
     root_logits = property(lambda self: self.runner.root_logits)
+
+    def graph_report(self) -> dict | None:
+        """The CUDA graphs' start-up time, memory and use (`cuda_graphs.EngineGraphs.report`);
+        ``None`` when every forward runs eagerly."""
+        graphs = self.runner.graphs
+        return graphs.report() if graphs is not None else None
     running = property(lambda self: self.scheduler.running)
     waiting = property(lambda self: self.scheduler.waiting)
     free_slots = property(lambda self: self.scheduler.free_slots)

@@ -33,6 +33,7 @@ from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree,
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache, to_device
 from ..models.llama import eagle3_feature_layers
+from .cuda_graphs import DecodeShapes, EngineGraphs
 from .draft_expander import DraftExpander
 from .requests import Request
 from .timing import start_clock
@@ -44,12 +45,28 @@ def pad_right(row: list, width: int) -> list:
     return row + [row[-1]] * (width - len(row))
 
 
+def decode_shapes(policy: Policy, max_batch_size: int) -> DecodeShapes:
+    """The largest decode-time forwards ``policy`` can ask for (the graphs' keys):
+    plain decoding only for ``vanilla``."""
+    if policy.name == "vanilla":
+        return DecodeShapes(max_batch=max_batch_size, verify_tokens=1, top_k=1, max_depth=0)
+    shapes = [b.shape for b in policy.settings.buckets]
+    return DecodeShapes(max_batch=max_batch_size, verify_tokens=1 + max(s.num_verify_tokens for s in shapes),
+                        top_k=max(s.top_k for s in shapes), max_depth=max(s.max_depth for s in shapes))
+
+
 def feature_layers(target, draft) -> tuple[int, ...]:
     """Target layers whose hidden states the draft reads, known from the draft: an
     EAGLE-3 head (``draft.config.layout == "eagle3"``) reads three layers fixed by the
     target's depth; any other draft reads the target's last hidden state (``()``)."""
     layout = getattr(getattr(draft, "config", None), "layout", None)
     return eagle3_feature_layers(target.config.num_layers) if layout == "eagle3" else ()
+
+
+def feature_width(target, draft) -> int:
+    """Width of the target features the draft reads: one hidden state per feature layer
+    (the last hidden state when there are none)."""
+    return target.config.hidden_size * max(1, len(feature_layers(target, draft)))
 
 
 @dataclass
@@ -186,9 +203,15 @@ class SpeculativeRunner:
     ``draft`` may be ``None`` only for the vanilla policy (it is dropped for vanilla).
     ``tree_room`` KV positions past ``context_length`` are reserved per slot for the
     largest tree the policy's settings may draft and verify.
+
+    ``graph_backend`` records the decode-time forwards as CUDA graphs (``"cuda"``) or
+    runs the same fixed-shape path eagerly (``"eager-replay"``, for tests on CPU);
+    ``None`` runs every forward eagerly (engine/cuda_graphs.py).  With graphs the caches
+    hold one spare slot for padded rows.
     """
 
-    def __init__(self, target, draft, policy: Policy, decode, *, max_batch_size: int, context_length: int) -> None:
+    def __init__(self, target, draft, policy: Policy, decode, *, max_batch_size: int, context_length: int,
+                 graph_backend: str | None = None) -> None:
         self.target = target
         self.draft = draft if policy.name != "vanilla" else None
         self.policy = policy
@@ -199,6 +222,7 @@ class SpeculativeRunner:
         self.device, self.dtype = weight.device, weight.dtype
         self.max_batch_size, self.context_length = max_batch_size, context_length
         self.tree_room = policy.settings.kv_room
+        self.graph_backend = graph_backend
         self._allocate_caches()
         if self.draft is not None:
             hidden, vocab = target.config.hidden_size, self.draft.output_vocab_size
@@ -210,12 +234,20 @@ class SpeculativeRunner:
         self.draft_backlog: dict[int, tuple[list[int], list[torch.Tensor]]] = {}
 
     def _allocate_caches(self) -> None:
-        """Empty target and draft caches of ``context_length + tree_room`` positions per slot."""
+        """Empty target and draft caches of ``context_length + tree_room`` positions per
+        slot (plus the graphs' pad slot), and the graphs recorded over them."""
         capacity, config = self.context_length + self.tree_room, self.target.config
-        self.target_cache = KVCache.for_model(config, self.max_batch_size, capacity, self.device, self.dtype)
+        slots = self.max_batch_size + (self.graph_backend is not None)
+        self.target_cache = KVCache.for_model(config, slots, capacity, self.device, self.dtype)
+        self.draft_cache = None
         if self.draft is not None:
-            self.draft_cache = KVCache.for_model(config, self.max_batch_size, capacity, self.device, self.dtype,
-                                                 num_layers=1)
+            self.draft_cache = KVCache.for_model(config, slots, capacity, self.device, self.dtype, num_layers=1)
+        self.graphs = None
+        if self.graph_backend is not None:
+            self.graphs = EngineGraphs.record(self.target, self.draft, self.target_cache, self.draft_cache,
+                                              decode_shapes(self.policy, self.max_batch_size),
+                                              self.feature_layers, feature_width(self.target, self.draft),
+                                              self.graph_backend)
 
     def reserve_tree_room(self, room: int) -> None:
         """Reserve at least ``room`` tree positions per slot: trace recording verifies
@@ -238,10 +270,22 @@ class SpeculativeRunner:
 
     # ------------------------------------------------------------------ forwards
     def target_forward(self, tokens, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ``[B, n, V]`` and the features the draft reads ``[B, n, F]``."""
+        """Logits ``[B, n, V]`` and the features the draft reads ``[B, n, F]`` (from a
+        graph: views valid until that graph replays again)."""
+        replayed = self.graphs.target(tokens, positions, slots, mask) if self.graphs is not None else None
+        if replayed is not None:
+            return replayed
         out = self.target(tokens, positions, self.target_cache, slots, mask, self.feature_layers)
-        features = torch.cat(out.captured, dim=-1) if self.feature_layers else out.hidden
-        return self.target.logits(out.hidden), features
+        return self.target.logits(out.hidden), out.draft_features()
+
+    def draft_forward(self, tokens, features, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """The draft's hidden states and logits for ``[B, n]`` tokens on its cache (a
+        `draft_expander.DraftStep`)."""
+        graphs = self.graphs.draft if self.graphs is not None else None
+        replayed = graphs(tokens, positions, slots, mask, features) if graphs is not None else None
+        if replayed is not None:
+            return replayed
+        return tuple(self.draft(tokens, features, positions, self.draft_cache, slots, mask))
 
     def _draft_catch_up(self, slots: torch.Tensor, tokens: torch.Tensor, features: torch.Tensor,
                         start: torch.Tensor, counts: torch.Tensor) -> None:
@@ -252,7 +296,7 @@ class SpeculativeRunner:
         batch, n = tokens.shape
         positions = start.view(-1, 1) + torch.arange(n, device=self.device)
         mask = causal_tree_mask(batch, n, self.device)
-        hidden, logits = self.draft(tokens, features, positions, self.draft_cache, slots, mask)
+        hidden, logits = self.draft_forward(tokens, features, positions, slots, mask)
         self.draft_cache.commit(slots, torch.arange(n).expand(batch, n), counts)
         last = to_device(counts - 1, self.device).view(-1, 1, 1)
         rows = to_device(slots, self.device)
@@ -334,7 +378,7 @@ class SpeculativeRunner:
         self._draft_catch_up(slots, tokens, features, start, counts)
 
     def expander(self, batch: Batch) -> DraftExpander:
-        return DraftExpander(self.draft, self.draft_cache, batch.slots, batch.context,
+        return DraftExpander(self.draft_forward, self.draft.draft_to_target, batch.slots, batch.context,
                              self.root_hidden[batch.device_slots], self.root_logits[batch.device_slots])
 
     def _commit_target(self, commit: Commit) -> tuple[torch.Tensor, torch.Tensor]:
@@ -361,10 +405,11 @@ class SpeculativeRunner:
             self._draft_catch_up(commit.batch.slots, next_tokens, features.gather(1, kept), commit.batch.context,
                                  counts)
             return
+        first = features[:, 0].clone()  # kept past this iteration: not a view of a graph's output
         for b, request in enumerate(commit.batch.requests):
             tokens, feats = self.draft_backlog.setdefault(request.slot, ([], []))
             tokens.append(committed[b][0])
-            feats.append(features[b, 0])
+            feats.append(first[b])
 
     def verify(self, requests: list[Request], vtree: VerifyTree, logits: torch.Tensor) -> VerifyResult:
         """Accepted local node indices and bonus token per sequence, on the device:

@@ -118,6 +118,22 @@ class AttentionBatch:
         return cls(cache, device_slots, write_positions=positions, mask=mask, length=length,
                    windows=windows, new_entries=new_entries, all_visible=all_visible)
 
+    @classmethod
+    def fixed(cls, cache: KVCache, slots: Tensor, starts: Tensor, write_positions: Tensor,
+              tree_mask: Tensor) -> AttentionBatch:
+        """A batch whose every shape is fixed by its inputs' shapes, for CUDA graphs
+        (engine/cuda_graphs.py): the slice is the whole cache (``length = capacity``),
+        K/V are read and written by index, and nothing is read on the host, so the
+        same tensors can be refilled and the recorded kernels replayed.
+
+        ``slots``, ``starts`` ``[B]`` and ``write_positions`` ``[B, n]`` are device tensors
+        (the caller checked they fit the cache); ``tree_mask`` is ``[B, n, s]`` with every
+        row seeing at least itself, padding included.
+        """
+        length = cache.capacity
+        return cls(cache, slots, write_positions=write_positions, mask=build_attention_mask(starts, tree_mask, length),
+                   length=length, windows=None, new_entries=None, all_visible=False)
+
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:
         """Write the new K/V into the scratch region, then attend ``q`` over the slice.
 

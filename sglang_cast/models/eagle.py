@@ -102,7 +102,21 @@ def _step_batch(
     return AttentionBatch.build(cache, slots, tree_mask)
 
 
-class EagleDraft(nn.Module):
+class DraftHead(nn.Module):
+    """What both head layouts share: one forward over a prepared `AttentionBatch`.
+    A subclass sets ``config`` (`DraftConfig`) and ``fc`` and implements
+    ``attention_inputs`` / ``finish`` (see `run_draft`)."""
+
+    config: DraftConfig
+    fc: nn.Linear
+
+    def run(self, input_ids: Tensor, features: Tensor, positions: Tensor, batch: AttentionBatch) -> DraftOutput:
+        """`forward` over an already built `AttentionBatch` (engine/cuda_graphs.py)."""
+        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
+        return run_draft(self, input_ids, features, cos, sin, batch)
+
+
+class EagleDraft(DraftHead):
     """EAGLE-1/2: ``fc(concat[embed(token), feature])`` -> one decoder layer -> target LM head.
 
     Features are the target's final-norm hidden states (`ModelOutput.hidden`), and the
@@ -129,9 +143,7 @@ class EagleDraft(nn.Module):
         tree_mask: Tensor,
     ) -> DraftOutput:
         """``features`` ``[B, n, hidden]``: target features, or this head's previous ``hidden``."""
-        batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
-        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
-        return run_draft(self, input_ids, features, cos, sin, batch)
+        return self.run(input_ids, features, positions, _step_batch(input_ids, positions, cache, slots, tree_mask))
 
     def attention_inputs(
         self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor
@@ -189,7 +201,7 @@ class Eagle3Layer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-class Eagle3Draft(nn.Module):
+class Eagle3Draft(DraftHead):
     """EAGLE-3: fused low/mid/high target features, own norm and reduced-vocab LM head.
 
     ``d2t[i]`` is the offset that maps draft token ``i`` to target token ``i + d2t[i]``;
@@ -239,9 +251,7 @@ class Eagle3Draft(nn.Module):
                 f"features width {features.shape[-1]} is neither 3*hidden ({3 * hidden_size}) "
                 f"nor hidden ({hidden_size})"
             )
-        batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
-        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
-        return run_draft(self, input_ids, features, cos, sin, batch)
+        return self.run(input_ids, features, positions, _step_batch(input_ids, positions, cache, slots, tree_mask))
 
     def attention_inputs(
         self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor

@@ -37,6 +37,11 @@ class ModelOutput:
     hidden: Tensor
     captured: list[Tensor] = field(default_factory=list)
 
+    def draft_features(self) -> Tensor:
+        """What a draft head reads ``[B, n, F]``: the captured layers side by side
+        (EAGLE-3), else the final hidden states (EAGLE-1/2)."""
+        return torch.cat(self.captured, dim=-1) if self.captured else self.hidden
+
 
 def eagle3_feature_layers(num_layers: int) -> tuple[int, int, int]:
     """Low/mid/high feature layers for EAGLE-3: ``(2, num_layers // 2, num_layers - 3)``.
@@ -287,7 +292,12 @@ class LlamaModel(nn.Module):
                 raise ValueError(
                     f"layer_ids_to_capture: {layer_id} not in [0, {self.config.num_layers})"
                 )
-        batch = AttentionBatch.build(cache, slots, tree_mask)
+        return self.run(input_ids, positions, AttentionBatch.build(cache, slots, tree_mask), layer_ids_to_capture)
+
+    def run(self, input_ids: Tensor, positions: Tensor, batch: AttentionBatch,
+            layer_ids_to_capture: tuple[int, ...] = ()) -> ModelOutput:
+        """`forward` over an already built `AttentionBatch` (the CUDA-graph runner builds
+        a fixed-shape one, engine/cuda_graphs.py); ``input_ids``/``positions`` ``[B, n]``."""
         b, n = input_ids.shape
         # Layers run on [B·n, hidden]: a 2-D Linear input is a single GEMM call, while a
         # 3-D one goes through extra reshapes (measurable per op at batch-1 decode).

@@ -107,6 +107,7 @@ class LaunchArgs:
     dtype: str
     weight_format: str
     compile: str  # native engine only: off | auto | on (models/compiled.py)
+    cuda_graph: bool  # False: --disable-cuda-graph (engine/cuda_graphs.py; SGLang's own flag with --backend sglang)
     backend: str
     served_model_name: str | None
     log_level: str
@@ -153,6 +154,12 @@ def build_parser() -> OneLineParser:
                             "~20 s cold and ~5 s with inductor's cache warm (~/.cache/sglang_cast/inductor), before "
                             "the server listens; it measured no faster than eager on a 2-core AMX Xeon "
                             "(docs/precision.md) (default: off)")
+
+    model.add_argument("--disable-cuda-graph", action="store_true",
+                       help="on CUDA, run every forward eagerly instead of replaying CUDA graphs recorded at startup "
+                            "for plain decoding, verification and the draft's steps (the native engine reports "
+                            "their count, startup seconds and memory under /server_info cuda_graphs; with --backend "
+                            "sglang this is SGLang's own flag). No effect on the CPU")
 
     spec = parser.add_argument_group("speculative decoding")
     spec.add_argument("--speculative-algorithm", dest="algorithm", type=str.upper, choices=list(ALGORITHMS),
@@ -260,6 +267,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       max_request_bytes=ns.max_request_bytes, max_logprobs=ns.max_logprobs,
                       mem_fraction_static=ns.mem_fraction_static, device=ns.device,
                       dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
+                      cuda_graph=not ns.disable_cuda_graph,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
                       live_gate=ns.live_gate != "off", tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
                       pp_size=ns.pp_size or 1)

@@ -128,7 +128,7 @@ async def server_info(request: Request) -> dict[str, Any]:
             "served_model_name": state.config.served_model_name, "model_path": state.config.model_path,
             "policy": engine.policy.name, "max_running_requests": engine.max_batch_size,
             "max_queued_requests": state.config.max_queued_requests, "context_length": engine.context_length,
-            "cast_profile": state.profiles.status(),
+            "cast_profile": state.profiles.status(), "cuda_graphs": engine.graph_report(),
             # Off the event loop: the report charges new iterations and may fit the live host terms.
             "cast_live_calibration": await run_in_threadpool(state.worker.calibration.report),
             "internal_states": [{"outstanding_requests": state.worker.outstanding}]}

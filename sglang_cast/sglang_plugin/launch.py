@@ -156,6 +156,8 @@ def translate_args(args: argparse.Namespace) -> list[str]:
                        ("tp_size", "--tp-size"), ("dp_size", "--dp-size"), ("pp_size", "--pp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
+    if _get(args, "disable_cuda_graph"):
+        argv.append("--disable-cuda-graph")
     if algorithm == "NONE":
         return argv
     draft = str(args.speculative_draft_model_path)

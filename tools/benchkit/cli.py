@@ -70,6 +70,9 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parser.add_argument("--compile", default="off", choices=COMPILE_MODES,
                         help="compile the target's and draft's layers (models/compiled.py): on, off, or auto = "
                              "packed --weight-format only (default: off); compiled before timing starts")
+    parser.add_argument("--disable-cuda-graph", action="store_true",
+                        help="on CUDA, run every forward eagerly instead of replaying the engine's CUDA graphs "
+                             "(engine/cuda_graphs.py); each record's cuda_graphs field says what was captured")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -135,6 +138,7 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
     print(args.format_choice.describe(spec.torch_dtype), file=sys.stderr)
     pair = load_model_pair(args.model_path, args.draft_path, spec.device, spec.dtype,
                            weight_format=args.format_choice.weight_format)
+    pair.cuda_graph = not args.disable_cuda_graph
     if compile_wanted(args.compile, pair.target):
         started = time.perf_counter()
         compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))

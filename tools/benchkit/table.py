@@ -57,6 +57,9 @@ class Record:
     note: str | None = None
     weight_format: str | None = None  # what the native target runs; None for the llama.cpp anchor (its GGUF's own)
     device: str | None = None  # the GPU's or CPU's name
+    # CUDA graphs of this engine (engine/cuda_graphs.py): captured, startup seconds,
+    # memory, replays and eager fallbacks per model; None when every forward ran eagerly.
+    cuda_graphs: dict | None = None
 
 
 def anchor_runs(method: Method, batch_size: int, temperature: float) -> bool:
@@ -98,6 +101,9 @@ def bench(pair: ModelPair, methods: list[Method], settings: PolicySettings, best
         measured = interleave({label: runner for label, (runner, _, _) in built.items()}, rounds)
         current = [record_of(m, measured[m.label], built[m.label][1], built[m.label][2], batch_size,
                              temperature, len(prompts), None if m.is_anchor else fmt, where) for m in here]
+        for m, record in zip(here, current):
+            runner = built[m.label][0]
+            record.cuda_graphs = runner.engine.graph_report() if isinstance(runner, EngineRunner) else None
         compare(current, measured)
         if temperature == 0 and "vanilla" in measured:
             reference = measured["vanilla"].typical.outputs
