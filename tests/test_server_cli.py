@@ -87,6 +87,11 @@ def test_algorithms_and_shape_flags():
             defaults.max_queued_requests, defaults.context_length) == ("cast", "127.0.0.1", 30000, 8, 64, 2048)
 
 
+def test_cuda_graphs_are_on_unless_disabled():
+    assert parse_launch_args([]).cuda_graph is True
+    assert parse_launch_args(["--disable-cuda-graph"]).cuda_graph is False
+
+
 def test_cost_aware_policy_without_profile_says_what_to_do(capsys, monkeypatch):
     monkeypatch.setattr("sglang_cast.profile.find_profile", lambda label: None)
     for algorithm in ("CAST", "GOODPUT"):

@@ -442,6 +442,11 @@ def test_explicit_shape_flags_win_when_they_hold_the_profile(profile_path, eagle
     assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "32"
 
 
+def test_disable_cuda_graph_reaches_sglang_only_when_asked(eagle3_head):
+    assert "--disable-cuda-graph" not in translate_args(launch_args())
+    assert "--disable-cuda-graph" in translate_args(launch_args(disable_cuda_graph=True))
+
+
 def test_eagle_picks_sglangs_eagle3_for_an_eagle3_head(eagle3_head, tmp_path):
     args = launch_args(speculative_algorithm="EAGLE", speculative_draft_model_path=str(eagle3_head))
     validate(args)
