@@ -35,11 +35,12 @@ class ScriptedDecode:
         return self.decode()
 
 
-def test_methods_are_warmed_up_then_interleaved_round_by_round():
+def test_methods_are_warmed_up_then_interleaved_in_alternating_order():
     calls: list[str] = []
-    runners = {label: ScriptedDecode(label, [1.0] * 4, calls) for label in "ABC"}
-    interleave(runners, 3)
-    assert calls == ["A warm-up", "B warm-up", "C warm-up"] + ["A", "B", "C"] * 3
+    runners = {label: ScriptedDecode(label, [1.0] * 5, calls) for label in "ABC"}
+    measured = interleave(runners, 4)
+    assert calls == ["A warm-up", "B warm-up", "C warm-up"] + ["A", "B", "C", "C", "B", "A"] * 2
+    assert all(len(m.rounds) == 4 for m in measured.values())
 
 
 def test_a_slow_first_decode_moves_neither_the_median_nor_the_spread():
@@ -119,6 +120,8 @@ def test_bench_interleaves_the_methods_of_each_batch_size(monkeypatch):
     records = table.bench(pair, chosen, settings, {}, ["ab", "cd"], [1, 2], [0.0], 4, 64, rounds=3)
     expected = []
     for b in (1, 2):
-        expected += [("vanilla warm-up", b), ("eagle2 warm-up", b)] + [("vanilla", b), ("eagle2", b)] * 3
+        expected += [("vanilla warm-up", b), ("eagle2 warm-up", b)] + [("vanilla", b), ("eagle2", b),
+                                                                      ("eagle2", b), ("vanilla", b),
+                                                                      ("vanilla", b), ("eagle2", b)]
     assert calls == expected
     assert all(len(r.tokens_per_s_rounds) == 3 for r in records)

@@ -9,8 +9,11 @@ the same build).  So, for every batch size:
 1. every method first decodes the whole workload once, untimed (the warm-up touches
    every shape the timed decodes will: each prefill length, each batch composition
    as the queue drains, the cache's full length);
-2. then ``rounds`` rounds A, B, C, A, B, C, ...: one timed decode of the whole
-   workload per method per round, so slow phases of the machine hit all methods alike;
+2. then ``rounds`` rounds A, B, C, then C, B, A, then A, B, C, ...: one timed decode
+   of the whole workload per method per round, so slow phases of the machine hit all
+   methods alike, and the order alternates so that no method always runs first or
+   last in a round (a fixed order can hand one method a steady bias: docs/benchmarks.md,
+   "Measurement resolution");
 3. a method's tokens/s is the median over its rounds, reported with every round's
    value and the spread; speedups are medians over medians of the same interleaved
    run, and each round's paired ratio is kept beside them.
@@ -92,14 +95,16 @@ class Measured:
 
 
 def interleave(runners: dict[str, Runner], rounds: int) -> dict[str, Measured]:
-    """Warm every runner up once, then ``rounds`` rounds running each once, in the given order."""
+    """Warm every runner up once, then ``rounds`` rounds running each once: the given
+    order in even rounds, reversed in odd ones."""
     if rounds < MIN_ROUNDS:
         raise ValueError(f"rounds: {rounds} is fewer than {MIN_ROUNDS}")
     for runner in runners.values():
         runner.warm_up()
     timed: dict[str, list[Round]] = {label: [] for label in runners}
-    for _ in range(rounds):
-        for label, runner in runners.items():
+    order = list(runners.items())
+    for index in range(rounds):
+        for label, runner in order if index % 2 == 0 else order[::-1]:
             timed[label].append(runner.run())
     return {label: Measured(done) for label, done in timed.items()}
 
