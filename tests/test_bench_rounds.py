@@ -125,3 +125,20 @@ def test_bench_interleaves_the_methods_of_each_batch_size(monkeypatch):
                                                                       ("vanilla", b), ("eagle2", b)]
     assert calls == expected
     assert all(len(r.tokens_per_s_rounds) == 3 for r in records)
+
+
+def test_resolution_ratios_split_the_rounds_by_order():
+    from tools.bench_resolution import ratios
+
+    split = ratios([110.0, 90.0, 110.0, 90.0], [100.0] * 4)
+    assert split["rounds"] == [1.1, 0.9, 1.1, 0.9]
+    assert (split["median_even_rounds"], split["median_odd_rounds"]) == (1.1, 0.9)  # a bias by position shows
+    assert split["median"] == pytest.approx(1.0)
+
+
+def test_resolution_needs_an_even_number_of_rounds(capsys):
+    from tools.bench_resolution import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--profile", "p.yaml", "--json", "x.json", "--rounds", "5"])
+    assert "--rounds must be even" in capsys.readouterr().err

@@ -12,7 +12,7 @@ drains.
 
 Timing (``tools/benchkit/rounds.py``): at every batch size each method first decodes
 the whole workload once untimed (first-use costs excluded), then ``--rounds`` rounds
-(default 3) run the methods interleaved, A B C A B C ...; a record's tokens/s is the
+(default 3) run the methods interleaved, A B C C B A A B C ...; a record's tokens/s is the
 median over its rounds, with every round's value, min, max and spread in the JSON, and
 speedups are medians over medians of the same interleaved run (each round's paired
 ratio kept beside them).
