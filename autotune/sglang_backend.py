@@ -163,6 +163,7 @@ def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:
     covering = StaticShape.covering(profile.settings)
     startup = (covering.num_steps, covering.num_draft_tokens)
     beyond = [s for s in section.runtime_states if s != startup]
+    captures = len(beyond) * sizing.captures_per_state
     names = ", ".join(f"{d}x{w}" + (" (startup)" if (d, w) == startup else "") for d, w in section.runtime_states)
     return "\n".join([
         f"SGLang runtime states (depth x width) for --tp-size {section.parallel.tp_size}: "
@@ -170,9 +171,8 @@ def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:
         f"  {replay['exact']} of {replay['iterations']} replayed iterations ({replay['coverage']:.1%}; wanted "
         f"{section.cap.coverage:.0%}) run in exactly their own state, the rest in a larger built one",
         f"  {len(beyond)} beyond SGLang's startup state: {replay['state_bytes'] / GIB:.2f} GiB per GPU (at most "
-        f"{section.cap.max_memory_share:.0%} of {sizing.gpu_bytes / GIB:g} GiB), {len(beyond) * sizing.captures_per_state} "
-        f"extra start-up CUDA-graph captures ({sizing.captures_per_state} each: verify and draft-extend at every "
-        "graph batch size)",
+        f"{section.cap.max_memory_share:.0%} of {sizing.gpu_bytes / GIB:g} GiB), {captures} extra start-up "
+        f"CUDA-graph captures ({sizing.captures_per_state} each: verify and draft-extend at every graph batch size)",
     ])
 
 

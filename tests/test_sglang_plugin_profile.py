@@ -93,11 +93,17 @@ def test_the_timed_tree_is_the_fullest_a_state_of_its_depth_holds():
         assert layout.parent_list.shape == (2, 1 + topk * (depth - 1))
 
 
-def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
-    head = tmp_path / "eagle3-head"
+def head_dir(tmp_path, architecture: str) -> str:
+    """A draft head directory whose config.json names ``architecture``."""
+    head = tmp_path / architecture
     head.mkdir()
-    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-8B-Instruct", str(head), "bfloat16", context_length=2112,
+    (head / "config.json").write_text(json.dumps({"architectures": [architecture]}))
+    return str(head)
+
+
+def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
+    head = head_dir(tmp_path, "LlamaForCausalLMEagle3")
+    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-8B-Instruct", head, "bfloat16", context_length=2112,
                                  max_batch_size=32, topk=8, max_n=64, mem_fraction_static=0.8)
     args = prepare_server_args(launch.argv())
     assert (args.speculative_algorithm, args.speculative_num_steps, args.speculative_eagle_topk,
@@ -109,10 +115,8 @@ def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
 
 
 def test_the_profilers_tp_size_reaches_sglangs_parser(tmp_path):
-    head = tmp_path / "eagle-head"
-    head.mkdir()
-    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle"]}))
-    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-70B-Instruct", str(head), "bfloat16", context_length=4160,
+    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-70B-Instruct", head_dir(tmp_path, "LlamaForCausalLMEagle"),
+                                 "bfloat16", context_length=4160,
                                  max_batch_size=16, topk=8, max_n=64, tp_size=4)
     assert prepare_server_args(launch.argv()).tp_size == 4
 
