@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sglang_cast.profile import PROFILE_DIR
 
-from .errors import USAGE, AutotuneError
+from .errors import RUNTIME, USAGE, AutotuneError
 from .grid import AUTO_N, ProfileGrid
 from .labels import KNOWN_LABELS, check_label, check_label_syntax
 from .preflight import add_preflight_parser
@@ -473,9 +473,13 @@ def profile_sglang(args) -> None:
     formats_for(args, "cuda")  # packed formats are refused: SGLang loads the checkpoint's dense weights
     store = open_store(args)
     grid = grid_from(args)
-    measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size),
-                       sglang_timers(models, grid, args.dtype, args.tp_size), grid,
-                       f"SGLang, {args.dtype}, --tp-size {args.tp_size}")
+    from sglang_cast.sglang_plugin.profile_forwards import RankLost
+    try:
+        measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size),
+                           sglang_timers(models, grid, args.dtype, args.tp_size), grid,
+                           f"SGLang, {args.dtype}, --tp-size {args.tp_size}")
+    except RankLost as err:  # every point measured so far is committed; a rerun resumes
+        raise AutotuneError(f"--tp-size {args.tp_size}: {err}", RUNTIME) from None
     print("host overhead: not measured for --backend sglang (its whole steps run in SGLang's scheduler on CUDA; "
           "only the native engine's steps are timed); its profiles charge the forwards alone")
 

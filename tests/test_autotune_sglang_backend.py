@@ -294,3 +294,35 @@ def test_step_samples_stored_before_layouts_were_recorded_read_as_one_device(tmp
     records = Store(path).step_records(setup)
     assert [(r.tp_size, r.step_ms) for r in records] == [(1, 5.0)]
     assert Store(path).step_records(Setup(**{**setup.columns(), "tp_size": 2})) == []
+
+
+def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(monkeypatch, tmp_path, capsys):
+    """A follower rank that died mid-profile: rank 0 stops before its next forward
+    (``RankFollowers.run``) and the CLI says so in one line; committed rows stay."""
+    import sglang_cast.hardware as hardware
+    from autotune import sglang_backend
+    from sglang_cast.sglang_plugin.profile_forwards import RankLost
+
+    class DiesInTheSecondRow(CostCurveTimer):
+        def time(self, batch_size, context_len, n, warmup, repeats):
+            if len(self.calls) >= 30:  # a process warm-up, then 20 calls per row (5 n, 1 + 3 rounds)
+                raise RankLost("tensor-parallel rank processes cast-profile-tp1 (exit code 1) ended")
+            return super().time(batch_size, context_len, n, warmup, repeats)
+
+    calls = []
+    models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
+    monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
+    monkeypatch.setattr(sglang_backend, "sglang_timers",
+                        lambda models, grid, dtype, tp_size: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--tp-size", "2", "--quick", "--quiet",
+                       "--db", str(tmp_path / "a.db")])
+    assert status == 1
+    assert capsys.readouterr().err.strip() == (
+        "cast-autotune profile: error: --tp-size 2: tensor-parallel rank processes cast-profile-tp1 (exit code 1) "
+        "ended")
+    setup = Setup.current("NVIDIA H100 80GB HBM3", "/models/llama", "/models/head#sha256:0", "float32",
+                          backend=SGLANG, tp_size=2)
+    rows = Store(tmp_path / "a.db").measurements(setup)
+    assert {(m.role, m.batch_size) for m in rows} == {("target", 1)} and len(rows) == 5  # the row done before

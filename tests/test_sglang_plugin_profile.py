@@ -24,9 +24,9 @@ except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-
     pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
                 ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
 
-from sglang_cast.sglang_plugin.profile_forwards import (RankCommand, RankFollowers, SGLangForwards,  # noqa: E402
-                                                         SGLangProfileLaunch, SGLangRoleTimer, follow_commands,
-                                                         tree_depth, verify_tree)
+from sglang_cast.sglang_plugin.profile_forwards import (RankCommand, RankFollowers, RankLost,  # noqa: E402
+                                                         SGLangForwards, SGLangProfileLaunch, SGLangRoleTimer,
+                                                         follow_commands, tree_depth, verify_tree)
 
 
 def forwards_on_cpu(topk: int) -> SGLangForwards:
@@ -166,6 +166,6 @@ def test_rank_0_stops_before_a_forward_a_dead_rank_would_never_join():
     dead = argparse.Namespace(name="cast-profile-tp2", is_alive=lambda: False, exitcode=1)
     queues = [queue.SimpleQueue(), queue.SimpleQueue()]
     followers = RankFollowers(queues, [alive, dead])
-    with pytest.raises(RuntimeError, match=r"tensor-parallel rank processes cast-profile-tp2 \(exit code 1\) ended"):
+    with pytest.raises(RankLost, match=r"tensor-parallel rank processes cast-profile-tp2 \(exit code 1\) ended"):
         followers.run(RankCommand("target", 1, 32, 1, 3))
     assert all(q.empty() for q in queues)  # no rank was told to start a forward the dead one would miss

@@ -337,6 +337,10 @@ def follow_rank(launch: SGLangProfileLaunch, server_args, port_args, tp_rank: in
     follow_commands(SGLangForwards(launch, server_args, port_args, tp_rank), queue.get)
 
 
+class RankLost(RuntimeError):
+    """A follower rank's process ended while rank 0 still had forwards to run."""
+
+
 class RankFollowers:
     """Ranks 1..N-1 of a tensor-parallel profile, each in a spawned process fed
     rank 0's commands through its own queue.  A follower that died is reported
@@ -361,7 +365,7 @@ class RankFollowers:
     def run(self, command: RankCommand) -> None:
         dead = [f"{p.name} (exit code {p.exitcode})" for p in self.processes if not p.is_alive()]
         if dead:
-            raise RuntimeError(f"tensor-parallel rank processes {', '.join(dead)} ended; rank 0 stops before a "
+            raise RankLost(f"tensor-parallel rank processes {', '.join(dead)} ended; rank 0 stops before a "
                                "forward that would wait for them (their own error is printed above)")
         for queue in self.queues:
             queue.put(command)
