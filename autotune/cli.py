@@ -212,8 +212,8 @@ def add_runtime_states(parser: argparse.ArgumentParser) -> None:
                        help="SGLang --context-length of the deployment; the states' buffers grow with it (default: "
                             "the target config.json's max_position_embeddings, as SGLang)")
     group.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,
-                       help="SGLang --max-running-requests of the deployment (CAST's default): sets the graph batch "
-                            "sizes each state is captured at")
+                       help="SGLang --max-running-requests of the deployment: sets the graph batch sizes each "
+                            "state is captured at (default: 48, CAST's)")
 
 
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -784,7 +784,8 @@ def build_parser() -> Parser:
     p.add_argument("--model-path", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft-path", default=None, help="draft head (default: shipped head, else an assumed EAGLE head)")
     p.add_argument("--output", type=Path, default=None,
-                   help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
+                   help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks, or "
+                        "<label>-tp<N>.yaml with --tp-size N > 1)")
     p.add_argument("--record", action="store_true", help="also record the publication in --db")
     add_db(p)
     p.set_defaults(run=cmd_analytic)
