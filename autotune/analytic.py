@@ -38,8 +38,9 @@ Tensor parallelism (``--tp-size N``, SGLang's layout): each GPU holds ``1/N`` of
 every projection, of the KV heads and of the vocabulary (``srt/models/llama.py``:
 column-/row-parallel projections, ``VocabParallelEmbedding`` and ``ParallelLMHead``
 at lines 432 and 573), so a rank's bytes and flops are the ones above over ``N``,
-plus what the GPUs exchange, carried by the interconnect one after the compute
-(SGLang does not overlap them):
+plus what the GPUs exchange, carried by the interconnect after the compute
+(assumed not overlapped with it: each all-reduce of a Llama layer sits between
+a matmul and the next one that needs its result):
 
     comm = s · B·n · (2(N-1)/N · R + (N-1)/N · V_out) / IB
 
