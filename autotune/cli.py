@@ -390,6 +390,15 @@ def require_one_device(args) -> None:
                             f"got {args.tp_size}); tensor parallelism is SGLang's: pass --backend sglang", USAGE)
 
 
+def tuned_pair(args, device: str):
+    """The pair ``tune`` keys traces and rows by: loaded in the native engine when
+    its live gate runs, else (``--backend sglang --confirm-prompts 0``) its ids only."""
+    if args.backend == "sglang" and args.confirm_prompts == 0:
+        from .sglang_backend import pair_ids, sglang_models
+        return pair_ids(sglang_models(args.model_path, args.draft_path), args.dtype, device)
+    return load_pair(args, device)
+
+
 def state_sizing(args, device: str):
     """``tune --backend sglang``: how the published profile's runtime states are sized."""
     import torch
@@ -537,7 +546,7 @@ def cmd_tune(args) -> int:
     config = tune_config(args, label, formats_for(args, device), sizing)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
-    pair = load_pair(args, device)
+    pair = tuned_pair(args, device)
     outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend, args.tp_size), config, prompts,
                                load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
     for tuning in outcome.formats:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
+
 from sglang_cast.cast import TraceIteration
 from sglang_cast.profile import Profile
 from sglang_cast.sglang_plugin.memory_plan import (GIB, LaunchSettings, ModelShape, captures_per_state,
@@ -96,6 +98,24 @@ def model_shapes(models: SGLangModels, tp_size: int) -> tuple[ModelShape, ModelS
                                 "srt/models/llama.py:183-193)")
         shapes.append(shape)
     return shapes[0], shapes[1]
+
+
+@dataclass(frozen=True)
+class PairIds:
+    """What ``tune`` reads of a model pair when nothing runs live (``--confirm-prompts
+    0``): the ids its traces and rows are keyed by, so a target too large for the
+    native engine on this machine need not be loaded (``ModelPair``'s fields of the
+    same names)."""
+
+    target_id: str
+    draft_id: str
+    dtype: str
+    device: torch.device  # where tune runs (the profile's provenance records it)
+    random_draft: bool = False  # an SGLang deployment serves a trained head (--draft-path)
+
+
+def pair_ids(models: SGLangModels, dtype: str, device: str) -> PairIds:
+    return PairIds(models.target_id, models.draft_id, dtype, torch.device(device))
 
 
 def sglang_setup(models: SGLangModels, device_name: str, dtype: str, tp_size: int = 1) -> Setup:

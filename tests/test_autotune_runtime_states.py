@@ -9,10 +9,11 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
+import torch
 
 from autotune.errors import AutotuneError
 from autotune.prompts import load_prompts
-from autotune.sglang_backend import (SGLANG, RuntimeStateSizing, runtime_state_sizing, sglang_models,
+from autotune.sglang_backend import (SGLANG, PairIds, RuntimeStateSizing, runtime_state_sizing, sglang_models,
                                      states_report)
 from autotune.store import Store
 from autotune.workflow import TuneConfig, tune_and_publish
@@ -21,7 +22,7 @@ from sglang_cast.sglang_plugin.memory_plan import (GIB, MIB, ModelShape, capture
                                                    state_memory)
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape, require_layout
 from sglang_cast.sglang_plugin.state_cover import StateCap
-from test_autotune_pipeline import SETUP, SPACE, fill, tiny_pair
+from test_autotune_pipeline import SETUP, SPACE, fill
 from test_autotune_sglang_backend import llama_dirs
 
 SGLANG_TP2 = replace(SETUP, backend=SGLANG, tp_size=2)
@@ -52,7 +53,9 @@ def planted_sizing(cap: StateCap, mib_per_node: int = 1) -> RuntimeStateSizing:
 def tune(tmp_path, store: Store, sizing: RuntimeStateSizing):
     config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1, 2), trials=4, space=SPACE,
                         confirm_prompts=0, runtime_states=sizing)
-    return config, tune_and_publish(tiny_pair(), store, SGLANG_TP2, config, load_prompts().head(3), progress=False,
+    # No live gate (--confirm-prompts 0), so the pair is its ids, as `tune --backend sglang` passes it.
+    pair = PairIds(SETUP.target_model, SETUP.draft_model, "float32", torch.device("cpu"))
+    return config, tune_and_publish(pair, store, SGLANG_TP2, config, load_prompts().head(3), progress=False,
                                      say=lambda line: None)
 
 

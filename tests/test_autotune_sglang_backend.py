@@ -326,3 +326,32 @@ def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(m
                           backend=SGLANG, tp_size=2)
     rows = Store(tmp_path / "a.db").measurements(setup)
     assert {(m.role, m.batch_size) for m in rows} == {("target", 1)} and len(rows) == 5  # the row done before
+
+
+def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp_path):
+    """`--confirm-prompts 0`: the pair is its ids (those `profile --backend sglang` and
+    `collect` key rows and traces by); with the live gate the native engine loads it."""
+    from autotune.models import draft_model_id, target_model_id
+
+    captured, loaded = {}, []
+    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(cli, "open_store", lambda args: None)
+    monkeypatch.setattr(cli, "load_pair", lambda args, device, weight_format="fp32": loaded.append(device) or type(
+        "Pair", (), dict(target_id="t", draft_id="d", dtype="float32"))())
+    import autotune.workflow as workflow
+
+    def tune_and_publish(pair, store, setup, config, prompts, **_):
+        captured["pair"], captured["setup"] = pair, setup
+        raise AutotuneError("stop here")
+    monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
+    target, head = llama_dirs(tmp_path)
+    argv = ["tune", "--gpu", "h100", "--backend", SGLANG, "--quiet", "--model-path", target, "--draft-path", head,
+            "--gpu-memory-gb", "80", "--dtype", "bfloat16"]
+    assert cli.main([*argv, "--confirm-prompts", "0"]) == 2
+    pair = captured["pair"]
+    assert loaded == [] and (pair.target_id, pair.draft_id) == (target_model_id(target), draft_model_id(Path(head)))
+    assert (pair.dtype, pair.device.type, pair.random_draft) == ("bfloat16", "cpu", False)
+    assert (captured["setup"].target_model, captured["setup"].dtype) == (pair.target_id, "bfloat16")
+    assert cli.main([*argv, "--confirm-prompts", "1"]) == 2
+    assert loaded == ["cpu"] and captured["pair"].target_id == "t"
