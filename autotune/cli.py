@@ -5,6 +5,7 @@
     cast-autotune tune --gpu cpu               # Optuna over trace replay → profiles/cpu.yaml
     cast-autotune daemon --gpu cpu             # keep re-profiling / re-tuning / publishing
     cast-autotune analytic --gpu h100          # roofline profile for hardware we cannot measure
+    cast-autotune profile|tune --backend sglang --tp-size 4 ...   # SGLang's forwards, runtime states
     cast-autotune show | plot | bench
 
 Every flag value is checked here, at the edge; a bad one is reported in one line
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from sglang_cast.profile import PROFILE_DIR
 
-from .errors import USAGE, AutotuneError
+from .errors import RUNTIME, USAGE, AutotuneError
 from .grid import AUTO_N, ProfileGrid
 from .labels import KNOWN_LABELS, check_label, check_label_syntax
 from .preflight import add_preflight_parser
@@ -184,6 +185,37 @@ def add_weight_formats(parser: argparse.ArgumentParser, what: str) -> None:
                              "cost curve (target id '<model>@<format>') (default: auto)")
 
 
+def add_tp_size(parser: argparse.ArgumentParser, help_text: str) -> None:
+    from .sglang_backend import MAX_TP_SIZE
+    parser.add_argument("--tp-size", type=int_in(1, MAX_TP_SIZE), default=1, help=help_text)
+
+
+def add_runtime_states(parser: argparse.ArgumentParser) -> None:
+    """The cap and the deployment ``tune --backend sglang`` sizes runtime states for."""
+    from sglang_cast.sglang_plugin.state_cover import StateCap
+
+    cap = StateCap()
+    group = parser.add_argument_group(
+        "SGLang runtime states (--backend sglang)",
+        "The published profile names the (depth, verify width) states SGLang builds: the fewest that run the "
+        "tuned policy's replayed iterations exactly, under this cap (stated in the profile).")
+    group.add_argument("--max-states", type=int_in(2, 64), default=cap.max_states,
+                       help="most runtime states, SGLang's startup state and the width-2 floor included")
+    group.add_argument("--max-state-memory", type=float_in(0.001, 1), default=cap.max_memory_share,
+                       help="share of one GPU's memory the states beyond the startup one may take")
+    group.add_argument("--state-coverage", type=float_in(0.5, 1), default=cap.coverage,
+                       help="share of replayed iterations to run in exactly their own state (the rest round up)")
+    group.add_argument("--gpu-memory-gb", type=float_in(1, 4096), default=None,
+                       help="one serving GPU's total memory in GiB, as nvidia-smi reports it (default: this "
+                            "machine's CUDA GPU 0; required when tune runs without one)")
+    group.add_argument("--serve-context-length", type=int_in(1, 1 << 24), default=None,
+                       help="SGLang --context-length of the deployment; the states' buffers grow with it (default: "
+                            "the target config.json's max_position_embeddings, as SGLang)")
+    group.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,
+                       help="SGLang --max-running-requests of the deployment: sets the graph batch sizes each "
+                            "state is captured at (default: 48, CAST's)")
+
+
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("--gpu", "--label", dest="label", required=required,
                         help=f"profile label; published as profiles/<label>.yaml. Known labels: "
@@ -334,24 +366,62 @@ def load_pair(args, device: str, weight_format: str = "fp32"):
     return pair
 
 
-def current_setup(pair, device: str, backend: str = "native"):
+def current_setup(pair, device: str, backend: str = "native", tp_size: int = 1):
     from sglang_cast.hardware import device_name
 
     from .store import Setup
-    return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype, backend)
+    return Setup.current(device_name(device), pair.target_id, pair.draft_id, pair.dtype, backend, tp_size)
 
 
-def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",)):
+def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",), runtime_states=None):
     from .workflow import TuneConfig
     return TuneConfig(label=label, output=args.output or PROFILE_DIR / f"{label}.yaml", buckets=args.buckets,
                       trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
                       max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
                       confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length,
-                      weight_formats=formats, live_rounds=args.live_rounds, live_margin=args.live_margin)
+                      weight_formats=formats, live_rounds=args.live_rounds, live_margin=args.live_margin,
+                      runtime_states=runtime_states)
+
+
+def require_one_device(args) -> None:
+    """``--tp-size`` above 1 is SGLang's layout; the native engine runs on one device."""
+    if args.backend != "sglang" and args.tp_size > 1:
+        raise AutotuneError(f"--tp-size: the native engine runs on one device (accepted with --backend native: 1, "
+                            f"got {args.tp_size}); tensor parallelism is SGLang's: pass --backend sglang", USAGE)
+
+
+def tuned_pair(args, device: str):
+    """The pair ``tune`` keys traces and rows by: loaded in the native engine when
+    its live gate runs, else (``--backend sglang --confirm-prompts 0``) its ids only."""
+    if args.backend == "sglang" and args.confirm_prompts == 0:
+        from .sglang_backend import pair_ids, sglang_models
+        return pair_ids(sglang_models(args.model_path, args.draft_path), args.dtype, device)
+    return load_pair(args, device)
+
+
+def state_sizing(args, device: str):
+    """``tune --backend sglang``: how the published profile's runtime states are sized."""
+    import torch
+
+    from sglang_cast.sglang_plugin.memory_plan import GIB
+    from sglang_cast.sglang_plugin.state_cover import StateCap
+
+    from .sglang_backend import runtime_state_sizing, sglang_models
+    models = sglang_models(args.model_path, args.draft_path)
+    gpu_gib = args.gpu_memory_gb
+    if gpu_gib is None:
+        if device != "cuda":
+            raise AutotuneError("--gpu-memory-gb: required with --backend sglang when tune runs without a CUDA GPU "
+                                "(one serving GPU's total memory in GiB, in [1, 4096])", USAGE)
+        gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB
+    cap = StateCap(args.max_states, args.max_state_memory, args.state_coverage)
+    return runtime_state_sizing(models, gpu_gib, args.serve_context_length, args.max_running_requests,
+                                args.tp_size, cap)
 
 
 # ------------------------------------------------------------------ commands
 def cmd_profile(args) -> int:
+    require_one_device(args)
     if args.backend == "sglang":
         profile_sglang(args)
         return 0
@@ -406,13 +476,19 @@ def profile_sglang(args) -> None:
     from sglang_cast.hardware import device_name
 
     from .sglang_backend import check_sglang_backend, sglang_setup, sglang_timers
-    models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available())
+    models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available(),
+                                  args.tp_size, torch.cuda.device_count())
     checked_label(args, "cuda")
     formats_for(args, "cuda")  # packed formats are refused: SGLang loads the checkpoint's dense weights
     store = open_store(args)
     grid = grid_from(args)
-    measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype),
-                       sglang_timers(models, grid, args.dtype), grid, f"SGLang, {args.dtype}")
+    from sglang_cast.sglang_plugin.profile_forwards import RankLost
+    try:
+        measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size),
+                           sglang_timers(models, grid, args.dtype, args.tp_size), grid,
+                           f"SGLang, {args.dtype}, --tp-size {args.tp_size}")
+    except RankLost as err:  # every point measured so far is committed; a rerun resumes
+        raise AutotuneError(f"--tp-size {args.tp_size}: {err}", RUNTIME) from None
     print("host overhead: not measured for --backend sglang (its whole steps run in SGLang's scheduler on CUDA; "
           "only the native engine's steps are timed); its profiles charge the forwards alone")
 
@@ -463,13 +539,15 @@ def cmd_tune(args) -> int:
     from .prompts import load_prompts
     from .workflow import tune_and_publish
 
+    require_one_device(args)
     device = resolve_device(args)
     label = checked_label(args, device)
-    config = tune_config(args, label, formats_for(args, device))
+    sizing = state_sizing(args, device) if args.backend == "sglang" else None
+    config = tune_config(args, label, formats_for(args, device), sizing)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
-    pair = load_pair(args, device)
-    outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend), config, prompts,
+    pair = tuned_pair(args, device)
+    outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend, args.tp_size), config, prompts,
                                load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
     for tuning in outcome.formats:
         rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
@@ -495,6 +573,9 @@ def cmd_tune(args) -> int:
                   f"({c.plain_live_over_predicted:.0%}); live CAST/plain {c.live_speedup:.2f}x (predicted "
                   f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
                   f"{c.speed_factor:.2f}x the profiled forward time)")
+    if sizing is not None:
+        from .sglang_backend import states_report
+        print(states_report(outcome.published.profile, sizing))
     print(f"published {outcome.published.path} (version {outcome.published.version})")
     return 0
 
@@ -544,11 +625,13 @@ def cmd_analytic(args) -> int:
     from .publish import publish
 
     label = check_label_syntax(args.label)
-    profile = analytic_profile(label, args.model_path, args.draft_path)
+    profile = analytic_profile(label, args.model_path, args.draft_path, tp_size=args.tp_size)
     store = open_store(args) if args.record else None
-    published = publish(profile, args.output or PROFILE_DIR / f"{label}.yaml", store)
+    name = label if args.tp_size == 1 else f"{label}-tp{args.tp_size}"
+    published = publish(profile, args.output or PROFILE_DIR / f"{name}.yaml", store)
     costs = profile.settings.costs
-    print(f"wrote {published.path} (version {published.version}): {profile.device}, f_T(1, 512, 1) = "
+    per_gpu = f", per GPU of --tp-size {args.tp_size}" if args.tp_size > 1 else ""
+    print(f"wrote {published.path} (version {published.version}): {profile.device}{per_gpu}, f_T(1, 512, 1) = "
           f"{costs.target(1, 512, 1):.4f} ms, f_T(1, 512, 64) = {costs.target(1, 512, 64):.4f} ms (roofline)")
     return 0
 
@@ -629,6 +712,9 @@ def build_parser() -> Parser:
     add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
                    "and draft-extend forwards through its model runner; needs a CUDA GPU, SGLang 0.5.23, "
                    "--model-path and --draft-path; see docs/gpu.md)")
+    add_tp_size(p, "--backend sglang: GPUs of this machine each forward is sharded over (SGLang's --tp-size; one "
+                   "rank per GPU; the model's attention and KV heads must divide over them); the rows are keyed by "
+                   "it, as a TP-4 forward is another cost curve")
     p.set_defaults(run=cmd_profile)
 
     p = commands.add_parser("collect", help="record full-expansion traces (greedy) into the database",
@@ -661,7 +747,10 @@ def build_parser() -> Parser:
                           "mean over buckets) is published; formats without measurements are skipped and named")
     add_space(p)
     add_db(p)
-    add_backend(p, "whose measured cost curves to tune on (as `profile --backend` recorded them)")
+    add_backend(p, "whose measured cost curves to tune on (as `profile --backend` recorded them); 'sglang' also "
+                   "writes the profile's runtime states and parallel layout")
+    add_tp_size(p, "--backend sglang: the --tp-size the rows were profiled at and the profile will serve")
+    add_runtime_states(p)
     p.set_defaults(run=cmd_tune)
 
     p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",
@@ -693,12 +782,19 @@ def build_parser() -> Parser:
     p = commands.add_parser("analytic", help="write a roofline profile for a GPU that cannot be measured here",
                             formatter_class=fmt,
                             description="f(B,c,n) = max(bytes/BW, flops/FLOPS) from published bandwidth and dense "
-                                        "BF16 FLOP rate; see docs/autotune.md.")
-    p.add_argument("--gpu", "--label", dest="label", required=True, help="h100, a800, h20 or rtx4090")
+                                        "BF16 FLOP rate; with --tp-size N one GPU's shard plus the all-reduces "
+                                        "between them; see docs/autotune.md.")
+    from .analytic import ANALYTIC_GPUS
+    p.add_argument("--gpu", "--label", dest="label", required=True,
+                   help=f"the GPU whose published bandwidth and FLOP rate price the forwards: "
+                        f"{', '.join(sorted(ANALYTIC_GPUS))}")
+    add_tp_size(p, "GPUs the model is sharded over (SGLang's --tp-size): the profile prices one of them and serves "
+                   "only that layout; the default output is then profiles/<label>-tp<N>.yaml")
     p.add_argument("--model-path", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft-path", default=None, help="draft head (default: shipped head, else an assumed EAGLE head)")
     p.add_argument("--output", type=Path, default=None,
-                   help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
+                   help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks, or "
+                        "<label>-tp<N>.yaml with --tp-size N > 1)")
     p.add_argument("--record", action="store_true", help="also record the publication in --db")
     add_db(p)
     p.set_defaults(run=cmd_analytic)

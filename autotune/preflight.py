@@ -17,7 +17,7 @@ from sglang_cast.cast import make_policy
 from sglang_cast.profile import ProfileError, load_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, MemoryPlan, plan_memory
-from sglang_cast.sglang_plugin.plugin_config import SGLangSection, StaticShape
+from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape, require_layout
 
 from .errors import AutotuneError
 
@@ -73,6 +73,11 @@ def preflight(args: argparse.Namespace) -> tuple[StaticShape, MemoryPlan]:
         section = SGLangSection.of(profile)
     except ProfileError as err:
         raise AutotuneError(f"--profile: {err}") from None
+    tp_size = args.tp_size or section.parallel.tp_size
+    try:
+        require_layout(profile, ParallelLayout(tp_size, section.parallel.pp_size), args.profile)
+    except ProfileError as err:
+        raise AutotuneError(f"--tp-size {tp_size}: {err}") from None
     settings = profile.settings
     shape = static_shape(args, settings)
     target = read_model_config(args.model_config, "--model-config")
@@ -84,7 +89,7 @@ def preflight(args: argparse.Namespace) -> tuple[StaticShape, MemoryPlan]:
     launch = LaunchSettings(gpu_memory_gib=args.gpu_memory_gb, context_length=context_length(args),
                             max_running_requests=args.max_running_requests,
                             mem_fraction_static=args.mem_fraction_static,
-                            chunked_prefill_size=args.chunked_prefill_size, tp_size=args.tp_size)
+                            chunked_prefill_size=args.chunked_prefill_size, tp_size=tp_size)
     return shape, plan_memory(target, draft, states, (shape.num_steps, shape.num_draft_tokens), launch)
 
 
@@ -107,8 +112,10 @@ def add_preflight_parser(commands, formatter_class, int_in, float_in) -> None:
                    help="draft head's config.json (default: an EAGLE-3 head of the target's layer shape)")
     p.add_argument("--gpu-memory-gb", type=float_in(1, 4096), required=True,
                    help="one GPU's total memory in GiB, as nvidia-smi reports it (SGLang sizes from that)")
-    p.add_argument("--tp-size", type=int_in(1, 64), default=1,
-                   help="SGLang --tp-size: the model is sharded over this many GPUs; the check is per GPU")
+    p.add_argument("--tp-size", type=int_in(1, 64), default=None,
+                   help="SGLang --tp-size: the model is sharded over this many GPUs; the check is per GPU (default: "
+                        "the layout the profile was made for, provenance.sglang.parallel; another is refused, as "
+                        "the server refuses it)")
     p.add_argument("--context-length", type=int_in(1, 1 << 24), default=None,
                    help="SGLang --context-length (default: the model's max_position_embeddings, as SGLang)")
     p.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,

@@ -1,26 +1,39 @@
-"""``cast-autotune profile --backend sglang``: what is checked before anything
-loads, the identifiers its rows are keyed by, and its timers.
+"""``cast-autotune profile/tune --backend sglang``: what is checked before
+anything loads, the identifiers its rows are keyed by, its timers, and the
+runtime states ``tune`` sizes for the published profile.
 
 The checks run first and cost nothing: SGLang's model runner needs a CUDA GPU
 (its CPU runtime needs sgl-kernel's CPU kernels, which PyPI does not ship), and
 an SGLang deployment serves a Hugging Face target with an EAGLE/EAGLE-3 head, so
-both paths are required.  Only then is SGLang imported, its contract checked
-and its workers built (``sglang_cast.sglang_plugin.profile_forwards``).
+both paths are required; a tensor-parallel size must shard both models' heads
+the way SGLang does and have a GPU per rank.  Only then is SGLang imported, its
+contract checked and its workers built (``sglang_cast.sglang_plugin.profile_forwards``).
 """
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import torch
+
+from sglang_cast.cast import TraceIteration
+from sglang_cast.profile import Profile
+from sglang_cast.sglang_plugin.memory_plan import (GIB, LaunchSettings, ModelShape, captures_per_state,
+                                                   decode_graph_max_bs, state_bytes_for, tp_size_problem)
+from sglang_cast.sglang_plugin.state_cover import StateCap
 
 from .errors import RUNTIME, AutotuneError
 from .grid import ProfileGrid
+from .preflight import read_config_json
 from .profiler import TimerFactory
 from .space import SearchSpace
 from .store import Setup
 
 SGLANG = "sglang"
+MAX_TP_SIZE = 8  # `profile` runs every rank on this machine, one GPU each: at most a node's 8
 
 
 @dataclass(frozen=True)
@@ -34,14 +47,26 @@ class SGLangModels:
 
 
 def check_sglang_backend(model_path: str | None, draft_path: str | None, device: str | None,
-                         cuda_available: bool) -> SGLangModels:
+                         cuda_available: bool, tp_size: int = 1, gpu_count: int = 1) -> SGLangModels:
     """Refuse, in one line, what ``--backend sglang`` cannot profile, before any
-    model or SGLang module loads."""
+    model or SGLang module loads.  ``gpu_count``: the CUDA GPUs visible here."""
     if device == "cpu" or not cuda_available:
         where = "--device cpu was given" if device == "cpu" else "no CUDA device is available here"
         raise AutotuneError(f"--backend sglang: SGLang's model runner needs a CUDA GPU and {where} (its CPU runtime "
                             "needs sgl-kernel CPU kernels that PyPI does not ship); run this command on the GPU "
                             "that will serve, or profile the native engine with --backend native")
+    models = sglang_models(model_path, draft_path)
+    if tp_size > gpu_count:
+        raise AutotuneError(f"--tp-size {tp_size}: every rank runs on its own GPU of this machine and "
+                            f"{gpu_count} {'is' if gpu_count == 1 else 'are'} visible; pass --tp-size 1 to "
+                            f"{gpu_count} or run on a machine with {tp_size} GPUs")
+    if tp_size > 1:
+        model_shapes(models, tp_size)
+    return models
+
+
+def sglang_models(model_path: str | None, draft_path: str | None) -> SGLangModels:
+    """The pair's directories (both required, each with its config.json) and ids."""
     if not model_path:
         raise AutotuneError("--model-path: required with --backend sglang (the Hugging Face model directory the "
                             "deployment serves; the embedded model runs on the native engine only)")
@@ -58,12 +83,48 @@ def check_sglang_backend(model_path: str | None, draft_path: str | None, device:
     return SGLangModels(str(target), str(draft), target_model_id(model_path), draft_model_id(draft))
 
 
-def sglang_setup(models: SGLangModels, device_name: str, dtype: str) -> Setup:
-    return Setup.current(device_name, models.target_id, models.draft_id, dtype, backend=SGLANG)
+def model_shapes(models: SGLangModels, tp_size: int) -> tuple[ModelShape, ModelShape]:
+    """Both models' shapes from their config.json; refused unless SGLang can shard
+    each over ``tp_size`` GPUs (``memory_plan.tp_size_problem``)."""
+    shapes = []
+    for flag, path in (("--model-path", models.model_path), ("--draft-path", models.draft_path)):
+        try:
+            shape = ModelShape.from_config(read_config_json(Path(path), flag), f"{flag} {path}/config.json")
+        except (ValueError, TypeError) as err:
+            raise AutotuneError(str(err)) from None
+        problem = tp_size_problem(shape.heads, shape.kv_heads, tp_size)
+        if problem:
+            raise AutotuneError(f"--tp-size {tp_size}: {flag} {path}: {problem} (SGLang shards attention by heads, "
+                                "srt/models/llama.py:183-193)")
+        shapes.append(shape)
+    return shapes[0], shapes[1]
 
 
-def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str) -> TimerFactory:
-    """Build SGLang's workers sized for ``grid`` and return timers over them."""
+@dataclass(frozen=True)
+class PairIds:
+    """What ``tune`` reads of a model pair when nothing runs live (``--confirm-prompts
+    0``): the ids its traces and rows are keyed by, so a target too large for the
+    native engine on this machine need not be loaded (``ModelPair``'s fields of the
+    same names)."""
+
+    target_id: str
+    draft_id: str
+    dtype: str
+    device: torch.device  # where tune runs (the profile's provenance records it)
+    random_draft: bool = False  # an SGLang deployment serves a trained head (--draft-path)
+
+
+def pair_ids(models: SGLangModels, dtype: str, device: str) -> PairIds:
+    return PairIds(models.target_id, models.draft_id, dtype, torch.device(device))
+
+
+def sglang_setup(models: SGLangModels, device_name: str, dtype: str, tp_size: int = 1) -> Setup:
+    return Setup.current(device_name, models.target_id, models.draft_id, dtype, backend=SGLANG, tp_size=tp_size)
+
+
+def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int = 1) -> TimerFactory:
+    """Build SGLang's workers sized for ``grid`` (one rank per GPU over ``tp_size``
+    GPUs, rank 0 in this process) and return timers over them."""
     if importlib.util.find_spec("sglang") is None:
         raise AutotuneError("--backend sglang: SGLang is not installed in this environment "
                             "(pip install -e '.[sglang]' on the GPU machine)", RUNTIME)
@@ -73,7 +134,7 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str) -> TimerF
         check_installed_sglang()
     except ContractError as err:
         raise AutotuneError(f"--backend sglang: {err}", RUNTIME) from None
-    from sglang_cast.sglang_plugin.profile_forwards import SGLangForwards, SGLangProfileLaunch, SGLangRoleTimer
+    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch, SGLangRoleTimer, start_ranks
 
     # The tree's branching changes which mask bits are set, not the verify's cost;
     # the tuner's default top-k lays the trees out as a tuned profile would.  KV is
@@ -81,6 +142,79 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str) -> TimerF
     widest = max(grid.max_n, grid.draft_max_n)
     launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
                                  context_length=max(grid.contexts) + widest, max_batch_size=max(grid.batch_sizes),
-                                 topk=SearchSpace().top_k, max_n=widest)
-    forwards = SGLangForwards(launch)
-    return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role)
+                                 topk=SearchSpace().top_k, max_n=widest, tp_size=tp_size)
+    forwards, followers = start_ranks(launch)
+    return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role, followers)
+
+
+@dataclass(frozen=True)
+class RuntimeStateSizing:
+    """How ``tune --backend sglang`` sizes the published profile's runtime states:
+    each state's memory on one GPU of the deployment (``memory_plan``), that GPU's
+    memory and the cap the cover respects (``sglang_plugin.tune_states``)."""
+
+    state_bytes: Callable[[int, int], int]  # (depth, width) -> bytes on one GPU
+    gpu_bytes: int
+    cap: StateCap
+    captures_per_state: int  # start-up CUDA-graph captures each state beyond SGLang's own adds
+    described: str  # what the states were weighed for
+
+    def size(self, profile: Profile, tp_size: int, traces: Sequence[TraceIteration], traces_described: str
+             ) -> Profile:
+        """``profile`` for ``--tp-size tp_size`` with the states the CAST policy
+        reaches on ``traces`` (``provenance.sglang``)."""
+        from sglang_cast.sglang_plugin.tune_states import with_runtime_states
+
+        layout = {"parallel": {"tp_size": tp_size, "pp_size": 1}}
+        profile = replace(profile, provenance={**profile.provenance, "sglang": layout})
+        try:
+            return with_runtime_states(profile, traces, self.state_bytes, self.gpu_bytes, self.cap, policy="cast",
+                                       traces_described=f"{traces_described}; states weighed for {self.described}")
+        except ValueError as err:
+            raise AutotuneError(f"--max-states/--max-state-memory: {err}") from None
+
+
+def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:
+    """What ``tune`` chose for ``profile`` (sized by ``sizing``), in three lines."""
+    from sglang_cast.sglang_plugin.plugin_config import SGLangSection, StaticShape
+
+    section = SGLangSection.of(profile)
+    replay = profile.provenance["sglang"]["replay"]
+    covering = StaticShape.covering(profile.settings)
+    startup = (covering.num_steps, covering.num_draft_tokens)
+    beyond = [s for s in section.runtime_states if s != startup]
+    captures = len(beyond) * sizing.captures_per_state
+    names = ", ".join(f"{d}x{w}" + (" (startup)" if (d, w) == startup else "") for d, w in section.runtime_states)
+    return "\n".join([
+        f"SGLang runtime states (depth x width) for --tp-size {section.parallel.tp_size}: "
+        f"{len(section.runtime_states)} of at most {section.cap.max_states}: {names}",
+        f"  {replay['exact']} of {replay['iterations']} replayed iterations ({replay['coverage']:.1%}; wanted "
+        f"{section.cap.coverage:.0%}) run in exactly their own state, the rest in a larger built one",
+        f"  {len(beyond)} beyond SGLang's startup state: {replay['state_bytes'] / GIB:.2f} GiB per GPU (at most "
+        f"{section.cap.max_memory_share:.0%} of {sizing.gpu_bytes / GIB:g} GiB), {captures} extra start-up "
+        f"CUDA-graph captures ({sizing.captures_per_state} each: verify and draft-extend at every graph batch size)",
+    ])
+
+
+def runtime_state_sizing(models: SGLangModels, gpu_memory_gib: float, context_length: int | None,
+                         max_running_requests: int, tp_size: int, cap: StateCap) -> RuntimeStateSizing:
+    """The sizing for the checkpoints ``models`` names (their config.json) at
+    ``context_length`` (default: the target's ``max_position_embeddings``, SGLang's
+    default) on GPUs of ``gpu_memory_gib``."""
+    from sglang_cast.sglang_plugin.plugin_config import draft_is_eagle3
+
+    target, draft = model_shapes(models, tp_size)
+    if context_length is None:
+        context_length = read_config_json(Path(models.model_path), "--model-path").get("max_position_embeddings")
+        if not isinstance(context_length, int) or context_length < 1:
+            raise AutotuneError("--serve-context-length: not given and --model-path's config.json has no "
+                                "max_position_embeddings")
+    launch = LaunchSettings(gpu_memory_gib=gpu_memory_gib, context_length=context_length,
+                            max_running_requests=max_running_requests, tp_size=tp_size)
+    graph_bs = decode_graph_max_bs(gpu_memory_gib * 1024, max_running_requests, tp_size)
+    eagle3 = draft_is_eagle3(models.draft_path)
+    described = (f"{models.model_path} + {'EAGLE-3' if eagle3 else 'EAGLE'} head {models.draft_path} at "
+                 f"{context_length} context, {max_running_requests} running requests, {gpu_memory_gib:g} GiB per "
+                 f"GPU, --tp-size {tp_size}")
+    return RuntimeStateSizing(state_bytes_for(target, draft, launch, eagle3), int(gpu_memory_gib * GIB), cap,
+                              captures_per_state(graph_bs), described)

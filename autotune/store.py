@@ -7,7 +7,8 @@ published profile can be traced back to its inputs:
   (backend, device, model pair, dtype, threads, software versions), committed as
   soon as it is measured so an interrupted ``profile`` resumes where it stopped;
   the backend (``native`` or ``sglang``: whose forwards were timed) keeps the two
-  engines' cost curves apart;
+  engines' cost curves apart, and the tensor-parallel size (``tp_size``: GPUs one
+  SGLang forward spans) keeps a TP-4 forward's curve apart from a TP-1 one;
 * ``traces`` — recorded full-expansion iterations (``TraceIteration`` JSON), each
   with the trace format it was written in; only the current format
   (``sglang_cast.cast.TRACE_FORMAT``) is ever read back;
@@ -86,6 +87,8 @@ class SetupColumns:
     package_version: Mapped[str] = mapped_column(String(50))
     # Whose forwards were timed; rows written before this column existed are the native engine's.
     backend: Mapped[str] = mapped_column(String(20), server_default=NATIVE)
+    # GPUs one forward spans (SGLang's --tp-size); rows written before this column existed ran on one.
+    tp_size: Mapped[int] = mapped_column(Integer, server_default="1")
 
 
 class Measurement(SetupColumns, Base):
@@ -186,8 +189,9 @@ class PublishedProfile(Base):
 @dataclass(frozen=True)
 class Setup:
     """What a measurement is valid for: the same backend (whose forwards), device,
-    model pair, dtype, thread count and software versions.  A rerun with an equal
-    setup skips points already stored."""
+    model pair, dtype, thread count, software versions and tensor-parallel size
+    (a profile serves only the parallel layout its costs were measured for).  A
+    rerun with an equal setup skips points already stored."""
 
     device: str
     target_model: str
@@ -197,11 +201,13 @@ class Setup:
     torch_version: str
     package_version: str
     backend: str = NATIVE
+    tp_size: int = 1  # GPUs one forward spans; the native engine runs on one
 
     @classmethod
-    def current(cls, device: str, target_model: str, draft_model: str, dtype: str, backend: str = NATIVE) -> Setup:
+    def current(cls, device: str, target_model: str, draft_model: str, dtype: str, backend: str = NATIVE,
+                tp_size: int = 1) -> Setup:
         return cls(device, target_model, draft_model, dtype, torch.get_num_threads(), str(torch.__version__),
-                   package_version(), backend)
+                   package_version(), backend, tp_size)
 
     def columns(self) -> dict[str, str]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -268,6 +274,9 @@ class Store:
             self._add_column("traces", "trace_format", "INTEGER NOT NULL DEFAULT 1")
             # A database created before backends were recorded: its measurements timed the native engine.
             self._add_column("measurements", "backend", f"VARCHAR(20) NOT NULL DEFAULT '{NATIVE}'")
+            # A database created before parallel layouts were recorded: every forward ran on one device.
+            for table in ("measurements", "step_samples"):
+                self._add_column(table, "tp_size", "INTEGER NOT NULL DEFAULT 1")
             # A database created before the live gate: its publications carry no live numbers.
             self._add_column("published_profiles", "live_confirmation", "TEXT")
             # (``step_samples`` itself is new: ``create_all`` adds it to an older file.)

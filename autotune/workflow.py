@@ -45,6 +45,7 @@ from .models import ModelPair, format_target_id, reference_target_id
 from .overhead import LIVE, PLAIN
 from .prompts import PromptSet
 from .publish import publish
+from .sglang_backend import RuntimeStateSizing
 from .space import SearchSpace
 from .store import NATIVE, Setup, StoredTrace, Store, package_version
 from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
@@ -72,6 +73,8 @@ class TuneConfig:
     live_margin: float = 0.15  # |live / predicted - 1| beyond which the overhead is refitted once
     context_length: int = 2048
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
+    # --backend sglang: the runtime states the published profile names, chosen by replaying the tuned policy
+    runtime_states: RuntimeStateSizing | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,11 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
                       model={"target": format_target_id(reference_id, best.weight_format), "draft": pair.draft_id,
                              "dtype": pair.dtype, "weight_format": best.weight_format},
                       provenance=provenance)
+    if config.runtime_states is not None:
+        replayed = [trace for size in by_bucket for trace in bucket_sample(by_bucket[size], config)]
+        profile = config.runtime_states.size(profile, setup.tp_size, replayed,
+                                             f"{len(replayed)} iterations tune replayed (at most "
+                                             f"{config.max_traces} per bucket)")
     published = publish(profile, config.output, store, results[0].study, results[0].trial, live)
     for result in results[1:]:
         store.record_publication(published.path.resolve(), config.label, published.version, "measured",

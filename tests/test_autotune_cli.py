@@ -146,7 +146,7 @@ def test_analytic_command_writes_a_valid_profile(tmp_path, capsys):
                  str(tmp_path / "a.db")]) == 0
     assert load_profile(tmp_path / "x.yaml").profile.source == "analytic"
     assert main(["analytic", "--gpu", "tpu-v5", "--output", str(tmp_path / "y.yaml")]) == 2
-    assert "analytic profiles exist for ['a800', 'h100', 'h20', 'rtx4090']" in capsys.readouterr().err
+    assert "analytic profiles exist for a800, h100, h20, h200, rtx4090, got 'tpu-v5'" in capsys.readouterr().err
 
 
 def test_show_and_plot(tmp_path, capsys):

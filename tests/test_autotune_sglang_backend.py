@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
 from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_setup
-from autotune.store import Setup, Store
+from autotune.store import Setup, Store, TimedStep
 from sglang_cast.engine.timing import Timing, summarise
 
 GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=2, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
@@ -41,6 +42,20 @@ def curve_timers(calls: list, factory_calls: list | None = None, target_base: fl
             factory_calls.append((role, max_batch, capacity))
         return CostCurveTimer(role, target_base if role == "target" else 1.0, calls)
     return timers
+
+
+LLAMA_8B = Path(__file__).resolve().parents[1] / "profiles" / "models" / "llama-3.1-8b" / "config.json"
+
+
+def llama_dirs(tmp_path, heads: int = 32, kv_heads: int = 8) -> tuple[str, str]:
+    """A Llama-3.1-8B-shaped target directory (``heads``/``kv_heads`` overridable) and
+    an EAGLE-3 head directory of its layer shape: config.json files, no weights."""
+    config = {**json.loads(LLAMA_8B.read_text()), "num_attention_heads": heads, "num_key_value_heads": kv_heads}
+    head = {**config, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "draft_vocab_size": 32000}
+    for name, content in (("target", config), ("head", head)):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / "config.json").write_text(json.dumps(content))
+    return str(tmp_path / "target"), str(tmp_path / "head")
 
 
 def sglang_setup_for(device: str = "NVIDIA H100 80GB HBM3") -> Setup:
@@ -70,6 +85,59 @@ def test_the_cli_refuses_in_one_line_with_exit_2_without_loading_models_or_sglan
     assert error.startswith("cast-autotune profile: error: --backend sglang: SGLang's model runner needs a CUDA GPU")
     assert loaded == "[]"  # SGLang was never imported (and no model loaded: that would have exited)
     assert not (tmp_path / "a.db").exists()  # refused before the database was opened
+
+
+@pytest.mark.parametrize("heads, kv_heads, tp_size, gpus, message", [
+    (32, 8, 4, 2, r"--tp-size 4: every rank runs on its own GPU of this machine and 2 are visible"),
+    (32, 8, 3, 8, r"--tp-size 3: --model-path .*target: 32 attention heads do not divide over 3 GPUs "
+                  r"\(SGLang shards attention by heads, srt/models/llama.py:183-193\)"),
+    (32, 6, 4, 4, r"--tp-size 4: --model-path .*: 6 KV heads neither divide over 4 GPUs nor replicate evenly"),
+])
+def test_a_tp_size_sglang_cannot_shard_or_this_machine_cannot_host_is_refused(tmp_path, heads, kv_heads, tp_size,
+                                                                             gpus, message):
+    target, head = llama_dirs(tmp_path, heads, kv_heads)
+    with pytest.raises(AutotuneError, match=message):
+        check_sglang_backend(target, head, "cuda", True, tp_size=tp_size, gpu_count=gpus)
+
+
+def test_a_tp_size_that_shards_both_models_passes_and_keys_the_rows(tmp_path):
+    target, head = llama_dirs(tmp_path, heads=32, kv_heads=2)  # 2 KV heads replicate over 4 GPUs (4 % 2 == 0)
+    models = check_sglang_backend(target, head, "cuda", True, tp_size=4, gpu_count=4)
+    assert sglang_setup(models, "NVIDIA H100", "bfloat16", 4).tp_size == 4
+
+
+@pytest.mark.parametrize("command", ["profile", "tune"])
+def test_the_native_engine_refuses_a_tp_size_above_1_in_one_line(command, capsys):
+    assert cli.main([command, "--gpu", "cpu", "--tp-size", "2", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"cast-autotune {command}: error: --tp-size: the native engine runs on one device (accepted with --backend "
+        "native: 1, got 2); tensor parallelism is SGLang's: pass --backend sglang")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tp-size", "9"], "argument --tp-size: expected an integer in [1, 8], got '9'"),
+    (["--tp-size", "0"], "argument --tp-size: expected an integer in [1, 8], got '0'"),
+    (["--max-states", "1"], "argument --max-states: expected an integer in [2, 64], got '1'"),
+    (["--max-state-memory", "0"], "argument --max-state-memory: expected a number in [0.001, 1], got '0'"),
+    (["--state-coverage", "1.5"], "argument --state-coverage: expected a number in [0.5, 1], got '1.5'"),
+    (["--gpu-memory-gb", "0.5"], "argument --gpu-memory-gb: expected a number in [1, 4096], got '0.5'"),
+])
+def test_tune_flag_ranges_are_one_line_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser().parse_args(["tune", "--gpu", "h100", "--backend", "sglang", *argv])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == f"cast-autotune tune: error: {message} (see --help)"
+
+
+def test_tune_without_a_gpu_needs_the_serving_gpus_memory(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(cli, "load_pair", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    target, head = llama_dirs(tmp_path)
+    assert cli.main(["tune", "--gpu", "h100", "--backend", SGLANG, "--model-path", target, "--draft-path", head]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "cast-autotune tune: error: --gpu-memory-gb: required with --backend sglang when tune runs without a CUDA "
+        "GPU (one serving GPU's total memory in GiB, in [1, 4096])")
 
 
 @pytest.mark.parametrize("model, draft, message", [
@@ -166,7 +234,7 @@ def test_native_and_sglang_curves_never_mix_and_tables_come_from_the_backend_nam
         assert native_costs.draft(batch, context, 2) == pytest.approx(sglang_costs.draft(batch, context, 2))
 
 
-def test_tune_builds_its_setup_for_the_backend_it_is_given(monkeypatch):
+def test_tune_builds_its_setup_and_state_sizing_for_the_backend_it_is_given(monkeypatch, tmp_path):
     captured = {}
     monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
     monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
@@ -176,12 +244,20 @@ def test_tune_builds_its_setup_for_the_backend_it_is_given(monkeypatch):
     import autotune.workflow as workflow
 
     def tune_and_publish(pair, store, setup, config, prompts, **_):
-        captured["setup"] = setup
+        captured["setup"], captured["config"] = setup, config
         raise AutotuneError("stop here")
     monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
-    for backend in ("native", SGLANG):
-        assert cli.main(["tune", "--gpu", "cpu", "--backend", backend, "--quiet"]) == 2
-        assert captured["setup"].backend == backend
+    assert cli.main(["tune", "--gpu", "cpu", "--quiet"]) == 2
+    assert (captured["setup"].backend, captured["setup"].tp_size, captured["config"].runtime_states) == (
+        "native", 1, None)
+    target, head = llama_dirs(tmp_path)
+    assert cli.main(["tune", "--gpu", "cpu", "--backend", SGLANG, "--quiet", "--model-path", target, "--draft-path",
+                     head, "--tp-size", "2", "--gpu-memory-gb", "80", "--max-states", "6",
+                     "--max-state-memory", "0.05", "--state-coverage", "0.9"]) == 2
+    assert (captured["setup"].backend, captured["setup"].tp_size) == (SGLANG, 2)
+    sizing = captured["config"].runtime_states
+    assert (sizing.cap.max_states, sizing.cap.max_memory_share, sizing.cap.coverage) == (6, 0.05, 0.9)
+    assert sizing.gpu_bytes == 80 * 2**30 and "--tp-size 2" in sizing.described
 
 
 # ------------------------------------------------------------- old databases
@@ -201,6 +277,81 @@ def test_an_old_database_gains_the_backend_column_with_its_rows_marked_native(tm
     assert [(r.backend, r.median_ms) for r in rows] == [("native", 5.0)]
     assert store.measurements(Setup(**{**native.columns(), "backend": SGLANG})) == []
     assert [s.backend for s in store.setups()] == ["native"]
+    assert [s.tp_size for s in store.setups()] == [1]  # and on one device
+    assert store.measurements(Setup(**{**native.columns(), "tp_size": 2})) == []
     Store(path)  # opening it again changes nothing
     with sqlite3.connect(path) as conn:
-        assert [c[1] for c in conn.execute("PRAGMA table_info(measurements)")].count("backend") == 1
+        columns = [c[1] for c in conn.execute("PRAGMA table_info(measurements)")]
+        assert (columns.count("backend"), columns.count("tp_size")) == (1, 1)
+
+
+def test_step_samples_stored_before_layouts_were_recorded_read_as_one_device(tmp_path):
+    path = tmp_path / "a.db"
+    setup = Setup.current("cpu-x", "tiny-target", "tiny-draft", "float32")
+    Store(path).add_steps(setup, "profile", "plain", [TimedStep(1, 32, 0, 0, 1, 5.0, 4.0)], 0.1)
+    with sqlite3.connect(path) as conn:  # as the table was before the column existed
+        conn.execute("ALTER TABLE step_samples DROP COLUMN tp_size")
+    records = Store(path).step_records(setup)
+    assert [(r.tp_size, r.step_ms) for r in records] == [(1, 5.0)]
+    assert Store(path).step_records(Setup(**{**setup.columns(), "tp_size": 2})) == []
+
+
+def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(monkeypatch, tmp_path, capsys):
+    """A follower rank that died mid-profile: rank 0 stops before its next forward
+    (``RankFollowers.run``) and the CLI says so in one line; committed rows stay."""
+    import sglang_cast.hardware as hardware
+    from autotune import sglang_backend
+    from sglang_cast.sglang_plugin.profile_forwards import RankLost
+
+    class DiesInTheSecondRow(CostCurveTimer):
+        def time(self, batch_size, context_len, n, warmup, repeats):
+            if len(self.calls) >= 30:  # a process warm-up, then 20 calls per row (5 n, 1 + 3 rounds)
+                raise RankLost("tensor-parallel rank processes cast-profile-tp1 (exit code 1) ended")
+            return super().time(batch_size, context_len, n, warmup, repeats)
+
+    calls = []
+    models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
+    monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
+    monkeypatch.setattr(sglang_backend, "sglang_timers",
+                        lambda models, grid, dtype, tp_size: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--tp-size", "2", "--quick", "--quiet",
+                       "--db", str(tmp_path / "a.db")])
+    assert status == 1
+    assert capsys.readouterr().err.strip() == (
+        "cast-autotune profile: error: --tp-size 2: tensor-parallel rank processes cast-profile-tp1 (exit code 1) "
+        "ended")
+    setup = Setup.current("NVIDIA H100 80GB HBM3", "/models/llama", "/models/head#sha256:0", "float32",
+                          backend=SGLANG, tp_size=2)
+    rows = Store(tmp_path / "a.db").measurements(setup)
+    assert {(m.role, m.batch_size) for m in rows} == {("target", 1)} and len(rows) == 5  # the row done before
+
+
+def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp_path):
+    """`--confirm-prompts 0`: the pair is its ids (those `profile --backend sglang` and
+    `collect` key rows and traces by); with the live gate the native engine loads it."""
+    from autotune.models import draft_model_id, target_model_id
+
+    captured, loaded = {}, []
+    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(cli, "open_store", lambda args: None)
+    monkeypatch.setattr(cli, "load_pair", lambda args, device, weight_format="fp32": loaded.append(device) or type(
+        "Pair", (), dict(target_id="t", draft_id="d", dtype="float32"))())
+    import autotune.workflow as workflow
+
+    def tune_and_publish(pair, store, setup, config, prompts, **_):
+        captured["pair"], captured["setup"] = pair, setup
+        raise AutotuneError("stop here")
+    monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
+    target, head = llama_dirs(tmp_path)
+    argv = ["tune", "--gpu", "h100", "--backend", SGLANG, "--quiet", "--model-path", target, "--draft-path", head,
+            "--gpu-memory-gb", "80", "--dtype", "bfloat16"]
+    assert cli.main([*argv, "--confirm-prompts", "0"]) == 2
+    pair = captured["pair"]
+    assert loaded == [] and (pair.target_id, pair.draft_id) == (target_model_id(target), draft_model_id(Path(head)))
+    assert (pair.dtype, pair.device.type, pair.random_draft) == ("bfloat16", "cpu", False)
+    assert (captured["setup"].target_model, captured["setup"].dtype) == (pair.target_id, "bfloat16")
+    assert cli.main([*argv, "--confirm-prompts", "1"]) == 2
+    assert loaded == ["cpu"] and captured["pair"].target_id == "t"

@@ -24,8 +24,9 @@ except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-
     pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
                 ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
 
-from sglang_cast.sglang_plugin.profile_forwards import (SGLangForwards, SGLangProfileLaunch, tree_depth,  # noqa: E402
-                                                         verify_tree)
+from sglang_cast.sglang_plugin.profile_forwards import (RankCommand, RankFollowers, RankLost,  # noqa: E402
+                                                         SGLangForwards, SGLangProfileLaunch, SGLangRoleTimer,
+                                                         follow_commands, tree_depth, verify_tree)
 
 
 def forwards_on_cpu(topk: int) -> SGLangForwards:
@@ -92,11 +93,17 @@ def test_the_timed_tree_is_the_fullest_a_state_of_its_depth_holds():
         assert layout.parent_list.shape == (2, 1 + topk * (depth - 1))
 
 
-def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
-    head = tmp_path / "eagle3-head"
+def head_dir(tmp_path, architecture: str) -> str:
+    """A draft head directory whose config.json names ``architecture``."""
+    head = tmp_path / architecture
     head.mkdir()
-    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-8B-Instruct", str(head), "bfloat16", context_length=2112,
+    (head / "config.json").write_text(json.dumps({"architectures": [architecture]}))
+    return str(head)
+
+
+def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
+    head = head_dir(tmp_path, "LlamaForCausalLMEagle3")
+    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-8B-Instruct", head, "bfloat16", context_length=2112,
                                  max_batch_size=32, topk=8, max_n=64, mem_fraction_static=0.8)
     args = prepare_server_args(launch.argv())
     assert (args.speculative_algorithm, args.speculative_num_steps, args.speculative_eagle_topk,
@@ -104,3 +111,61 @@ def test_the_profilers_server_arguments_parse_with_sglangs_own_parser(tmp_path):
     assert (args.attention_backend, args.dtype, args.context_length, args.max_running_requests,
             args.mem_fraction_static) == ("flashinfer", "bfloat16", 2112, 32, 0.8)
     assert (args.cuda_graph_backend_decode, args.cuda_graph_backend_prefill) == ("disabled", "disabled")
+    assert args.tp_size == 1
+
+
+def test_the_profilers_tp_size_reaches_sglangs_parser(tmp_path):
+    launch = SGLangProfileLaunch("meta-llama/Llama-3.1-70B-Instruct", head_dir(tmp_path, "LlamaForCausalLMEagle"),
+                                 "bfloat16", context_length=4160,
+                                 max_batch_size=16, topk=8, max_n=64, tp_size=4)
+    assert prepare_server_args(launch.argv()).tp_size == 4
+
+
+class RecordingForwards:
+    """Stands in for one rank's ``SGLangForwards``: every forward it builds and runs is logged."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+
+    def forward(self, role: str, batch_size: int, context_len: int, n: int):
+        self.log.append(("build", role, batch_size, context_len, n))
+        return lambda: self.log.append(("run", role, batch_size, context_len, n))
+
+
+class QueueFollowers:
+    """``RankFollowers`` with one in-process queue instead of spawned ranks."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.queue = queue.SimpleQueue()
+
+    def run(self, command: RankCommand) -> None:
+        self.queue.put(command)
+
+
+def test_every_other_rank_runs_rank_0s_forwards_in_its_order_and_number():
+    """The collectives inside a sharded forward meet only if every rank runs the same
+    forwards (the same prefills included) the same number of times, in order."""
+    rank0, follower, followers = RecordingForwards(), RecordingForwards(), QueueFollowers()
+    timers = {role: SGLangRoleTimer(rank0, role, followers, device=torch.device("cpu")) for role in ("target", "draft")}
+    for role, batch, context, n, warmup, repeats in (("target", 1, 32, 1, 0, 1), ("target", 2, 64, 8, 1, 3),
+                                                     ("draft", 2, 64, 4, 2, 2), ("target", 1, 32, 2, 0, 5)):
+        timing = timers[role].time(batch, context, n, warmup, repeats)
+        assert timing.repeats == repeats
+    followers.queue.put(None)  # what RankFollowers.close sends
+    assert follow_commands(follower, followers.queue.get) == 1 + 4 + 4 + 5
+    assert follower.log == rank0.log
+
+
+def test_rank_0_stops_before_a_forward_a_dead_rank_would_never_join():
+    import argparse
+    import queue
+
+    alive = argparse.Namespace(name="cast-profile-tp1", is_alive=lambda: True, exitcode=None)
+    dead = argparse.Namespace(name="cast-profile-tp2", is_alive=lambda: False, exitcode=1)
+    queues = [queue.SimpleQueue(), queue.SimpleQueue()]
+    followers = RankFollowers(queues, [alive, dead])
+    with pytest.raises(RankLost, match=r"tensor-parallel rank processes cast-profile-tp2 \(exit code 1\) ended"):
+        followers.run(RankCommand("target", 1, 32, 1, 3))
+    assert all(q.empty() for q in queues)  # no rank was told to start a forward the dead one would miss

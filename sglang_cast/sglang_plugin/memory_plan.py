@@ -174,6 +174,25 @@ def decode_graph_batch_sizes(max_bs: int) -> int:
     return len({size for size in sizes if size <= max_bs} | {max_bs})
 
 
+def captures_per_state(graph_max_bs: int) -> int:
+    """Start-up CUDA-graph captures of one runtime state: its verify and draft-extend
+    graphs at every decode batch size (none with CUDA graphs off, ``graph_max_bs`` 0)."""
+    return 2 * decode_graph_batch_sizes(graph_max_bs) if graph_max_bs else 0
+
+
+def tp_size_problem(heads: int, kv_heads: int, tp_size: int) -> str | None:
+    """Why SGLang 0.5.23 cannot shard attention of ``heads`` query and ``kv_heads``
+    KV heads over ``tp_size`` GPUs (None when it can): the query heads must divide
+    evenly, and the KV heads too, or else be replicated, ``tp_size`` a multiple of
+    them (``srt/models/llama.py:183-193``)."""
+    if heads % tp_size:
+        return f"{heads} attention heads do not divide over {tp_size} GPUs"
+    if kv_heads % tp_size and tp_size % kv_heads:
+        return (f"{kv_heads} KV heads neither divide over {tp_size} GPUs nor replicate evenly across them "
+                f"({tp_size} is not a multiple of {kv_heads})")
+    return None
+
+
 def prefill_graph_buckets(chunked_prefill_size: int) -> int:
     """How many prefill-graph token buckets SGLang captures by default on CUDA
     (cuda_graph_hook.py:480-497, ``max_bs`` = the chunked-prefill size, memory_hook.py:233-236)."""
@@ -296,7 +315,7 @@ class MemoryPlan:
         for s in self.states:
             lines.append(f"  {s.depth:>3} x {s.width:<4} KV indices {_mib(s.kv_indices):>9}, masks "
                          f"{_mib(s.custom_masks):>9}, graph outputs {_mib(s.graph_outputs):>7}")
-        captures = 2 * decode_graph_batch_sizes(self.graph_max_bs) if self.graph_max_bs else 0
+        captures = captures_per_state(self.graph_max_bs)
         lines += [
             f"states total             {_gib(self.extra_states)}; start-up CUDA-graph captures {captures} per state "
             f"(verify and draft-extend at each graph batch size), {captures * len(self.states)} beyond SGLang's own",

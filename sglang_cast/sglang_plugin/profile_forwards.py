@@ -15,25 +15,32 @@ native profiler uses (``autotune.profiler.profile_grid``):
   tokens per sequence over ``c`` cached tokens, built by SGLang's
   ``prepare_for_draft_extend`` as after every verify.
 
-The engine is built in this process the way SGLang's scheduler builds it
-(target ``TpModelWorker``, the EAGLE v2 worker with the draft, shared KV pools,
+The engine is built the way SGLang's scheduler builds it (target
+``TpModelWorker``, the EAGLE v2 worker with the draft, shared KV pools,
 attention backends), with FlashInfer attention and CUDA graphs off, so every
-``n`` runs the same eager path.  The clock is the native timer's
+``n`` runs the same eager path.  With ``--tp-size N`` (``SGLangProfileLaunch.tp_size``)
+every rank builds its shard on its own GPU, as SGLang's one-batch benchmark
+spawns them (``benchmark/one_batch.py:1058-1085``): rank 0 in this process, ranks
+1..N-1 in spawned processes that replay rank 0's forwards in its order
+(:class:`RankFollowers`), so the collectives inside every forward meet and rank
+0's clock times the sharded forward, exchanges included.  The clock is the native timer's
 (``engine.timing.time_calls``: a CUDA event pair around each forward); the timed
 region includes SGLang's per-forward preparation (cache locations, the forward
 batch, attention planning), which every eager iteration pays.  Nothing is
 committed: sequence lengths stay at ``c``.
 
 Every SGLang call below is listed in ``contract.CONTRACT`` and cites its
-definition in SGLang 0.5.23.  The GPU part has never run (no GPU here); the
-tree construction and the server arguments are tested on CPU
-(tests/test_sglang_plugin_profile.py).
+definition in SGLang 0.5.23.  The GPU part has never run (no GPU here), at any
+``--tp-size``; the tree construction, the server arguments and the followers'
+replay of rank 0's calls are tested on CPU (tests/test_sglang_plugin_profile.py).
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -97,6 +104,7 @@ class SGLangProfileLaunch:
     topk: int  # --speculative-eagle-topk: the tree's branching, as in the deployment
     max_n: int  # the largest n of either role: the startup verify width, which sizes KV reservations
     mem_fraction_static: float | None = None
+    tp_size: int = 1  # --tp-size: GPUs the forwards are sharded over, one rank each
 
     def argv(self) -> list[str]:
         """SGLang's command line (``prepare_server_args``, server_args.py:668)."""
@@ -106,7 +114,7 @@ class SGLangProfileLaunch:
                 "--speculative-num-steps", str(tree_depth(self.max_n, self.topk)),
                 "--speculative-eagle-topk", str(self.topk), "--speculative-num-draft-tokens", str(self.max_n),
                 "--attention-backend", "flashinfer", "--context-length", str(self.context_length),
-                "--max-running-requests", str(self.max_batch_size),
+                "--max-running-requests", str(self.max_batch_size), "--tp-size", str(self.tp_size),
                 # Every n eager: a verify graph exists only for the startup width (cuda_graph_hook.py:68).
                 "--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled",
                 "--disable-overlap-schedule", "--disable-radix-cache", "--skip-server-warmup"]
@@ -116,37 +124,46 @@ class SGLangProfileLaunch:
 
 
 # ------------------------------------------------------------ the GPU engine
+def engine_args(launch: SGLangProfileLaunch):
+    """SGLang's resolved server args and the ports every rank shares, made once in
+    the parent as ``benchmark/one_batch.py`` makes them (lines 1040-1058)."""
+    from sglang.srt.entrypoints.engine import _set_envs_and_config
+    from sglang.srt.server_args import PortArgs, prepare_server_args
+
+    server_args = prepare_server_args(launch.argv())
+    server_args.resolve_once()  # server_args.py:244; launchers resolve before publishing
+    _set_envs_and_config(server_args)  # as benchmark/one_batch.py:1045 (also sets the spawn start method)
+    return server_args, PortArgs.init_new(server_args)  # one_batch.py:1058
+
+
 class SGLangForwards:
-    """SGLang's target and EAGLE workers in this process, built as the scheduler
-    builds them (``Scheduler.init_model_worker``, managers/scheduler.py:1128-1137).
+    """One tensor-parallel rank's target and EAGLE workers, built in this process
+    as the scheduler builds them (``Scheduler.init_model_worker``,
+    managers/scheduler.py:1128-1137), on GPU ``tp_rank``.
     Not run: written against SGLang 0.5.23's source."""
 
-    def __init__(self, launch: SGLangProfileLaunch) -> None:
+    def __init__(self, launch: SGLangProfileLaunch, server_args, port_args, tp_rank: int = 0) -> None:
         from sglang.benchmark.one_batch import _init_process_global_configs
         from sglang.srt.configs.model_config import ModelConfig
         from sglang.srt.distributed import bootstrap
-        from sglang.srt.entrypoints.engine import _set_envs_and_config
         from sglang.srt.managers.tp_worker import TpModelWorker
         from sglang.srt.runtime_context import SpawnRanks, publish, spawn_world_rank
-        from sglang.srt.server_args import PortArgs, prepare_server_args
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
         self.launch = launch
-        server_args = prepare_server_args(launch.argv())
-        server_args.resolve_once()  # server_args.py:244; launchers resolve before publishing
-        _set_envs_and_config(server_args)  # as benchmark/one_batch.py:1045
-        port_args = PortArgs.init_new(server_args)  # one_batch.py:1058
-        # What a scheduler process publishes about itself (scheduler.py:6327; one_batch.py:904).
+        # What a scheduler process publishes about itself (scheduler.py:6327; one_batch.py:904-911): the
+        # published rank is what TpModelWorker and the parallel groups read.
         publish(server_args, role="scheduler",
-                ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0), gpu_id=0))
-        _init_process_global_configs()  # MoE / FP8 / FP4 / BF16 GEMM configs (one_batch.py:119)
+                ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=tp_rank, pp_rank=0),
+                                 gpu_id=tp_rank))
+        _init_process_global_configs()  # MoE / FP8 / FP4 / BF16 GEMM configs, per rank (one_batch.py:912)
         bootstrap.init_parallel_runtime(server_args=server_args, device="cuda",
                                         dist_port=port_args.nccl_port)  # scheduler.py:536
         bootstrap.init_layer_runtime(model_config=ModelConfig.from_server_args(server_args))  # scheduler.py:541
         # scheduler.py:1018-1063: the target worker, then the EAGLE worker built on it.
-        self.target = TpModelWorker(server_args=server_args, gpu_id=0, nccl_port=port_args.nccl_port)
+        self.target = TpModelWorker(server_args=server_args, gpu_id=tp_rank, nccl_port=port_args.nccl_port)
         worker_class = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm).create_worker(server_args)
-        self.eagle = worker_class(server_args=server_args, gpu_id=0, nccl_port=port_args.nccl_port,
+        self.eagle = worker_class(server_args=server_args, gpu_id=tp_rank, nccl_port=port_args.nccl_port,
                                   target_worker=self.target)
         # scheduler.py:1078-1111: the target's KV pools sized with both models' weights, shared with the draft.
         runner = self.target.model_runner
@@ -162,6 +179,11 @@ class SGLangForwards:
         self.eagle.init_cuda_graphs()
         self.batch = None
         self.batch_key: tuple[int, int] | None = None
+
+    def forward(self, role: str, batch_size: int, context_len: int, n: int) -> Callable[[], None]:
+        """One forward of ``role`` ("target" or "draft") at ``(B, c, n)``, as a closure."""
+        build = self.target_verify if role == "target" else self.draft_extend
+        return build(batch_size, context_len, n)
 
     @property
     def draft_worker(self):
@@ -285,13 +307,102 @@ class SGLangForwards:
         return forward
 
 
-class SGLangRoleTimer:
-    """``autotune.profiler.RoleTimer`` over ``SGLangForwards`` for one role."""
+@dataclass(frozen=True)
+class RankCommand:
+    """What rank 0 is about to run, which every other rank runs too."""
 
-    def __init__(self, forwards: SGLangForwards, role: str) -> None:
-        self.forwards = forwards
-        self.build = forwards.target_verify if role == "target" else forwards.draft_extend
+    role: str
+    batch_size: int
+    context_len: int
+    n: int
+    calls: int  # warm-up and timed calls together
+
+
+def follow_commands(forwards: SGLangForwards, receive: Callable[[], RankCommand | None]) -> int:
+    """Run rank 0's forwards in rank 0's order until ``None`` arrives: the same
+    closures (so the same prefills) and the same number of calls each, so every
+    collective inside them meets.  Returns the calls run."""
+    calls = 0
+    with torch.inference_mode():
+        for command in iter(receive, None):
+            forward = forwards.forward(command.role, command.batch_size, command.context_len, command.n)
+            for _ in range(command.calls):
+                forward()
+            calls += command.calls
+    return calls
+
+
+def follow_rank(launch: SGLangProfileLaunch, server_args, port_args, tp_rank: int, queue) -> None:
+    """A follower process: build rank ``tp_rank``'s shard, then replay rank 0."""
+    follow_commands(SGLangForwards(launch, server_args, port_args, tp_rank), queue.get)
+
+
+class RankLost(RuntimeError):
+    """A follower rank's process ended while rank 0 still had forwards to run."""
+
+
+class RankFollowers:
+    """Ranks 1..N-1 of a tensor-parallel profile, each in a spawned process fed
+    rank 0's commands through its own queue.  A follower that died is reported
+    before rank 0 starts a forward whose collectives would wait for it forever."""
+
+    def __init__(self, queues: list, processes: list) -> None:
+        self.queues, self.processes = queues, processes
+
+    @classmethod
+    def spawn(cls, launch: SGLangProfileLaunch, server_args, port_args) -> RankFollowers:
+        context = multiprocessing.get_context("spawn")
+        queues, processes = [], []
+        for rank in range(1, launch.tp_size):
+            queue = context.SimpleQueue()
+            process = context.Process(target=follow_rank, args=(launch, server_args, port_args, rank, queue),
+                                      name=f"cast-profile-tp{rank}")
+            process.start()
+            queues.append(queue)
+            processes.append(process)
+        return cls(queues, processes)
+
+    def run(self, command: RankCommand) -> None:
+        dead = [f"{p.name} (exit code {p.exitcode})" for p in self.processes if not p.is_alive()]
+        if dead:
+            raise RankLost(f"tensor-parallel rank processes {', '.join(dead)} ended; rank 0 stops before a "
+                               "forward that would wait for them (their own error is printed above)")
+        for queue in self.queues:
+            queue.put(command)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Let every follower finish its loop; end those stuck in a collective."""
+        for queue in self.queues:
+            queue.put(None)
+        for process in self.processes:
+            process.join(timeout_s)
+            if process.is_alive():
+                process.terminate()
+
+
+def start_ranks(launch: SGLangProfileLaunch) -> tuple[SGLangForwards, RankFollowers | None]:
+    """Every rank of ``launch``: the followers first (they wait at the parallel
+    runtime's rendezvous), then rank 0 here.  The followers are closed at exit."""
+    import atexit
+
+    server_args, port_args = engine_args(launch)
+    followers = RankFollowers.spawn(launch, server_args, port_args) if launch.tp_size > 1 else None
+    if followers is not None:
+        atexit.register(followers.close)
+    return SGLangForwards(launch, server_args, port_args, tp_rank=0), followers
+
+
+class SGLangRoleTimer:
+    """``autotune.profiler.RoleTimer`` over rank 0's ``SGLangForwards`` for one role;
+    with ``followers`` every other rank is told first to run the same calls."""
+
+    def __init__(self, forwards: SGLangForwards, role: str, followers: RankFollowers | None = None,
+                 device: torch.device = torch.device("cuda")) -> None:
+        self.forwards, self.role, self.followers, self.device = forwards, role, followers, device
 
     @torch.inference_mode()
     def time(self, batch_size: int, context_len: int, n: int, warmup: int, repeats: int) -> Timing:
-        return time_calls(self.build(batch_size, context_len, n), torch.device("cuda"), warmup, repeats)
+        if self.followers is not None:
+            self.followers.run(RankCommand(self.role, batch_size, context_len, n, warmup + repeats))
+        return time_calls(self.forwards.forward(self.role, batch_size, context_len, n), self.device, warmup,
+                          repeats)
