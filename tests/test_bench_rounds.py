@@ -142,3 +142,15 @@ def test_resolution_needs_an_even_number_of_rounds(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--profile", "p.yaml", "--json", "x.json", "--rounds", "5"])
     assert "--rounds must be even" in capsys.readouterr().err
+
+
+def test_host_time_is_the_step_outside_the_draft_and_verify_clocks():
+    from sglang_cast.engine import IterationRecord
+    from tools.benchkit.rounds import summarise
+
+    def record(step_ms: float) -> IterationRecord:
+        return IterationRecord(batch_size=1, context_len=10, depth=2, verified=3, accepted=[1], verified_value=[1.0],
+                               draft_ms=3.0, verify_ms=10.0, step_ms=step_ms)
+
+    stats = summarise(Round([[1, 2]], 1.0, [record(14.0), record(14.5)]))
+    assert stats["host_ms"] == pytest.approx(1.25)

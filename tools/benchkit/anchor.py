@@ -98,4 +98,4 @@ def anchor_summary(done: Round) -> dict:
     """The anchor's record fields: one token per iteration, no draft."""
     return {"tokens": done.tokens, "seconds": done.seconds, "iterations": done.tokens, "tau": 1.0,
             "mean_verified_tokens": 0.0, "mean_depth": 0.0, "draft_ms": 0.0,
-            "verify_ms": 1000 * done.seconds / max(done.tokens, 1)}
+            "verify_ms": 1000 * done.seconds / max(done.tokens, 1), "host_ms": 0.0}
