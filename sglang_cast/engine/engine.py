@@ -85,15 +85,15 @@ class Engine:
     draft_cache = property(lambda self: self.runner.draft_cache)
     root_hidden = property(lambda self: self.runner.root_hidden)
     root_logits = property(lambda self: self.runner.root_logits)
+    running = property(lambda self: self.scheduler.running)
+    waiting = property(lambda self: self.scheduler.waiting)
+    free_slots = property(lambda self: self.scheduler.free_slots)
 
     def graph_report(self) -> dict | None:
         """The CUDA graphs' start-up time, memory and use (`cuda_graphs.EngineGraphs.report`);
         ``None`` when every forward runs eagerly."""
         graphs = self.runner.graphs
         return graphs.report() if graphs is not None else None
-    running = property(lambda self: self.scheduler.running)
-    waiting = property(lambda self: self.scheduler.waiting)
-    free_slots = property(lambda self: self.scheduler.free_slots)
 
     @property
     def recording(self) -> bool:
