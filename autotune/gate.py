@@ -1,18 +1,20 @@
 """The live gate: no bucket is published speculating unless CAST beat plain decoding live.
 
 Replay's comparison is the first filter (``tuner.replay_filter``): a bucket whose
-best tree replays slower than plain decoding is off and is not run live.  Every
-other bucket is confirmed live (``confirm.confirm_live``: CAST and plain decoding
-interleaved on the same prompts and batch size, medians of rounds).  Then:
+best tree replays slower than plain decoding is off, and live cannot turn it on.
+Every bucket is confirmed live (``confirm.confirm_live``: the settings to publish and
+plain decoding interleaved on the same prompts and batch size, medians of rounds):
+a speculating bucket's run checks its tree; an off bucket's CAST engine decodes
+plainly, so its run checks the plain prediction the profile publishes for it.  Then:
 
 * If CAST or plain decoding ran more than ``margin`` off its prediction in any
   bucket, the cost model is wrong for this machine.  The tuner says so in one line,
   refits the host overhead with the live runs' own whole steps added to the stored
   ones (``refit``), re-tunes the buckets that missed with the refitted costs
-  (``retune``) and confirms every speculating bucket once more — once: a second miss
+  (``retune``) and confirms every bucket once more — once: a second miss
   is reported, not chased.
-* A bucket whose live CAST rate is below its live plain rate is published with
-  ``speculate: false`` (``tuner.switched_off(..., "live")``).
+* A speculating bucket whose live CAST rate is below its live plain rate is
+  published with ``speculate: false`` (``tuner.switched_off(..., "live")``).
 
 The published cost model is the refitted one when a refit happened, so the
 policies decide online with the costs the live run measured.
@@ -42,11 +44,11 @@ Retune = Callable[[int, CostModel], BucketResult]
 class GateOutcome:
     results: list[BucketResult]  # as published
     costs: MeasuredCosts  # as published (refitted when a refit happened)
-    confirmations: dict[int, Confirmation]  # final live check per confirmed bucket
+    confirmations: dict[int, Confirmation]  # final live check per bucket
     refit: dict[str, Any] | None  # what the refit changed, for the provenance
 
     def live_summaries(self) -> list[dict]:
-        """Per confirmed bucket: predicted vs live (CAST and plain) and the published decision."""
+        """Per bucket: predicted vs live (CAST and plain) and the published decision."""
         out = []
         for result in self.results:
             check = self.confirmations.get(result.settings.max_batch_size)
@@ -57,10 +59,9 @@ class GateOutcome:
 
 
 def confirm_all(results: list[BucketResult], costs: CostModel, check: LiveCheck) -> dict[int, Confirmation]:
-    """Run every speculating bucket live with the settings that would be published."""
+    """Run every bucket live with the settings that would be published."""
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs)
-    return {r.settings.max_batch_size: check(settings, r.settings.max_batch_size)
-            for r in results if r.settings.speculate}
+    return {r.settings.max_batch_size: check(settings, r.settings.max_batch_size) for r in results}
 
 
 def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> str:
@@ -73,8 +74,9 @@ def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> 
 
 def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveCheck, refit: Refit | None,
               retune: Retune, margin: float, say: Callable[[str], None] = print) -> GateOutcome:
-    """Confirm, refit once if live misses the prediction by more than ``margin``, then
-    switch off every bucket where plain decoding beat CAST live (module docstring).
+    """Confirm every bucket, refit once if live misses the prediction by more than
+    ``margin``, then switch off every speculating bucket where plain decoding beat
+    CAST live (module docstring).
     ``refit=None``: the live steps are not this setup's (another backend's costs), so
     a miss is reported and not refitted."""
     confirmations = confirm_all(results, costs.costs, check)
@@ -104,6 +106,7 @@ def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveChec
     gated = []
     for result in results:
         live = confirmations.get(result.settings.max_batch_size)
-        lost = live is not None and live.live_cast_tokens_per_s < live.live_plain_tokens_per_s
+        lost = (result.settings.speculate and live is not None
+                and live.live_cast_tokens_per_s < live.live_plain_tokens_per_s)
         gated.append(switched_off(result, "live") if lost else result)
     return GateOutcome(gated, costs, confirmations, refit_info)

@@ -141,6 +141,48 @@ def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
     assert planted(1, 100.0, 50.0, 100.0, 41.0).beyond(0.15)  # plain decoding off its prediction counts too
 
 
+def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_never_turns_it_on():
+    class Model:  # what live_gate reads of a CostModel
+        overhead = None
+
+    class Costs:  # what live_gate reads of MeasuredCosts
+        costs, steps = Model(), {}
+
+    from autotune.tuner import BucketResult, switched_off
+    on = BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
+                      {"vanilla": 50.0, "eagle2": 80.0})
+    off = switched_off(BucketResult(BucketSettings(2, TreeShape(2, 2, 4)), "s-b2", 0, 1, 1, 60.0, 1.5, 0,
+                                    {"vanilla": 90.0, "eagle2": 40.0}), "replay")
+    calls, refits, retuned = [], [], []
+
+    def check(settings, size):
+        calls.append(size)
+        if size == 1:
+            return planted(1, 100.0, 50.0, 100.0, 50.0)
+        # The off bucket's CAST engine decodes plainly: a little under plain by noise, and both
+        # at half the predicted plain rate the first time (a machine slower than profiled).
+        first = calls.count(2) == 1
+        return planted(2, 90.0, 90.0, (44.0 if first else 88.0), (45.0 if first else 90.0))
+
+    def refit(confirmations):
+        refits.append(sorted(c.batch_size for c in confirmations))
+        return Costs()
+
+    def retune(size, costs):
+        retuned.append(size)
+        return off
+
+    said = []
+    gate = live_gate([on, off], Costs(), check, refit, retune, 0.15, said.append)
+    assert calls == [1, 2, 1, 2]  # both buckets confirmed, then both again after the refit
+    assert refits == [[1, 2]] and retuned == [2]
+    assert len(said) == 1 and "bucket <= 2" in said[0] and "plain 44.0" not in said[0] and "(50%)" in said[0]
+    # Live below plain in an off bucket is noise between two plain decoders: it stays off by replay.
+    assert [r.off_by for r in gate.results] == [None, "replay"]
+    assert [row["max_batch_size"] for row in gate.live_summaries()] == [1, 2]
+    assert gate.live_summaries()[1]["speculate"] is False
+
+
 def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_path, monkeypatch):
     import autotune.confirm as confirm
 
