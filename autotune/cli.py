@@ -568,9 +568,11 @@ def cmd_tune(args) -> int:
         c = outcome.confirmations.get(b.max_batch_size)
         if c is not None:
             print(f"  live gate B={c.batch_size}: CAST {c.live_cast_tokens_per_s:.2f} tokens/s live vs "
-                  f"{c.predicted_cast_tokens_per_s:.2f} predicted ({c.live_over_predicted:.0%}); plain "
+                  f"{c.predicted_cast_tokens_per_s:.2f} predicted ({c.live_over_predicted:.0%}; "
+                  f"{c.live_over_predicted_at_profile_speed:.0%} at the profile's speed); plain "
                   f"{c.live_plain_tokens_per_s:.2f} live vs {c.predicted_plain_tokens_per_s:.2f} predicted "
-                  f"({c.plain_live_over_predicted:.0%}); live CAST/plain {c.live_speedup:.2f}x (predicted "
+                  f"({c.plain_live_over_predicted:.0%}; {c.plain_live_over_predicted_at_profile_speed:.0%}); "
+                  f"live CAST/plain {c.live_speedup:.2f}x (predicted "
                   f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
                   f"{c.speed_factor:.2f}x the profiled forward time)")
     if sizing is not None:

@@ -7,7 +7,11 @@ plain decoding interleaved on the same prompts and batch size, medians of rounds
 a speculating bucket's run checks its tree; an off bucket's CAST engine decodes
 plainly, so its run checks the plain prediction the profile publishes for it.  Then:
 
-* If CAST or plain decoding ran more than ``margin`` off its prediction in any
+* If the reference forward itself ran more than ``margin`` off its table value (the
+  machine drifted since profiling: another tenant, clocks), the tuner says so in one
+  line: only re-timing the forwards fixes that.  Rates are compared with the drift
+  divided out (``Confirmation.beyond``).
+* If CAST or plain decoding still ran more than ``margin`` off its prediction in any
   bucket, the cost model is wrong for this machine.  The tuner says so in one line,
   refits the host overhead with the live runs' own whole steps added to the stored
   ones (``refit``), re-tunes the buckets that missed with the refitted costs
@@ -64,12 +68,20 @@ def confirm_all(results: list[BucketResult], costs: CostModel, check: LiveCheck)
     return {r.settings.max_batch_size: check(settings, r.settings.max_batch_size) for r in results}
 
 
+def drift_line(drifted: dict[int, float], margin: float) -> str:
+    detail = ", ".join(f"bucket <= {size}: {factor:.2f}x" for size, factor in drifted.items())
+    return (f"the machine ran the reference forward more than ±{margin:.0%} off its profiled time ({detail}): "
+            "rates are compared at the profile's speed; re-time the forward tables with `cast-autotune profile "
+            "--max-age 0` when this persists")
+
+
 def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> str:
     detail = "; ".join(
         f"bucket <= {size}: CAST {c.live_cast_tokens_per_s:.1f} live vs {c.predicted_cast_tokens_per_s:.1f} "
-        f"predicted tokens/s ({c.live_over_predicted:.0%}), plain {c.live_plain_tokens_per_s:.1f} vs "
-        f"{c.predicted_plain_tokens_per_s:.1f} ({c.plain_live_over_predicted:.0%})" for size, c in misses.items())
-    return f"live differs from predicted by more than ±{margin:.0%} ({detail}): {then}"
+        f"predicted tokens/s ({c.live_over_predicted_at_profile_speed:.0%}), plain {c.live_plain_tokens_per_s:.1f} "
+        f"vs {c.predicted_plain_tokens_per_s:.1f} ({c.plain_live_over_predicted_at_profile_speed:.0%})"
+        for size, c in misses.items())
+    return (f"live differs from predicted by more than ±{margin:.0%} at the profile's speed ({detail}): {then}")
 
 
 def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveCheck, refit: Refit | None,
@@ -80,6 +92,9 @@ def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveChec
     ``refit=None``: the live steps are not this setup's (another backend's costs), so
     a miss is reported and not refitted."""
     confirmations = confirm_all(results, costs.costs, check)
+    drifted = {size: c.speed_factor for size, c in confirmations.items() if c.drifted(margin)}
+    if drifted:
+        say(drift_line(drifted, margin))
     misses = {size: c for size, c in confirmations.items() if c.beyond(margin)}
     refit_info = None
     if misses and refit is None:

@@ -159,15 +159,17 @@ def format_setups(store: Store, setup: Setup, formats: tuple[str, ...]) -> tuple
 def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket: dict, config: TuneConfig,
                   prefix: str, check: LiveCheck, say: Callable[[str], None], progress: bool) -> GateOutcome:
     """The live gate over ``best``'s buckets: a refit stores the live steps under the
-    format's setup (source ``live``) and refits from everything stored; a re-tune is
+    format's setup (source ``live``, at the profile's speed: each confirmation's drift
+    divided out) and refits from everything stored; a re-tune is
     a new study ``<prefix>-b<size>-refit`` on the same traces.  The live runs are the
     native engine's, so a setup of another backend (``tune --backend sglang``) is
     never refitted from them."""
     def refit(confirmations: list[Confirmation]) -> MeasuredCosts:
         load = os.getloadavg()[0]
         for c in confirmations:
-            store.add_steps(fmt_setup, LIVE, f"cast-b{c.batch_size}", list(c.cast_steps), load)
-            store.add_steps(fmt_setup, LIVE, PLAIN, list(c.plain_steps), load)
+            cast_steps, plain_steps = c.steps_at_profile_speed()
+            store.add_steps(fmt_setup, LIVE, f"cast-b{c.batch_size}", cast_steps, load)
+            store.add_steps(fmt_setup, LIVE, PLAIN, plain_steps, load)
         return measured_costs(store, fmt_setup)
 
     def retune(size: int, costs: CostModel) -> BucketResult:

@@ -34,13 +34,15 @@ def planted_costs(store: Store) -> None:
 
 
 def planted(batch: int, predicted_cast: float, predicted_plain: float, live_cast: float, live_plain: float,
-            plain_residual_ms: float = PLAIN_HOST_MS) -> Confirmation:
+            plain_residual_ms: float = PLAIN_HOST_MS, speed: float = 1.0) -> Confirmation:
     """A confirmation with the given rates (two identical rounds each) and live steps
-    whose plain residual is ``plain_residual_ms`` and speculative residual 2 ms."""
-    cast_steps = tuple(TimedStep(batch, 40, 2, 4, 3 * batch, 12.0, 10.0) for _ in range(4))
-    plain_steps = tuple(TimedStep(batch, 40, 0, 0, batch, 11.0 + plain_residual_ms, 11.0) for _ in range(4))
+    whose plain residual is ``plain_residual_ms`` and speculative residual 2 ms at the
+    profile's speed, on a machine running ``speed`` times slower (its steps too)."""
+    cast_steps = tuple(TimedStep(batch, 40, 2, 4, 3 * batch, 12.0 * speed, 10.0) for _ in range(4))
+    plain_steps = tuple(TimedStep(batch, 40, 0, 0, batch, (11.0 + plain_residual_ms) * speed, 11.0)
+                        for _ in range(4))
     return Confirmation(batch, batch, 2, 3, predicted_cast, predicted_plain, (live_cast,) * 2, (live_plain,) * 2,
-                        2.0, 2.5, 1.0, cast_steps, plain_steps)
+                        2.0, 2.5, speed, cast_steps, plain_steps)
 
 
 def config_for(tmp_path, **overrides) -> TuneConfig:
@@ -53,9 +55,10 @@ class PlantedLive:
     """``live_check`` with planted live rates: ``live(size, predicted cast, predicted plain, call)``
     answers (live cast, live plain); predictions are the real replay of the bucket's settings."""
 
-    def __init__(self, store: Store, live) -> None:
+    def __init__(self, store: Store, live, speed: float = 1.0) -> None:
         self.traces = store.traces("tiny-target", "mirror-draft")
         self.live = live
+        self.speed = speed
         self.calls: list[tuple[int, PolicySettings]] = []
 
     def __call__(self, settings: PolicySettings, size: int) -> Confirmation:
@@ -63,7 +66,7 @@ class PlantedLive:
         cast, plain = (replay_settings(mine, settings, p).tokens_per_s for p in ("cast", "vanilla"))
         self.calls.append((size, settings))
         live_cast, live_plain = self.live(size, cast, plain, len(self.calls))
-        return planted(size, cast, plain, live_cast, live_plain)
+        return planted(size, cast, plain, live_cast, live_plain, speed=self.speed)
 
 
 def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_false(tmp_path):
@@ -118,6 +121,43 @@ def test_a_live_miss_beyond_the_margin_refits_the_overhead_once_and_publishes_it
     assert published.provenance["cost_tables"]["overhead"]["steps"] == {LIVE: 16}
     assert len(store.step_records(SETUP, LIVE)) == 16  # the live steps are stored, a later tune fits them too
     assert measured_costs(store, SETUP).costs.overhead.to_dict() == refitted.to_dict()
+
+
+def test_a_refit_on_a_drifted_machine_fits_its_steps_at_the_profiles_speed(tmp_path):
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    # Every step 1.25x slower than profiled (and said so); CAST at half its prediction
+    # even at the profile's speed in bucket 1's first pass: a refit, whose plain host
+    # term must be the planted 5 ms, not the drift's extra 4 ms.
+    speed = 1.25
+    live = PlantedLive(store, lambda size, cast, plain, call: ((0.5 if call == 1 else 1.0) * cast / speed,
+                                                               plain / speed), speed=speed)
+    said = []
+    tune_and_publish(pair, store, SETUP, config_for(tmp_path), load_prompts().head(3), progress=False,
+                     live_check=live, say=said.append)
+    assert sum("refitting" in line for line in said) == 1
+    drift = [line for line in said if "off its profiled time" in line]
+    assert drift and "1.25x" in drift[0] and "--max-age 0" in drift[0]
+    refitted = live.calls[2][1].costs.overhead
+    assert refitted.terms(1, 40).plain == pytest.approx(PLAIN_HOST_MS)
+
+
+def test_a_uniformly_slower_machine_is_drift_not_a_miss():
+    class Model:
+        overhead = None
+
+    class Costs:
+        costs, steps = Model(), {}
+
+    from autotune.tuner import BucketResult
+    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
+                            {"vanilla": 50.0, "eagle2": 80.0})]
+    said = []
+    gate = live_gate(results, Costs(), lambda settings, size: planted(size, 100.0, 50.0, 100.0 / 1.3, 50.0 / 1.3,
+                                                                      speed=1.3),
+                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    assert gate.refit is None and len(said) == 1 and "1.30x" in said[0]
+    assert gate.live_summaries()[0]["plain_live_over_predicted_at_profile_speed"] == pytest.approx(1.0)
 
 
 def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
