@@ -158,7 +158,8 @@ def replay_filter(result: BucketResult) -> BucketResult:
     """The gate's first filter (the live one is ``gate.py``): when even the best tree
     replays slower than plain decoding on the same traces, the bucket is published
     with speculation off (``BucketSettings.speculate``; the tuned tree stays in the
-    file for reference) and is not run live."""
+    file for reference); the live gate still checks its plain rate but never turns
+    it on."""
     if result.baselines["vanilla"] <= result.tokens_per_s:
         return result
     return switched_off(result, "replay")
