@@ -81,7 +81,7 @@ def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> 
         f"predicted tokens/s ({c.live_over_predicted_at_profile_speed:.0%}), plain {c.live_plain_tokens_per_s:.1f} "
         f"vs {c.predicted_plain_tokens_per_s:.1f} ({c.plain_live_over_predicted_at_profile_speed:.0%})"
         for size, c in misses.items())
-    return (f"live differs from predicted by more than ±{margin:.0%} at the profile's speed ({detail}): {then}")
+    return f"live differs from predicted by more than ±{margin:.0%} at the profile's speed ({detail}): {then}"
 
 
 def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveCheck, refit: Refit | None,

@@ -13,7 +13,7 @@ from autotune.overhead import LIVE
 from autotune.prompts import load_prompts
 from autotune.report import show
 from autotune.store import Store, TimedStep
-from autotune.tuner import replay_settings
+from autotune.tuner import BucketResult, replay_settings, switched_off
 from autotune.workflow import TuneConfig, tune_and_publish
 from sglang_cast.cast import BucketSettings, PolicySettings, TreeShape
 from sglang_cast.engine.timing import Timing
@@ -31,6 +31,22 @@ def planted_costs(store: Store) -> None:
         ms = fixed * point.batch_size + slope * point.n * point.batch_size
         store.add_measurement(SETUP, point.role, point.batch_size, point.context_len, point.n,
                               Timing(ms, ms, ms, 1), 0.0)
+
+
+class StandInCosts:
+    """What ``live_gate`` reads of ``MeasuredCosts``: a cost model without host overhead
+    (``costs.overhead``) and the stored steps (``steps``)."""
+
+    class Model:
+        overhead = None
+
+    costs, steps = Model(), {}
+
+
+def tuned_bucket(size: int, replayed: float = 100.0, vanilla: float = 50.0) -> BucketResult:
+    """A tuned bucket (top-k 2, depth 2, m 4) whose best tree replays at ``replayed`` tokens/s."""
+    return BucketResult(BucketSettings(size, TreeShape(2, 2, 4)), f"s-b{size}", 0, 1, 1, replayed, 2.0, 0,
+                        {"vanilla": vanilla, "eagle2": 80.0})
 
 
 def planted(batch: int, predicted_cast: float, predicted_plain: float, live_cast: float, live_plain: float,
@@ -143,36 +159,24 @@ def test_a_refit_on_a_drifted_machine_fits_its_steps_at_the_profiles_speed(tmp_p
 
 
 def test_a_uniformly_slower_machine_is_drift_not_a_miss():
-    class Model:
-        overhead = None
-
-    class Costs:
-        costs, steps = Model(), {}
-
-    from autotune.tuner import BucketResult
-    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
-                            {"vanilla": 50.0, "eagle2": 80.0})]
     said = []
-    gate = live_gate(results, Costs(), lambda settings, size: planted(size, 100.0, 50.0, 100.0 / 1.3, 50.0 / 1.3,
-                                                                      speed=1.3),
+    slower = 1.3
+    gate = live_gate([tuned_bucket(1)], StandInCosts(),
+                     lambda settings, size: planted(size, 100.0, 50.0, 100.0 / slower, 50.0 / slower, speed=slower),
                      lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
     assert gate.refit is None and len(said) == 1 and "1.30x" in said[0]
     assert gate.live_summaries()[0]["plain_live_over_predicted_at_profile_speed"] == pytest.approx(1.0)
 
 
 def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
-    class Costs:  # what live_gate reads of MeasuredCosts
-        costs = None
-
-    from autotune.tuner import BucketResult
-    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
-                            {"vanilla": 50.0, "eagle2": 80.0})]
+    results = [tuned_bucket(1)]
     said, refits = [], []
 
     def check(settings, size):
         return planted(size, 100.0, 50.0, 110.0, 52.0)
 
-    gate = live_gate(results, Costs(), check, refits.append, lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    gate = live_gate(results, StandInCosts(), check, refits.append, lambda *a: pytest.fail("no re-tune"), 0.15,
+                     said.append)
     assert gate.results == results and gate.refit is None and not said and not refits
     assert gate.live_summaries()[0]["speculate"] is True
     # 16 % off its prediction: beyond a 15 % margin, within a 20 % one.
@@ -182,17 +186,8 @@ def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
 
 
 def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_never_turns_it_on():
-    class Model:  # what live_gate reads of a CostModel
-        overhead = None
-
-    class Costs:  # what live_gate reads of MeasuredCosts
-        costs, steps = Model(), {}
-
-    from autotune.tuner import BucketResult, switched_off
-    on = BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
-                      {"vanilla": 50.0, "eagle2": 80.0})
-    off = switched_off(BucketResult(BucketSettings(2, TreeShape(2, 2, 4)), "s-b2", 0, 1, 1, 60.0, 1.5, 0,
-                                    {"vanilla": 90.0, "eagle2": 40.0}), "replay")
+    on = tuned_bucket(1)
+    off = switched_off(tuned_bucket(2, replayed=60.0, vanilla=90.0), "replay")
     calls, refits, retuned = [], [], []
 
     def check(settings, size):
@@ -206,14 +201,14 @@ def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_neve
 
     def refit(confirmations):
         refits.append(sorted(c.batch_size for c in confirmations))
-        return Costs()
+        return StandInCosts()
 
     def retune(size, costs):
         retuned.append(size)
         return off
 
     said = []
-    gate = live_gate([on, off], Costs(), check, refit, retune, 0.15, said.append)
+    gate = live_gate([on, off], StandInCosts(), check, refit, retune, 0.15, said.append)
     assert calls == [1, 2, 1, 2]  # both buckets confirmed, then both again after the refit
     assert refits == [[1, 2]] and retuned == [2]
     assert len(said) == 1 and "bucket <= 2" in said[0] and "plain 44.0" not in said[0] and "(50%)" in said[0]
@@ -255,14 +250,8 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
 def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():
     """``tune --backend sglang``: the live runs time the native engine, so their steps
     must not refit the SGLang setup's overhead; the miss is one line, the gate still decides."""
-    class Costs:
-        costs = None
-
-    from autotune.tuner import BucketResult
-    results = [BucketResult(BucketSettings(1, TreeShape(2, 2, 4)), "s-b1", 0, 1, 1, 100.0, 2.0, 0,
-                            {"vanilla": 50.0, "eagle2": 80.0})]
     said = []
-    gate = live_gate(results, Costs(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0), None,
-                     lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+    gate = live_gate([tuned_bucket(1)], StandInCosts(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0),
+                     None, lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
     assert len(said) == 1 and "not refitted" in said[0] and gate.refit is None
     assert gate.results[0].settings.speculate is False and gate.results[0].off_by == "live"
