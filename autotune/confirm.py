@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
+from .errors import AutotuneError
 from .models import ModelPair
 from .overhead import run_steps
 from .profiler import forward_timer
@@ -172,6 +173,11 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     after = _reference_ms(pair, batch_size, context)
 
     cast_steps = [s for steps in runs[0] for s in steps]
+    for name, method_runs in (("CAST", runs[0]), ("plain decoding", runs[1])):
+        if not any(method_runs):
+            raise AutotuneError(f"--confirm-max-new-tokens: the live gate at B={batch_size} timed no {name} step "
+                                f"without a prefill (every request finished in the step that admitted it); raise "
+                                f"it above {max_new_tokens}")
     return Confirmation(
         batch_size=batch_size, prompts=len(texts), rounds=rounds, predicted_traces=len(chosen),
         predicted_cast_tokens_per_s=predicted.tokens_per_s, predicted_plain_tokens_per_s=predicted_plain.tokens_per_s,

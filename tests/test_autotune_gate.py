@@ -8,6 +8,7 @@ import pytest
 
 from autotune.confirm import Confirmation, confirm_live
 from autotune.costs import measured_costs
+from autotune.errors import AutotuneError
 from autotune.gate import live_gate
 from autotune.overhead import LIVE
 from autotune.prompts import load_prompts
@@ -245,6 +246,18 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}
     assert summary["live_speedup"] == pytest.approx(check.live_cast_tokens_per_s / check.live_plain_tokens_per_s,
                                                     rel=1e-3)
+
+
+def test_a_live_run_too_short_to_time_a_step_is_one_clear_error(tmp_path):
+    """One new token per prompt: every request finishes in the step that admitted it, so
+    no step is timed; the gate names the flag instead of dividing by zero."""
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),),
+                              costs=measured_costs(store, SETUP).costs)
+    with pytest.raises(AutotuneError, match=r"--confirm-max-new-tokens: the live gate at B=2 timed no CAST step"):
+        confirm_live(pair, settings, load_prompts().head(2), 2, 1, 128, store.traces("tiny-target", "mirror-draft"),
+                     rounds=2)
 
 
 def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():

@@ -200,7 +200,7 @@ def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, 
         return replace(tiny_pair(), target_id=f"tiny-target@{fmt}")
 
     config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=3, space=SPACE,
-                        confirm_prompts=1, confirm_max_new_tokens=4, context_length=128,
+                        confirm_prompts=1, confirm_max_new_tokens=16, context_length=128,
                         weight_formats=("fp32", "int8", "bf16"))
     outcome = tune_and_publish(pair, store, SETUP, config, load_prompts(), load_format=load_format, progress=False)
     rates = {t.weight_format: t.score for t in outcome.formats}
