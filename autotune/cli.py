@@ -253,7 +253,8 @@ def add_grid(parser: argparse.ArgumentParser) -> None:
 def add_overhead(parser: argparse.ArgumentParser, dataset: bool = True) -> None:
     parser.add_argument("--overhead-steps", type=int_in(0, 10000), default=8,
                         help="timed whole engine steps per run of the host-overhead step design (plain decoding and "
-                             "EAGLE-2 shapes of depth 1..6 at every batch size; native backend only); 0 skips it")
+                             "EAGLE-2 shapes of depth 1..6 at every batch size; --backend sglang times SGLang's own "
+                             "iterations of the CAST worker, one SGLang engine per shape); 0 skips it")
     parser.add_argument("--overhead-warmup", type=int_in(0, 1000), default=2,
                         help="untimed steps at the start of every step-design run (first use of its shapes)")
     if not dataset:  # the subcommand has its own --dataset (the daemon's tuning prompts serve both)
@@ -439,58 +440,86 @@ def cmd_profile(args) -> int:
 
 def profile_format(args, store, device: str, weight_format: str) -> None:
     """Measure (or resume) one weight format's grid on the native engine and print its curves."""
+    from .costs import measured_costs
+    from .overhead import NativeStepTimer
     from .profiler import native_timers
 
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
     grid = grid_from(args)
     measure_and_report(args, store, setup, native_timers(pair), grid, f"weight format {weight_format}")
-    measure_overhead(args, store, pair, setup, grid)
+    if args.overhead_steps:
+        measure_overhead(args, store, setup, grid, step_design(args, grid),
+                         NativeStepTimer(pair, measured_costs(store, setup, overhead=False).costs))
+    else:
+        print("host overhead: not measured (--overhead-steps 0)")
 
 
-def measure_overhead(args, store, pair, setup, grid) -> None:
-    """Time whole engine steps of the step design (autotune/overhead.py) at every
-    profiled batch size, resumable per run, and print the fitted overhead table."""
+def step_design(args, grid):
+    from .overhead import StepDesign
+
+    return StepDesign.for_grid(grid, args.overhead_warmup, args.overhead_steps)
+
+
+def measure_overhead(args, store, setup, grid, design, timer) -> None:
+    """Time whole engine steps of the step ``design`` (autotune/overhead.py) at every
+    profiled batch size with ``timer``, resumable per run, and print the fitted
+    overhead table."""
     from .costs import measured_costs
-    from .overhead import StepDesign, run_step_profile
+    from .overhead import run_step_profile
     from .prompts import load_prompts
     from .report import overhead_table
 
-    if args.overhead_steps == 0:
-        print("host overhead: not measured (--overhead-steps 0)")
-        return
-    design = StepDesign.for_grid(grid, args.overhead_warmup, args.overhead_steps)
-    forwards = measured_costs(store, setup, overhead=False).costs
-    report = run_step_profile(pair, store, setup, grid, design, load_prompts(args.dataset), forwards,
-                              progress=not args.quiet)
+    report = run_step_profile(timer, store, setup, grid, design, load_prompts(args.dataset), progress=not args.quiet)
     print(f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "
           f"{len(design.shapes)} EAGLE-2 shapes per batch size), {report.skipped} runs already stored")
     print(overhead_table(measured_costs(store, setup).costs.overhead))
 
 
 def profile_sglang(args) -> None:
-    """Measure (or resume) SGLang's own forwards (dense ``--dtype``; CUDA only: refused
-    before anything loads otherwise)."""
+    """Measure (or resume) SGLang's own forwards, then its whole iterations for the
+    host-overhead table (dense ``--dtype``; CUDA only: refused before anything loads
+    otherwise)."""
     import torch
 
     from sglang_cast.hardware import device_name
 
-    from .sglang_backend import check_sglang_backend, sglang_setup, sglang_timers
+    from .costs import measured_costs
+    from .overhead import design_new_tokens
+    from .sglang_backend import check_sglang_backend, in_child_process, sglang_setup, sglang_step_timer
     models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available(),
                                   args.tp_size, torch.cuda.device_count())
     checked_label(args, "cuda")
     formats_for(args, "cuda")  # packed formats are refused: SGLang loads the checkpoint's dense weights
     store = open_store(args)
     grid = grid_from(args)
+    setup = sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size)
+    # The forwards' workers live in a child process: its exit gives their GPU memory back
+    # before the step design's SGLang engines start.
+    in_child_process(profile_sglang_forwards, args, models, setup, grid, what="SGLang's forwards")
+    if not args.overhead_steps:
+        print("host overhead: not measured (--overhead-steps 0)")
+        return
+    design = step_design(args, grid)
+    timer = sglang_step_timer(models, grid, args.dtype, args.tp_size, measured_costs(store, setup, overhead=False).costs,
+                              max(design_new_tokens(design, shape) for shape in design.runs()))
+    try:
+        measure_overhead(args, store, setup, grid, design, timer)
+    finally:
+        timer.close()
+
+
+def profile_sglang_forwards(args, models, setup, grid) -> None:
+    """SGLang's verify and draft-extend forwards on ``grid`` (every rank's workers
+    built here), committed point by point."""
+    from .sglang_backend import sglang_timers
+
     from sglang_cast.sglang_plugin.profile_forwards import RankLost
     try:
-        measure_and_report(args, store, sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size),
-                           sglang_timers(models, grid, args.dtype, args.tp_size), grid,
+        measure_and_report(args, open_store(args), setup, sglang_timers(models, grid, args.dtype, args.tp_size), grid,
                            f"SGLang, {args.dtype}, --tp-size {args.tp_size}")
     except RankLost as err:  # every point measured so far is committed; a rerun resumes
         raise AutotuneError(f"--tp-size {args.tp_size}: {err}", RUNTIME) from None
-    print("host overhead: not measured for --backend sglang (its whole steps run in SGLang's scheduler on CUDA; "
-          "only the native engine's steps are timed); its profiles charge the forwards alone")
 
 
 def measure_and_report(args, store, setup, timers, grid, what: str) -> None:

@@ -41,7 +41,7 @@ from .errors import AutotuneError
 from .grid import ProfileGrid
 from .models import ModelPair
 from .costs import measured_costs
-from .overhead import PROFILE, StepDesign, run_step_profile
+from .overhead import PROFILE, NativeStepTimer, StepDesign, run_step_profile
 from .profiler import run_profile
 from .prompts import PromptSet
 from .store import Setup, Store
@@ -194,8 +194,8 @@ class Daemon:
             log(f"host overhead {fmt}: {dropped} stored steps dropped to re-time them")
         design = StepDesign.for_grid(self.config.grid, self.config.overhead_warmup, self.config.overhead_steps)
         forwards = measured_costs(self.store, setup, overhead=False).costs
-        report = run_step_profile(pair, self.store, setup, self.config.grid, design, self.prompts, forwards,
-                                  progress=self.progress, should_stop=self.stop.is_set)
+        report = run_step_profile(NativeStepTimer(pair, forwards), self.store, setup, self.config.grid, design,
+                                  self.prompts, progress=self.progress, should_stop=self.stop.is_set)
         log(f"host overhead {fmt}: {report.runs} runs of whole steps timed, {report.skipped} already stored")
 
     def run(self) -> None:

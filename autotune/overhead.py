@@ -16,7 +16,8 @@ the verified count (a top-1 chain verifies one node per layer, a top-K tree many
 so the fit can tell ``per_layer`` from ``per_token``.  Steps that admitted a request
 (a prefill) and the first ``warmup`` steps of each run (first use of its shapes) are
 not timed.  The prompts are ``autotune/prompts.txt`` (or ``--dataset``), never the
-benchmark sets.  Native engine only: SGLang's steps run in its scheduler on CUDA.
+benchmark sets.  The runs go through a ``StepTimer``: ``NativeStepTimer`` here, SGLang
+engines running the CAST worker for ``--backend sglang`` (``sglang_plugin.profile_steps``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tqdm import tqdm
 
@@ -114,6 +116,38 @@ def run_steps(engine: Engine, prompts: list[str], params: SamplingParams, warmup
     return timed
 
 
+class StepTimer(Protocol):
+    """Runs one batch of the step design on some engine and returns its timed steps."""
+
+    def time(self, batch_size: int, shape: TreeShape | None, texts: list[str], new_tokens: int,
+             design: StepDesign) -> list[TimedStep]: ...
+
+
+class NativeStepTimer:
+    """The design on this project's engine: a fresh engine per batch, stepped here."""
+
+    def __init__(self, pair: ModelPair, forwards: CostModel) -> None:
+        self.pair, self.forwards = pair, forwards
+
+    def time(self, batch_size: int, shape: TreeShape | None, texts: list[str], new_tokens: int,
+             design: StepDesign) -> list[TimedStep]:
+        pair = self.pair
+        prompts = [pair.format_prompt(t) for t in texts]
+        longest = max(len(pair.tokenizer.encode(t)) for t in prompts)
+        settings = PolicySettings.single(self.forwards, shape=shape or TreeShape(1, 1, 2))
+        engine = pair.engine(make_policy("vanilla" if shape is None else "eagle2", settings), batch_size,
+                             longest + new_tokens + 1)
+        return run_steps(engine, prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
+                         design.warmup, design.steps)
+
+
+def design_new_tokens(design: StepDesign, shape: TreeShape | None) -> int:
+    """Tokens each request of a run decodes: enough that none finishes before the
+    run's warm-up and timed steps are over, at up to ``depth + 1`` tokens a step."""
+    depth = 0 if shape is None else shape.max_depth
+    return (1 + design.warmup + design.steps) * (depth + 1) + 1
+
+
 @dataclass(frozen=True)
 class StepProfileReport:
     runs: int  # (batch size, shape) runs timed now
@@ -121,15 +155,15 @@ class StepProfileReport:
     steps: int  # steps timed now
 
 
-def run_step_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, design: StepDesign,
-                     prompts: PromptSet, forwards: CostModel, *, progress: bool = True,
+def run_step_profile(timer: StepTimer, store: Store, setup: Setup, grid: ProfileGrid, design: StepDesign,
+                     prompts: PromptSet, *, progress: bool = True,
                      should_stop: Callable[[], bool] = lambda: False) -> StepProfileReport:
-    """Time ``design`` at every batch size of ``grid`` on the native engine of
-    ``pair``; each run's steps are committed as it finishes, so a rerun with the same
-    setup times only the missing runs.  ``forwards``: the setup's forward tables (no
-    overhead), what each step's forwards are charged with."""
+    """Time ``design`` at every batch size of ``grid`` with ``timer``, one shape
+    after the other (an SGLang timer keeps one engine per shape); each run's steps
+    are committed as it finishes, so a rerun with the same setup times only the
+    missing runs."""
     done = store.step_cells(setup, PROFILE)
-    todo = [(b, shape) for b in grid.batch_sizes for shape in design.runs() if (b, shape_key(shape)) not in done]
+    todo = [(b, shape) for shape in design.runs() for b in grid.batch_sizes if (b, shape_key(shape)) not in done]
     bar = tqdm(total=len(todo), desc="step overhead", unit="run", disable=not progress or not todo)
     steps = 0
     for count, (batch_size, shape) in enumerate(todo):
@@ -137,15 +171,8 @@ def run_step_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileG
             bar.close()
             return StepProfileReport(count, len(done), steps)
         bar.set_postfix_str(f"B={batch_size} {shape_key(shape)}")
-        depth = 0 if shape is None else shape.max_depth
-        new_tokens = (1 + design.warmup + design.steps) * (depth + 1) + 1  # no request finishes before the end
-        texts = [pair.format_prompt(t) for t in itertools.islice(itertools.cycle(prompts.texts), batch_size)]
-        longest = max(len(pair.tokenizer.encode(t)) for t in texts)
-        settings = PolicySettings.single(forwards, shape=shape or TreeShape(1, 1, 2))
-        engine = pair.engine(make_policy("vanilla" if shape is None else "eagle2", settings), batch_size,
-                             longest + new_tokens + 1)
-        timed = run_steps(engine, texts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
-                          design.warmup, design.steps)
+        texts = list(itertools.islice(itertools.cycle(prompts.texts), batch_size))
+        timed = timer.time(batch_size, shape, texts, design_new_tokens(design, shape), design)
         store.add_steps(setup, PROFILE, shape_key(shape), timed, os.getloadavg()[0])
         steps += len(timed)
         bar.update(1)

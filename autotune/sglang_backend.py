@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
-from sglang_cast.cast import TraceIteration
+from sglang_cast.cast import CostModel, TraceIteration
 from sglang_cast.profile import Profile
 from sglang_cast.sglang_plugin.memory_plan import (GIB, LaunchSettings, ModelShape, captures_per_state,
                                                    decode_graph_max_bs, state_bytes_for, tp_size_problem)
@@ -30,7 +30,7 @@ from .grid import ProfileGrid
 from .preflight import read_config_json
 from .profiler import TimerFactory
 from .space import SearchSpace
-from .store import Setup
+from .store import Setup, TimedStep
 
 SGLANG = "sglang"
 MAX_TP_SIZE = 8  # `profile` runs every rank on this machine, one GPU each: at most a node's 8
@@ -114,6 +114,33 @@ class PairIds:
     random_draft: bool = False  # an SGLang deployment serves a trained head (--draft-path)
 
 
+def _run_child(queue, target: Callable[..., None], args: tuple) -> None:
+    try:
+        target(*args)
+    except AutotuneError as err:  # reported by the parent as its own one-line error
+        queue.put((str(err), err.exit_code))
+        raise SystemExit(err.exit_code) from None
+
+
+def in_child_process(target: Callable[..., None], *args, what: str) -> None:
+    """Run ``target(*args)`` in a spawned process and wait for it: what it holds on
+    the GPU (SGLang's workers, their KV pools) is given back when it exits, which
+    SGLang offers no in-process way to do.  Its ``AutotuneError`` is raised here."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.SimpleQueue()
+    process = context.Process(target=_run_child, args=(queue, target, args), name="cast-autotune-child")
+    process.start()
+    process.join()
+    if not queue.empty():
+        message, exit_code = queue.get()
+        raise AutotuneError(message, exit_code)
+    if process.exitcode != 0:
+        raise AutotuneError(f"{what}: the process timing them ended with exit code {process.exitcode} (its error "
+                            "is printed above); every point measured so far is committed, a rerun resumes", RUNTIME)
+
+
 def pair_ids(models: SGLangModels, dtype: str, device: str) -> PairIds:
     return PairIds(models.target_id, models.draft_id, dtype, torch.device(device))
 
@@ -145,6 +172,38 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: 
                                  topk=SearchSpace().top_k, max_n=widest, tp_size=tp_size)
     forwards, followers = start_ranks(launch)
     return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role, followers)
+
+
+class SGLangDesignTimer:
+    """``autotune.overhead.StepTimer`` over SGLang engines running the CAST worker
+    (``sglang_plugin.profile_steps``): its logged iterations become stored steps."""
+
+    def __init__(self, timer) -> None:
+        self.timer = timer
+
+    def time(self, batch_size: int, shape, texts: list[str], new_tokens: int, design) -> list[TimedStep]:
+        logged = self.timer.time(shape, texts, new_tokens, design.warmup, design.steps)
+        return [TimedStep(**asdict(step)) for step in logged]
+
+    def close(self) -> None:
+        self.timer.close()
+
+
+def sglang_step_timer(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int, forwards: CostModel,
+                      new_tokens: int, engine_factory=None) -> SGLangDesignTimer:
+    """The step design's timer: SGLang engines sized for ``grid`` and for requests
+    of up to ``new_tokens`` new tokens (``engine_factory``: tests pass a stand-in for
+    ``sglang.Engine``)."""
+    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
+    from sglang_cast.sglang_plugin.profile_steps import SGLangStepTimer, start_engine
+
+    widest = max(grid.max_n, grid.draft_max_n)
+    # The tuning prompts are shorter than the grid's largest context.
+    launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
+                                 context_length=max(grid.contexts) + new_tokens + widest,
+                                 max_batch_size=max(grid.batch_sizes), topk=SearchSpace().top_k, max_n=widest,
+                                 tp_size=tp_size)
+    return SGLangDesignTimer(SGLangStepTimer(launch, forwards, engine_factory=engine_factory or start_engine))
 
 
 @dataclass(frozen=True)

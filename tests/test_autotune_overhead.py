@@ -7,7 +7,7 @@ import torch
 
 from autotune.costs import measured_costs
 from autotune.grid import ProfileGrid
-from autotune.overhead import PLAIN, PROFILE, StepDesign, forward_ms, run_step_profile, shape_key
+from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, forward_ms, run_step_profile, shape_key
 from autotune.prompts import load_prompts
 from autotune.store import Store, TimedStep
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, grow_tree, make_policy
@@ -53,7 +53,7 @@ def test_profile_times_plain_and_every_shape_at_every_batch_size_and_resumes(tmp
     design = StepDesign((TreeShape(1, 2, 3), TreeShape(3, 1, 4)), warmup=1, steps=3)
     forwards = measured_costs(store, SETUP, overhead=False).costs
     prompts = load_prompts().head(1)  # fewer prompts than B=2: they are cycled
-    report = run_step_profile(pair, store, SETUP, GRID, design, prompts, forwards, progress=False)
+    report = run_step_profile(NativeStepTimer(pair, forwards), store, SETUP, GRID, design, prompts, progress=False)
     keys = {PLAIN, "k1-d2-m3", "k3-d1-m4"}
     assert (report.runs, report.skipped, report.steps) == (6, 0, 18)
     assert store.step_cells(SETUP, PROFILE) == {(b, k) for b in GRID.batch_sizes for k in keys}
@@ -66,7 +66,7 @@ def test_profile_times_plain_and_every_shape_at_every_batch_size_and_resumes(tmp
         assert all((s.depth, s.verified) == (depth, verified) and s.step_ms > 0 for s in steps)
         if key == PLAIN:
             assert all(s.forward_ms == pytest.approx(forwards.target(batch, s.context_len, 1)) for s in steps)
-    again = run_step_profile(pair, store, SETUP, GRID, design, prompts, forwards, progress=False)
+    again = run_step_profile(NativeStepTimer(pair, forwards), store, SETUP, GRID, design, prompts, progress=False)
     assert (again.runs, again.skipped) == (0, 6)
 
 

@@ -314,6 +314,7 @@ def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(m
     monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
     monkeypatch.setattr(sglang_backend, "sglang_timers",
                         lambda models, grid, dtype, tp_size: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
+    monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
     monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
     monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
     status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--tp-size", "2", "--quick", "--quiet",
@@ -355,3 +356,66 @@ def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp
     assert (captured["setup"].target_model, captured["setup"].dtype) == (pair.target_id, "bfloat16")
     assert cli.main([*argv, "--confirm-prompts", "1"]) == 2
     assert loaded == ["cpu"] and captured["pair"].target_id == "t"
+
+
+# ------------------------------------------- whole SGLang iterations (item 4)
+def in_this_process(target, *args, what: str) -> None:
+    """``sglang_backend.in_child_process`` without the child: a monkeypatch made here
+    does not reach a spawned process."""
+    target(*args)
+
+
+def fails_with_an_autotune_error(message: str) -> None:
+    raise AutotuneError(message, 1)
+
+
+def crashes() -> None:
+    raise SystemExit(3)
+
+
+def test_a_child_process_error_is_the_parents_one_line_error():
+    from autotune.sglang_backend import in_child_process
+
+    with pytest.raises(AutotuneError, match="^--tp-size 2: rank lost$") as err:
+        in_child_process(fails_with_an_autotune_error, "--tp-size 2: rank lost", what="SGLang's forwards")
+    assert err.value.exit_code == 1
+    with pytest.raises(AutotuneError, match="SGLang's forwards: the process timing them ended with exit code 3"):
+        in_child_process(crashes, what="SGLang's forwards")
+
+
+def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_they_planted(monkeypatch, tmp_path,
+                                                                                          capsys):
+    """``profile --backend sglang``: SGLang's forwards first, then the step design
+    through SGLang engines running the CAST worker (stand-ins here: the plugin's own
+    decider, drafting and step log, a clock advanced by the iteration's forwards plus
+    planted host terms).  The setup's overhead table is fitted from those steps, so
+    ``tune --backend sglang`` charges the planted terms."""
+    import sglang_cast.hardware as hardware
+    from autotune import sglang_backend
+    from test_sglang_plugin_steps import PLANTED, StandInFactory
+
+    calls, factory = [], StandInFactory()
+    models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
+    real_step_timer = sglang_backend.sglang_step_timer
+    monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
+    monkeypatch.setattr(sglang_backend, "sglang_timers", lambda *args: curve_timers(calls))
+    monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
+    monkeypatch.setattr(sglang_backend, "sglang_step_timer",
+                        lambda *args: real_step_timer(*args, engine_factory=factory))
+    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--quick", "--quiet", "--overhead-steps", "3",
+                       "--overhead-warmup", "1", "--db", str(tmp_path / "a.db")])
+    assert status == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "host overhead: 26 runs of whole steps timed" in out  # plain + 12 trees, at B = 1 and 2
+    assert len(factory.engines) == 13 and all(e.shut for e in factory.engines)
+    setup = Setup.current("NVIDIA H100 80GB HBM3", "/models/llama", "/models/head#sha256:0", "float32",
+                          backend=SGLANG)
+    store = Store(tmp_path / "a.db")
+    assert len(store.step_records(setup)) == 26 * 3
+    overhead = measured_costs(store, setup).costs.overhead
+    for batch in (1, 2):
+        terms = overhead.terms(batch, 200)
+        assert [terms.plain, terms.spec_base, terms.per_layer, terms.per_token] == pytest.approx(
+            [PLANTED.plain, PLANTED.spec_base, PLANTED.per_layer, PLANTED.per_token], abs=1e-6)

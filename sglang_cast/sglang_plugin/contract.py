@@ -101,6 +101,12 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
     Callable(_V2, "EAGLEWorkerV2.apply_runtime_state", ("state",)),
     Callable(_V2, "EAGLEWorkerV2.activate_step_by_batch", ("batch_size",)),
     Callable(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
+    # worker.py + step_log.py: the step log times every decode call (profile --backend sglang only)
+    Callable(_V2, "EAGLEWorkerV2.forward_batch_generation", ("batch",)),
+    Fields("sglang.srt.managers.utils", "GenerationBatchResult", ("accept_lens",)),
+    Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch", ("forward_mode", "is_extend_in_batch",
+                                                                   "seq_lens_cpu")),
+    Present("sglang.srt.model_executor.forward_batch_info", ("ForwardMode.is_extend", "ForwardMode.is_idle")),
     Fields(_V2, "EAGLEWorkerV2", ("_draft_worker", "_target_worker", "speculative_algorithm", "speculative_num_steps",
                                   "speculative_num_draft_tokens", "topk")),
     Callable(_V2, "EagleDraftWorker._capture_cuda_graphs"),
@@ -184,6 +190,10 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
         "return_hidden_states_before_norm")),
     Callable("sglang.kernels.ops.speculative.cache_locs", "assign_extend_cache_locs_uniform_func", (
         "req_pool_indices", "req_to_token", "start_offset", "batch_size", "draft_token_num", "device")),
+    # profile_steps.py: the step design runs SGLang's offline engine, one per tree
+    Present("sglang.srt.entrypoints.engine", ("Engine",)),
+    Callable("sglang.srt.entrypoints.engine", "Engine.generate", ("prompt", "sampling_params")),
+    Callable("sglang.srt.entrypoints.engine", "Engine.shutdown"),
 )
 
 

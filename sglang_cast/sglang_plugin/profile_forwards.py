@@ -106,13 +106,19 @@ class SGLangProfileLaunch:
     mem_fraction_static: float | None = None
     tp_size: int = 1  # --tp-size: GPUs the forwards are sharded over, one rank each
 
-    def argv(self) -> list[str]:
-        """SGLang's command line (``prepare_server_args``, server_args.py:668)."""
+    def argv(self, algorithm: str | None = None, num_steps: int | None = None, topk: int | None = None,
+             num_draft_tokens: int | None = None) -> list[str]:
+        """SGLang's command line (``prepare_server_args``, server_args.py:668).  The
+        forwards' engine runs SGLang's own EAGLE/EAGLE3 at the widest tree; the step
+        design (``profile_steps``) passes the CAST algorithm and one run's tree."""
+        algorithm = algorithm or ("EAGLE3" if draft_is_eagle3(self.draft_path) else "EAGLE")
+        topk = topk or self.topk
+        num_draft_tokens = num_draft_tokens or self.max_n
+        num_steps = num_steps or tree_depth(num_draft_tokens, topk)
         argv = ["--model-path", self.model_path, "--device", "cuda", "--dtype", self.dtype,
-                "--speculative-algorithm", "EAGLE3" if draft_is_eagle3(self.draft_path) else "EAGLE",
-                "--speculative-draft-model-path", self.draft_path,
-                "--speculative-num-steps", str(tree_depth(self.max_n, self.topk)),
-                "--speculative-eagle-topk", str(self.topk), "--speculative-num-draft-tokens", str(self.max_n),
+                "--speculative-algorithm", algorithm, "--speculative-draft-model-path", self.draft_path,
+                "--speculative-num-steps", str(num_steps),
+                "--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens", str(num_draft_tokens),
                 "--attention-backend", "flashinfer", "--context-length", str(self.context_length),
                 "--max-running-requests", str(self.max_batch_size), "--tp-size", str(self.tp_size),
                 # Every n eager: a verify graph exists only for the startup width (cuda_graph_hook.py:68).

@@ -65,6 +65,7 @@ from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticSha
 from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
+from .step_log import StepLog, StepProfileMode
 from .verify_layout import verify_layout
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,7 @@ class CastDraftWorker(EagleDraftWorker):
                                     _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps,
                                     expected_depth=predicted)
         width = self.cast.use_width(decide_verified(plan, drafted.tree), drafted.tree.size - 1)
+        self.cast.drafted = (plan, len(plan.kept), width - 1)
         layout = verify_layout(drafted, width, self.speculative_num_steps)
         return build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
@@ -228,8 +230,12 @@ class CastWorker(EAGLEWorkerV2):
         tp_group = get_parallel().tp_group
         layout = ParallelLayout(get_parallel().tp_size, get_parallel().pp_size)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape, layout)
-        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
-                                   SGLangSection.of(loaded.profile).runtime_states)
+        step_mode = StepProfileMode.from_env()  # set only by `cast-autotune profile --backend sglang`
+        policy = (step_mode.policy_for(policy_name, loaded.profile.settings) if step_mode is not None
+                  else make_policy(policy_name, loaded.profile.settings))
+        self.decider = CastDecider(policy, self.static_shape, SGLangSection.of(loaded.profile).runtime_states)
+        self.step_log = StepLog(step_mode.log, self._draft_worker.device) if step_mode is not None else None
+        self.drafted: tuple | None = None  # (plan, layers drafted, nodes verified) of the running iteration
         # Only TP rank 0 watches the file; every rank applies its versions at the same
         # iteration (rank_sync), before that iteration's first decision.
         leader = tp_group.rank_in_group == 0
@@ -283,6 +289,25 @@ class CastWorker(EAGLEWorkerV2):
                     self.states[depth, width] = self.build_adaptive_runtime_state(
                         depth, width, cuda_graph_bs=graph_batch_sizes)
         log.info("CAST worker: %d runtime states (depth, width) %s", len(self.states), sorted(self.states))
+
+    def forward_batch_generation(self, batch, *args, **kwargs):
+        """SGLang's iteration, unchanged; with the step log on (``step_log``), each
+        decode iteration is timed from this call to the next and logged with what it
+        drafted and verified."""
+        if self.step_log is None:
+            return super().forward_batch_generation(batch, *args, **kwargs)
+        mode = batch.forward_mode
+        decode = not (mode.is_extend() or batch.is_extend_in_batch or mode.is_idle())
+        self.step_log.arrive(decode)
+        self.drafted = None
+        if decode:  # the context the plan is charged at, read before the iteration commits
+            seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+            batch_size, context_len = int(seq_lens.numel()), int(seq_lens.max())
+        output = super().forward_batch_generation(batch, *args, **kwargs)
+        if decode:
+            plan, depth, verified = self.drafted or (self.decider.begin(batch_size, context_len), 0, 0)
+            self.step_log.ran(plan, depth, verified, output.accept_lens)
+        return output
 
     def _apply_profile(self, raw: bytes) -> None:
         self.watcher.apply_bytes(raw)
