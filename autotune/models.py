@@ -23,7 +23,7 @@ from sglang_cast.cast import Policy
 from sglang_cast.engine import Engine, feature_width
 from sglang_cast.engine.build import DTYPES, default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
-from sglang_cast.models.weights import WeightFormat
+from sglang_cast.models.weights import WeightFormat, apply_draft_format
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
 from sglang_cast.models.loader import EMBEDDED_NAME
 
@@ -149,11 +149,11 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
     if path is None:
         if model_path is not None:
             raise AutotuneError("--draft-path: required for a --model-path other than the embedded model")
-        draft = random_eagle_head(target, config, random_seed)
+        draft = apply_draft_format(random_eagle_head(target, config, random_seed), WeightFormat.parse(weight_format).draft)
         draft_id = f"{RANDOM_HEAD_PREFIX}:seed={random_seed}"
     else:
         try:
-            draft = load_draft(path, target, device, DTYPES[dtype])
+            draft = load_draft(path, target, device, DTYPES[dtype], WeightFormat.parse(weight_format).draft)
         except (FileNotFoundError, ValueError) as err:
             raise AutotuneError(f"--draft-path: {err}") from None
         draft_id = draft_model_id(path)

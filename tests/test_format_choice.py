@@ -14,8 +14,9 @@ from autotune.tuner import BucketResult
 from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and_publish
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, TreeShape
 from sglang_cast.engine import build
-from sglang_cast.engine.format_choice import (CANDIDATES, choose_weight_format, cheapest, measure_costs,
-                                              parse_requested, running_format, verify_sizes)
+from sglang_cast.engine.format_choice import (CANDIDATES, DRAFT_CANDIDATES, choose_weight_format, cheapest,
+                                              draft_sizes, measure_costs, parse_requested, running_format,
+                                              verify_sizes)
 from sglang_cast.engine.timing import Timing
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
@@ -95,6 +96,38 @@ def test_a_profile_from_another_isa_class_warns_once_naming_both_and_the_fix(cap
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "amx" in warnings[0] and "avx2" in warnings[0] and "cast-autotune profile" in warnings[0]
+
+
+# ms of one batch-1 draft-head forward per draft format and row count: int8 cheapest at both.
+DRAFT_PLANTED = {"fp32": {1: 1.3, 4: 1.9}, "bf16": {1: 1.5, 4: 1.6}, "int8": {1: 0.9, 4: 1.2}}
+
+
+def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):
+    calls = []
+
+    def time_draft(fmt, m):
+        calls.append((fmt, m))
+        return DRAFT_PLANTED[fmt][m]
+
+    with caplog.at_level(logging.INFO, logger="sglang_cast.engine.format_choice"):
+        drafting = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(),
+                                        draft_rows=(1, 4), time_draft=time_draft)
+    assert drafting.weight_format == "int4/int8+int8" and drafting.draft_costs_ms == DRAFT_PLANTED
+    assert {fmt for fmt, _ in calls} == set(DRAFT_CANDIDATES) and {m for _, m in calls} == {1, 4}
+    assert "draft head: fp32 M=1 1.3 ms" in caplog.records[-1].getMessage()
+    plain = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(), draft_rows=(),
+                                 time_draft=refusing_timer)
+    assert plain.weight_format == "int4/int8"  # no draft runs: it stays dense
+    recorded = choose_weight_format("auto", device="cpu", profile=profile(weight_format="int4/int8+int8"),
+                                    time_once=refusing_timer, draft_rows=(1, 4), time_draft=refusing_timer,
+                                    this_isa="amx")
+    assert recorded.weight_format == "int4/int8+int8"
+
+
+def test_draft_sizes_are_one_row_and_the_widest_layer_of_a_speculating_bucket():
+    off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
+    assert draft_sizes("vanilla", SETTINGS) == () and draft_sizes("cast", off) == ()
+    assert draft_sizes("cast", SETTINGS) == (1, 4) and draft_sizes("eagle2", None) == ()
 
 
 def test_explicit_formats_and_cuda_are_not_measured():
@@ -262,8 +295,21 @@ def test_the_format_is_named_for_what_runs():
     assert running_format("fp32", torch.bfloat16) == "bf16" and running_format("fp32", torch.float16) == "fp16"
     assert running_format("int4/fp32", torch.bfloat16) == "int4/bf16"
     assert running_format("int4/int8", torch.bfloat16) == "int4/int8" and running_format("bf16", torch.float32) == "bf16"
+    assert running_format("int4/int8+int8", torch.float32) == "int4/int8+int8"
+    assert running_format("fp32+fp32", torch.bfloat16) == "bf16"  # a dense draft is not named
     with pytest.raises(ValueError, match="dtype"):
         running_format("fp32", torch.int8)
     cuda = choose_weight_format("auto", device="cuda", dtype=torch.bfloat16, time_once=refusing_timer)
     assert (cuda.weight_format, cuda.reason) == ("fp32", "cuda")  # the spec load_target takes: no packing
     assert cuda.describe(torch.bfloat16) == "weight format bf16 (cuda)"
+
+
+def test_a_draft_format_keys_its_own_cost_curves_and_shares_the_reference_traces():
+    """The draft's format is part of the pair's weight format, so its forwards are their
+    own setup (the target id carries the whole format) while ``collect``'s traces, keyed
+    by the fp32 reference id and the draft's id, serve every format."""
+    from autotune.models import format_target_id, reference_target_id
+
+    packed = format_target_id("embedded:m", "int4/int8+int8")
+    assert packed == "embedded:m@int4/int8+int8" != format_target_id("embedded:m", "int4/int8")
+    assert reference_target_id(packed) == "embedded:m" and format_target_id(packed, "fp32") == "embedded:m"

@@ -90,9 +90,37 @@ def test_weight_format_parse() -> None:
     assert WeightFormat.parse("int4") == WeightFormat(Format.INT4, Format.INT4)
     assert WeightFormat.parse("int4/bf16") == WeightFormat(Format.INT4, Format.BF16)
     assert str(WeightFormat.parse("int4/bf16")) == "int4/bf16"
-    for bad in ("int3", "int4/bf16/fp32", ""):
+    assert WeightFormat.parse("int4/int8+int8") == WeightFormat(Format.INT4, Format.INT8, Format.INT8)
+    assert WeightFormat.parse("int4+bf16") == WeightFormat(Format.INT4, Format.INT4, Format.BF16)
+    assert str(WeightFormat.parse("int4/int8+int8")) == "int4/int8+int8"
+    assert str(WeightFormat.parse("int4/int8+fp32")) == "int4/int8"  # a dense draft is the default
+    for bad in ("int3", "int4/bf16/fp32", "", "int4+", "+int8", "int4+int9", "int4/int8/int8+int8"):
         with pytest.raises(ValueError, match="weight_format"):
             WeightFormat.parse(bad)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+@pytest.mark.parametrize("fmt", [Format.INT8, Format.BF16])
+def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, fmt: Format, tmp_path: Path) -> None:
+    from torch import nn
+
+    from sglang_cast.models import load_draft, save_draft
+    from test_models import _draft, _draft_inputs, _draft_run
+
+    _, target = make_pair("llama")
+    save_draft(_draft(kind, target), tmp_path)
+    dense = load_draft(tmp_path, target, "cpu", torch.float32)
+    packed = load_draft(tmp_path, target, "cpu", torch.float32, fmt)
+    linears = [name for name, module in dense.named_modules() if type(module) is nn.Linear]
+    assert "fc" in linears and (kind == "eagle" or "lm_head" in linears)
+    assert all(type(packed.get_submodule(name)) is {Format.INT8: Int8Linear, Format.BF16: Bf16Linear}[fmt]
+               for name in linears)
+    assert not any(type(m) is nn.Linear for m in packed.modules())
+    assert all(type(m) is nn.Linear for m in target.layers.modules() if "Linear" in type(m).__name__)
+    inputs = _draft_inputs(dense, target)
+    reference, out = _draft_run(dense, *inputs), _draft_run(packed, *inputs)
+    error = (out.logits - reference.logits).abs().max() / reference.logits.abs().max()
+    assert 0 < error < 0.05  # the format's rounding, nothing more
 
 
 def _logits(model: LlamaModel, tokens: torch.Tensor) -> torch.Tensor:

@@ -56,7 +56,7 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     (["--max-logprobs", "-1"], "must be >= 0"),
     (["--mem-fraction-static", "1.5", "--backend", "sglang"], "must be in (0, 1), got 1.5"),
     (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
-    (["--weight-format", "int3"], "'int3' is not '<linears>' or '<linears>/<lm_head>' with each one of fp32, bf16"),
+    (["--weight-format", "int3"], "'int3' is not '<linears>', '<linears>/<lm_head>' or either with '+<draft>', with each one of fp32, bf16"),
     (["--weight-format", "int4", "--backend", "sglang"], "--weight-format applies to the native engine only"),
     (["--compile", "yes"], "--compile: expected one of auto, on, off, got 'yes'"),
     (["--compile", "on", "--backend", "sglang"], "--compile applies to the native engine only"),

@@ -12,8 +12,9 @@ import torch
 from ..cast import CostModel, PolicySettings, make_policy
 from ..models import load_draft, load_target
 from ..models.compiled import compile_models, compile_wanted
+from ..models.weights import WeightFormat
 from .engine import Engine
-from .format_choice import AUTO, choose_weight_format, verify_sizes
+from .format_choice import AUTO, choose_weight_format, draft_sizes, verify_sizes
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -34,7 +35,8 @@ class EngineArgs:
     device: str = "cpu"
     dtype: str = "float32"
     # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4" or
-    # "<linears>/<lm_head>" such as "int4/int8" (CPU only; models/weights.py, docs/precision.md),
+    # "<linears>/<lm_head>" such as "int4/int8", either with "+<draft>" for the draft head's linears
+    # ("int4/int8+int8"; CPU only; models/weights.py, docs/precision.md),
     # or "auto": chosen by engine/format_choice.py (the profile's, else measured here).
     weight_format: str = AUTO
     profile: Profile | None = None  # what `settings` came from: its recorded format decides "auto"
@@ -74,14 +76,16 @@ def build_engine(args: EngineArgs) -> Engine:
     policy = make_policy(args.policy, settings)
     weight_format = choose_weight_format(args.weight_format, device=args.device, profile=args.profile,
                                          sizes=verify_sizes(args.policy, settings), model_path=args.model_path,
-                                         dtype=DTYPES[args.dtype]).weight_format
+                                         dtype=DTYPES[args.dtype],
+                                         draft_path=args.draft_path or default_draft_path(args.model_path),
+                                         draft_rows=draft_sizes(args.policy, settings)).weight_format
     target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], weight_format)
     draft = None
     if policy.name != "vanilla":
         draft_path = args.draft_path or default_draft_path(args.model_path)
         if draft_path is None:
             raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
-        draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype])
+        draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype], WeightFormat.parse(weight_format).draft)
     max_context = config.max_position_embeddings
     if args.context_length > max_context:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")

@@ -18,7 +18,10 @@ never from the CPU's name:
    size what a speculating iteration pays; a format must be cheap at both).
    Candidates are timed round-robin (every format once per round) so a burst of load
    on a shared machine hits all of them alike; the measurement stops starting new
-   rounds after ``MEASURE_BUDGET_S``.
+   rounds after ``MEASURE_BUDGET_S``.  When a draft head runs (``draft_sizes``), its
+   format (``WeightFormat.draft``) is chosen the same way next: draft forwards of every
+   ``DRAFT_CANDIDATES`` format on the chosen target, at one token and at a layer's
+   rows (the largest top-k).
 """
 
 from __future__ import annotations
@@ -27,18 +30,19 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
-from ..models.weights import WeightFormat
+from ..models.weights import Format, WeightFormat
 
 AUTO = "auto"
 DENSE = str(WeightFormat())  # "fp32": the model's own dtype, no packing
 DENSE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}  # a dense weight, by dtype
 CANDIDATES = ("fp32", "bf16", "int8", "int4/int8")
+DRAFT_CANDIDATES = ("fp32", "bf16", "int8")  # the draft head's linears (int4 re-quantises a trained head)
 MEASURE_CONTEXT = 256  # committed tokens the timed forwards attend to
 MEASURE_ROUNDS = 5  # timed rounds per (format, M); the median is kept
 MEASURE_WARMUP = 2  # untimed rounds first (allocator growth, kernel selection)
@@ -58,14 +62,18 @@ class FormatChoice:
     weight_format: str
     reason: str
     costs_ms: dict[str, dict[int, float]] = field(default_factory=dict)
+    draft_costs_ms: dict[str, dict[int, float]] = field(default_factory=dict)  # the draft's, when measured
 
     def describe(self, dtype: torch.dtype = torch.float32) -> str:
         """One line for the log; the format named for what runs in a model of ``dtype``."""
         if not self.costs_ms:
             return f"weight format {running_format(self.weight_format, dtype)} ({self.reason})"
-        costs = "; ".join(f"{fmt} " + ", ".join(f"M={m} {ms:.1f} ms" for m, ms in by_m.items())
-                          for fmt, by_m in self.costs_ms.items())
-        return f"weight format {self.weight_format} (measured, cheapest summed over M: {costs})"
+
+        def listed(costs: dict[str, dict[int, float]]) -> str:
+            return "; ".join(f"{fmt} " + ", ".join(f"M={m} {ms:.1f} ms" for m, ms in by_m.items())
+                             for fmt, by_m in costs.items())
+        draft = f"; draft head: {listed(self.draft_costs_ms)}" if self.draft_costs_ms else ""
+        return f"weight format {self.weight_format} (measured, cheapest summed over M: {listed(self.costs_ms)}{draft})"
 
 
 def parse_requested(spec: str) -> str:
@@ -87,7 +95,8 @@ def running_format(weight_format: str, dtype: torch.dtype) -> str:
         raise ValueError(f"dtype: {dtype} is not one of {', '.join(map(str, DENSE_NAMES))}")
     fmt = WeightFormat.parse(weight_format)
     parts = [DENSE_NAMES[dtype] if part.value == DENSE else part.value for part in (fmt.linears, fmt.lm_head)]
-    return parts[0] if parts[0] == parts[1] else "/".join(parts)
+    target = parts[0] if parts[0] == parts[1] else "/".join(parts)
+    return target if fmt.draft.value == DENSE else f"{target}+{fmt.draft.value}"
 
 
 def verify_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
@@ -96,6 +105,15 @@ def verify_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...
         return (1,)
     sizes = [b.shape.num_verify_tokens for b in settings.buckets if b.speculate]
     return (1, max(sizes)) if sizes and max(sizes) > 1 else (1,)
+
+
+def draft_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
+    """The row counts a draft format is timed at: 1 and the largest top-k of a
+    speculating bucket; none when no draft head runs."""
+    if policy == "vanilla" or settings is None:
+        return ()
+    widths = [b.shape.top_k for b in settings.buckets if b.speculate]
+    return (1, max(widths)) if widths and max(widths) > 1 else (1,) if widths else ()
 
 
 def profile_format(profile, this_isa: str) -> str | None:
@@ -151,14 +169,37 @@ def target_timer(model_path: str | None, dtype: torch.dtype, candidates: Sequenc
     return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
 
 
+def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_format: str,
+                candidates: Sequence[str], capacity: int) -> TimeOnce:
+    """Times batch-1 forwards of the draft head at ``draft_path`` in each candidate
+    format, on the target in ``target_format`` (the head reads its embedding)."""
+    from ..models import KVCache, load_draft, load_target
+    from ..models.weights import Format
+    from .runner import feature_width
+    from .timing import ForwardTimer
+
+    target, config, _ = load_target(model_path, "cpu", dtype, target_format)
+    timers: dict[str, ForwardTimer] = {}
+    for fmt in candidates:
+        draft = load_draft(draft_path, target, "cpu", dtype, Format(fmt))
+        cache = KVCache.for_model(config, 1, capacity, torch.device("cpu"), dtype, num_layers=1)
+        timers[fmt] = ForwardTimer(lambda *a, draft=draft: draft(*a), cache, config.vocab_size,
+                                   feature_width(target, draft))
+    return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
+
+
 def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Sequence[int] = (1,),
                          model_path: str | None = None, dtype: torch.dtype = torch.float32,
-                         time_once: TimeOnce | None = None, this_isa: str | None = None) -> FormatChoice:
+                         time_once: TimeOnce | None = None, this_isa: str | None = None,
+                         draft_path=None, draft_rows: Sequence[int] = (),
+                         time_draft: TimeOnce | None = None) -> FormatChoice:
     """Resolve ``requested`` (a format or ``auto``) by the module's rule; logs the choice.
 
     ``profile`` (a ``Profile`` or None) is what the engine's settings came from;
-    ``sizes`` the Ms to time (`verify_sizes`); ``time_once`` replaces the real forward
-    timer (tests); ``this_isa`` replaces ``hardware.isa_class()`` (tests).
+    ``sizes`` the Ms to time (`verify_sizes`); ``draft_rows`` the draft's (`draft_sizes`;
+    empty: no draft head runs, it stays dense) and ``draft_path`` its checkpoint;
+    ``time_once`` / ``time_draft`` replace the real forward timers (tests); ``this_isa``
+    replaces ``hardware.isa_class()`` (tests).
     """
     requested = parse_requested(requested)
     if requested != AUTO:
@@ -175,7 +216,13 @@ def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Se
     began = time.monotonic()
     timer = time_once or target_timer(model_path, dtype, CANDIDATES, MEASURE_CONTEXT + max(sizes))
     costs = measure_costs(timer, CANDIDATES, sizes)
-    choice = FormatChoice(cheapest(costs), "measured", costs)
+    chosen, draft_costs = WeightFormat.parse(cheapest(costs)), {}
+    if draft_rows and (draft_path is not None or time_draft is not None):
+        timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), DRAFT_CANDIDATES,
+                                          MEASURE_CONTEXT + max(draft_rows))
+        draft_costs = measure_costs(timer, DRAFT_CANDIDATES, draft_rows)
+        chosen = replace(chosen, draft=Format(cheapest(draft_costs)))
+    choice = FormatChoice(str(chosen), "measured", costs, draft_costs)
     log.info("%s; chosen in %.1f s (no measured profile records a format)", choice.describe(),
              time.monotonic() - began)
     return choice

@@ -34,6 +34,7 @@ from .llama import (
     rope_cos_sin,
 )
 from .loader import check_state_dict, read_json
+from .weights import Format, apply_draft_format
 
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 Layout = Literal["eagle", "eagle3"]
@@ -112,7 +113,8 @@ class DraftHead(nn.Module):
 
     def run(self, input_ids: Tensor, features: Tensor, positions: Tensor, batch: AttentionBatch) -> DraftOutput:
         """`forward` over an already built `AttentionBatch` (engine/cuda_graphs.py)."""
-        cos, sin = rope_cos_sin(positions, self.config.layer, self.fc.weight.dtype)
+        # The model dtype (the target's; the head is loaded in it): ``fc`` may be packed.
+        cos, sin = rope_cos_sin(positions, self.config.layer, self.target.model.embed_tokens.weight.dtype)
         return run_draft(self, input_ids, features, cos, sin, batch)
 
 
@@ -329,9 +331,11 @@ def _draft_config(
 
 
 def load_draft(
-    path: str | Path, target: LlamaModel, device: torch.device | str, dtype: torch.dtype
+    path: str | Path, target: LlamaModel, device: torch.device | str, dtype: torch.dtype,
+    weight_format: Format = Format.FP32,
 ) -> DraftModel:
-    """Load a public-layout EAGLE or EAGLE-3 checkpoint directory for ``target``.
+    """Load a public-layout EAGLE or EAGLE-3 checkpoint directory for ``target``, its
+    linears in ``weight_format`` (``WeightFormat.draft``; CPU formats, models/weights.py).
 
     The target model (not just its config) is required because the heads share its
     embedding and LM head by reference.  Raises ``FileNotFoundError`` for missing files
@@ -355,7 +359,7 @@ def load_draft(
             draft = Eagle3Draft(config, target, own_embedding="embed_tokens.weight" in state)
     check_state_dict(draft, state, path)
     draft.load_state_dict(state, strict=True, assign=True)
-    return draft.to(device=device, dtype=dtype).eval()
+    return apply_draft_format(draft.to(device=device, dtype=dtype).eval(), weight_format)
 
 
 def save_draft(model: DraftModel, path: str | Path) -> None:

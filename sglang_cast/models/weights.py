@@ -53,34 +53,40 @@ class Format(str, Enum):
 
 @dataclass(frozen=True)
 class WeightFormat:
-    """The format of the decoder layers' linears and, separately, of the LM head.
+    """The format of the target's decoder linears, of its LM head and of the draft head's linears.
 
     The LM head is tied to the embedding in SmolLM2 and is by far the largest matrix
     (``[49152, 576]``), with its own cost curve, so it gets its own choice.  The embedding
-    lookup itself always stays in the model's dtype.
+    lookup itself always stays in the model's dtype.  The draft head (one layer, ``fc``
+    and its own reduced-vocab LM head for EAGLE-3) runs every layer of every tree, so its
+    format is part of the pair's: ``"int4/int8+int8"`` is int4 target linears, an int8
+    target LM head and an int8 draft head; without ``+`` the draft stays dense.
     """
 
     linears: Format = Format.FP32
     lm_head: Format = Format.FP32
+    draft: Format = Format.FP32
 
     @classmethod
     def parse(cls, spec: str | WeightFormat) -> WeightFormat:
-        """``"int4"`` (both the same) or ``"int4/bf16"`` (linears / LM head)."""
+        """``"int4"`` (both the same), ``"int4/bf16"`` (linears / LM head), either
+        with ``"+<draft>"`` (``"int4/int8+int8"``)."""
         if isinstance(spec, WeightFormat):
             return spec
-        names = [part.strip() for part in str(spec).split("/")]
+        target, plus, draft = str(spec).partition("+")
+        names = [part.strip() for part in target.split("/")] + ([draft.strip()] if plus else [])
         accepted = ", ".join(f.value for f in Format)
-        if len(names) not in (1, 2) or any(n not in {f.value for f in Format} for n in names):
+        if (len(target.split("/")) not in (1, 2) or any(n not in {f.value for f in Format} for n in names)):
             raise ValueError(
-                f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>' "
-                f"with each one of {accepted}"
+                f"weight_format: {spec!r} is not '<linears>', '<linears>/<lm_head>' or either with "
+                f"'+<draft>', with each one of {accepted}"
             )
-        return cls(Format(names[0]), Format(names[-1]))
+        head = names[1] if len(target.split("/")) == 2 else names[0]
+        return cls(Format(names[0]), Format(head), Format(draft.strip()) if plus else Format.FP32)
 
     def __str__(self) -> str:
-        if self.linears == self.lm_head:
-            return self.linears.value
-        return f"{self.linears.value}/{self.lm_head.value}"
+        target = self.linears.value if self.linears == self.lm_head else f"{self.linears.value}/{self.lm_head.value}"
+        return target if self.draft == Format.FP32 else f"{target}+{self.draft.value}"
 
 
 @dataclass(frozen=True)
@@ -256,3 +262,16 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
         model.packed_head = pack_linear(fmt.lm_head, model.lm_head_weight, None)
     model.weight_format = fmt
     return model
+
+
+def apply_draft_format(draft: Model, fmt: Format) -> Model:
+    """Swap every ``nn.Linear`` of a draft head (its layer, ``fc``, an EAGLE-3 head's own
+    LM head) to ``fmt``, in place; returns ``draft``.  The target's modules it reads (the
+    shared embedding, an EAGLE-1/2 head's target LM head) are not its submodules and keep
+    the target's format.  ``fp32`` leaves it untouched."""
+    if fmt == Format.FP32:
+        return draft
+    for name, module in [(n, m) for n, m in draft.named_modules() if type(m) is nn.Linear]:
+        parent_name, _, child = name.rpartition(".")
+        setattr(draft.get_submodule(parent_name), child, pack_linear(fmt, module.weight, module.bias))
+    return draft

@@ -234,7 +234,8 @@ class CastWorker(EAGLEWorkerV2):
         policy = (step_mode.policy_for(policy_name, loaded.profile.settings) if step_mode is not None
                   else make_policy(policy_name, loaded.profile.settings))
         self.decider = CastDecider(policy, self.static_shape, SGLangSection.of(loaded.profile).runtime_states)
-        self.step_log = StepLog(step_mode.log, self._draft_worker.device) if step_mode is not None else None
+        self.step_log = (StepLog(step_mode.log, torch.device(self._draft_worker.device)) if step_mode is not None
+                         else None)
         self.drafted: tuple | None = None  # (plan, layers drafted, nodes verified) of the running iteration
         # Only TP rank 0 watches the file; every rank applies its versions at the same
         # iteration (rank_sync), before that iteration's first decision.
