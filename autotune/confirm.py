@@ -22,9 +22,8 @@ over the table's (> 1: slower now than when profiled).
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from tqdm import tqdm
 
@@ -32,13 +31,11 @@ from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
 from .errors import AutotuneError
 from .models import ModelPair
-from .overhead import run_steps
-from .profiler import forward_timer
+from .overhead import at_speed, reference_ms, run_steps, speed_factor
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
 from .tuner import replay_settings
 
-CALIBRATION_REPEATS = 5
 WARMUP_STEPS = 4  # untimed steps per engine before the first round
 
 
@@ -117,9 +114,7 @@ class Confirmation:
     def steps_at_profile_speed(self) -> tuple[list[TimedStep], list[TimedStep]]:
         """The CAST and plain runs' timed steps with the machine's drift divided out, so
         a refit fitted on them charges host work, not a slower machine."""
-        def scale(steps: tuple[TimedStep, ...]) -> list[TimedStep]:
-            return [replace(s, step_ms=s.step_ms / self.speed_factor) for s in steps]
-        return scale(self.cast_steps), scale(self.plain_steps)
+        return at_speed(list(self.cast_steps), self.speed_factor), at_speed(list(self.plain_steps), self.speed_factor)
 
     def summary(self) -> dict:
         out = {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()
@@ -136,11 +131,6 @@ class Confirmation:
         return out
 
 
-def _reference_ms(pair: ModelPair, batch_size: int, context: int) -> float:
-    timer = forward_timer(pair, "target", batch_size, context + 1)
-    return timer.time(batch_size, context, 1, warmup=1, repeats=CALIBRATION_REPEATS).median_ms
-
-
 def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, batch_size: int,
                  max_new_tokens: int, context_length: int, traces: list[StoredTrace],
                  rounds: int = 3, progress: bool = False) -> Confirmation:
@@ -154,7 +144,7 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     # The bucket boundary most iterations are charged at: where the reference forward is timed.
     table = settings.costs.target
     context = table.select(int(statistics.median(int(t.context_lens.max()) for t in chosen)))
-    before = _reference_ms(pair, batch_size, context)
+    before = reference_ms(pair, batch_size, context)
 
     texts = [pair.format_prompt(t) for t in prompts.texts]
     capacity = min(context_length, max(len(pair.tokenizer.encode(t)) for t in texts) + max_new_tokens + 1)
@@ -170,7 +160,7 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
             per_round.append(run_steps(engine, texts, params))
             bar.update(1)
     bar.close()
-    after = _reference_ms(pair, batch_size, context)
+    after = reference_ms(pair, batch_size, context)
 
     cast_steps = [s for steps in runs[0] for s in steps]
     for name, method_runs in (("CAST", runs[0]), ("plain decoding", runs[1])):
@@ -184,5 +174,5 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
         live_cast_rounds=tuple(round_rate(steps) for steps in runs[0]),
         live_plain_rounds=tuple(round_rate(steps) for steps in runs[1]),
         predicted_tau=predicted.tau, live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
-        speed_factor=math.sqrt(before * after) / table(batch_size, context, 1),
+        speed_factor=speed_factor(before, after, table(batch_size, context, 1)),
         cast_steps=tuple(cast_steps), plain_steps=tuple(s for steps in runs[1] for s in steps))

@@ -23,9 +23,10 @@ engines running the CAST worker for ``--backend sglang`` (``sglang_plugin.profil
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from tqdm import tqdm
@@ -37,6 +38,7 @@ from sglang_cast.engine.timing import start_clock
 
 from .grid import ProfileGrid
 from .models import ModelPair
+from .profiler import forward_timer
 from .prompts import PromptSet
 from .store import Setup, Store, TimedStep
 
@@ -44,6 +46,7 @@ PLAIN = "plain"  # the shape key of plain-decoding runs
 PROFILE, LIVE = "profile", "live"  # where stored steps come from
 DESIGN_DEPTH = 6  # deepest tree of the step design (EAGLE-2's default depth), within the draft grid
 DESIGN_TOP_K = 4  # width of the design's wide trees, within the draft grid
+CALIBRATION_REPEATS = 5  # reference forwards timed on each side of a run
 
 
 def shape_key(shape: TreeShape | None) -> str:
@@ -123,8 +126,30 @@ class StepTimer(Protocol):
              design: StepDesign) -> list[TimedStep]: ...
 
 
+def reference_ms(pair: ModelPair, batch_size: int, context: int) -> float:
+    """``f_T(B, c, 1)`` timed now: the reference forward a run's speed is read from."""
+    timer = forward_timer(pair, "target", batch_size, context + 1)
+    return timer.time(batch_size, context, 1, warmup=1, repeats=CALIBRATION_REPEATS).median_ms
+
+
+def speed_factor(before_ms: float, after_ms: float, table_ms: float) -> float:
+    """How much slower than when its table was profiled the machine ran a run: the
+    reference forward timed before and after it (geometric mean) over the table's value."""
+    return math.sqrt(before_ms * after_ms) / table_ms
+
+
+def at_speed(steps: list[TimedStep], factor: float) -> list[TimedStep]:
+    """``steps`` as they would have run at the forward tables' speed: a machine ``factor``
+    times slower runs host work and forwards alike slower, so the residual a fit reads
+    stays host work instead of the drift between the two measurements."""
+    return [replace(s, step_ms=s.step_ms / factor) for s in steps]
+
+
 class NativeStepTimer:
-    """The design on this project's engine: a fresh engine per batch, stepped here."""
+    """The design on this project's engine: a fresh engine per batch, stepped here.
+    Each run is bracketed by the reference forward and stored at the tables' speed
+    (``at_speed``): on a machine whose speed drifts between profiling the forwards and
+    timing the steps, the drift would otherwise land in the host terms."""
 
     def __init__(self, pair: ModelPair, forwards: CostModel) -> None:
         self.pair, self.forwards = pair, forwards
@@ -137,8 +162,13 @@ class NativeStepTimer:
         settings = PolicySettings.single(self.forwards, shape=shape or TreeShape(1, 1, 2))
         engine = pair.engine(make_policy("vanilla" if shape is None else "eagle2", settings), batch_size,
                              longest + new_tokens + 1)
-        return run_steps(engine, prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
-                         design.warmup, design.steps)
+        table = self.forwards.target
+        context = table.select(longest)  # the bucket boundary the run's steps are charged at
+        before = reference_ms(pair, batch_size, context)
+        timed = run_steps(engine, prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
+                          design.warmup, design.steps)
+        factor = speed_factor(before, reference_ms(pair, batch_size, context), table(batch_size, context, 1))
+        return at_speed(timed, factor)
 
 
 def design_new_tokens(design: StepDesign, shape: TreeShape | None) -> int:

@@ -91,3 +91,21 @@ def test_tune_costs_carry_the_overhead_fitted_from_stored_steps(tmp_path):
             list(planted.values()), abs=1e-9)
     assert measured.steps == {PROFILE: len(steps)} and measured.provenance()["overhead"]["steps"] == {PROFILE: 14}
     assert measured_costs(store, SETUP, overhead=False).costs.overhead is None
+
+
+def test_a_run_on_a_machine_slower_than_its_tables_is_stored_at_the_tables_speed(tmp_path, monkeypatch):
+    """The reference forward timed around a design run says how much slower the machine
+    ran than when its forward tables were profiled; the run's steps are stored divided by
+    that factor, so the drift between the two measurements does not become host work."""
+    import autotune.overhead as overhead
+
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    forwards = measured_costs(store, SETUP, overhead=False).costs
+    step = TimedStep(1, 20, 0, 0, 1, step_ms=30.0, forward_ms=12.0)
+    references = iter([2.0, 8.0])  # ms of the reference forward before and after the run: geometric mean 4
+    monkeypatch.setattr(overhead, "run_steps", lambda *args: [step])
+    monkeypatch.setattr(overhead, "reference_ms", lambda pair, batch, context: next(references))
+    monkeypatch.setattr(type(forwards.target), "__call__", lambda table, b, c, n: 2.0)  # the table's f_T(B, c, 1)
+    (stored,) = NativeStepTimer(pair, forwards).time(1, None, ["hello"], 4, StepDesign((), warmup=0, steps=1))
+    assert stored == TimedStep(1, 20, 0, 0, 1, step_ms=15.0, forward_ms=12.0)  # 2x slower: half the ms
+    assert overhead.speed_factor(2.0, 8.0, 2.0) == 2.0
