@@ -31,7 +31,7 @@ from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
 from .errors import AutotuneError
 from .models import ModelPair
-from .overhead import at_speed, reference_ms, run_steps, speed_factor
+from .overhead import at_speed, reference_ms, reference_point, run_steps, speed_factor
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
 from .tuner import replay_settings
@@ -142,8 +142,8 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     predicted = replay_settings(chosen, settings)
     predicted_plain = replay_settings(chosen, settings, "vanilla")
     # The bucket boundary most iterations are charged at: where the reference forward is timed.
-    table = settings.costs.target
-    context = table.select(int(statistics.median(int(t.context_lens.max()) for t in chosen)))
+    context, table_ms = reference_point(settings.costs.target, batch_size,
+                                        int(statistics.median(int(t.context_lens.max()) for t in chosen)))
     before = reference_ms(pair, batch_size, context)
 
     texts = [pair.format_prompt(t) for t in prompts.texts]
@@ -174,5 +174,5 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
         live_cast_rounds=tuple(round_rate(steps) for steps in runs[0]),
         live_plain_rounds=tuple(round_rate(steps) for steps in runs[1]),
         predicted_tau=predicted.tau, live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
-        speed_factor=speed_factor(before, after, table(batch_size, context, 1)),
+        speed_factor=speed_factor(before, after, table_ms),
         cast_steps=tuple(cast_steps), plain_steps=tuple(s for steps in runs[1] for s in steps))

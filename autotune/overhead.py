@@ -31,7 +31,7 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, charge, make_policy
+from sglang_cast.cast import CostModel, CostTable, PolicySettings, SamplingParams, TreeShape, charge, make_policy
 from sglang_cast.cast.policies import IterationPlan
 from sglang_cast.engine import Engine
 from sglang_cast.engine.timing import start_clock
@@ -132,6 +132,17 @@ def reference_ms(pair: ModelPair, batch_size: int, context: int) -> float:
     return timer.time(batch_size, context, 1, warmup=1, repeats=CALIBRATION_REPEATS).median_ms
 
 
+def reference_point(table: CostTable, batch_size: int, context_len: int) -> tuple[int, float]:
+    """Where a run at ``context_len`` is compared with its table: the profiled context of
+    its bucket (the boundary it is charged at, ``CostTable.select``) and the table's
+    ``f_T(B, c, 1)`` there.  The boundary itself is looked up as ``c - 1``: ``select``
+    maps a context to the first boundary above it, so the boundary's own row is that of
+    the contexts below it (looking up ``c`` read the next bucket's row, 18 % slower at
+    B = 32 on the AMX Xeon, and biased every speed factor at large batch sizes)."""
+    context = table.select(context_len)
+    return context, table(batch_size, context - 1, 1)
+
+
 def speed_factor(before_ms: float, after_ms: float, table_ms: float) -> float:
     """How much slower than when its table was profiled the machine ran a run: the
     reference forward timed before and after it (geometric mean) over the table's value."""
@@ -162,13 +173,11 @@ class NativeStepTimer:
         settings = PolicySettings.single(self.forwards, shape=shape or TreeShape(1, 1, 2))
         engine = pair.engine(make_policy("vanilla" if shape is None else "eagle2", settings), batch_size,
                              longest + new_tokens + 1)
-        table = self.forwards.target
-        context = table.select(longest)  # the bucket boundary the run's steps are charged at
+        context, table_ms = reference_point(self.forwards.target, batch_size, longest)
         before = reference_ms(pair, batch_size, context)
         timed = run_steps(engine, prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True),
                           design.warmup, design.steps)
-        factor = speed_factor(before, reference_ms(pair, batch_size, context), table(batch_size, context, 1))
-        return at_speed(timed, factor)
+        return at_speed(timed, speed_factor(before, reference_ms(pair, batch_size, context), table_ms))
 
 
 def design_new_tokens(design: StepDesign, shape: TreeShape | None) -> int:

@@ -109,3 +109,16 @@ def test_a_run_on_a_machine_slower_than_its_tables_is_stored_at_the_tables_speed
     (stored,) = NativeStepTimer(pair, forwards).time(1, None, ["hello"], 4, StepDesign((), warmup=0, steps=1))
     assert stored == TimedStep(1, 20, 0, 0, 1, step_ms=15.0, forward_ms=12.0)  # 2x slower: half the ms
     assert overhead.speed_factor(2.0, 8.0, 2.0) == 2.0
+
+
+def test_the_reference_forward_is_compared_with_its_own_buckets_row():
+    """A run at context c is referenced at its bucket's profiled context (the boundary it
+    is charged at) and compared with that bucket's row, not the next one's."""
+    from autotune.overhead import reference_point
+    from sglang_cast.cast import CostTable
+
+    rows = torch.tensor([[[10.0, 11.0], [20.0, 21.0]]], dtype=torch.float64)  # [B=1][bucket 128, 256][n = 1, 2]
+    table = CostTable(128, 2, (1,), rows)
+    assert reference_point(table, 1, 56) == (128, 10.0)
+    assert reference_point(table, 1, 127) == (128, 10.0)
+    assert reference_point(table, 1, 128) == (256, 20.0) == reference_point(table, 1, 900)
