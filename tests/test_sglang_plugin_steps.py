@@ -75,7 +75,7 @@ class StandInEngine:
         self.shape = shape_flags(argv)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.shape, ParallelLayout(1, 1))
         self.mode = StepProfileMode.from_env()
-        self.decider = CastDecider(self.mode.policy_for("cast", loaded.profile.settings), self.shape,
+        self.decider = CastDecider(make_policy(self.mode.policy or "cast", loaded.profile.settings), self.shape,
                                    SGLangSection.of(loaded.profile).runtime_states)
         self.log = StepLog(self.mode.log, torch.device("cpu"), clock)
         self.rng = random.Random(0)

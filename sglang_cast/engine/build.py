@@ -74,15 +74,14 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"device {args.device!r} requested but CUDA is not available")
     settings = resolve_settings(args.policy, args.settings)
     policy = make_policy(args.policy, settings)
+    draft_path = args.draft_path or default_draft_path(args.model_path)
     weight_format = choose_weight_format(args.weight_format, device=args.device, profile=args.profile,
                                          sizes=verify_sizes(args.policy, settings), model_path=args.model_path,
-                                         dtype=DTYPES[args.dtype],
-                                         draft_path=args.draft_path or default_draft_path(args.model_path),
+                                         dtype=DTYPES[args.dtype], draft_path=draft_path,
                                          draft_rows=draft_sizes(args.policy, settings)).weight_format
     target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], weight_format)
     draft = None
     if policy.name != "vanilla":
-        draft_path = args.draft_path or default_draft_path(args.model_path)
         if draft_path is None:
             raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
         draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype], WeightFormat.parse(weight_format).draft)

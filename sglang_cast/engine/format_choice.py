@@ -113,7 +113,9 @@ def draft_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]
     if policy == "vanilla" or settings is None:
         return ()
     widths = [b.shape.top_k for b in settings.buckets if b.speculate]
-    return (1, max(widths)) if widths and max(widths) > 1 else (1,) if widths else ()
+    if not widths:
+        return ()
+    return (1, max(widths)) if max(widths) > 1 else (1,)
 
 
 def profile_format(profile, this_isa: str) -> str | None:
@@ -174,7 +176,6 @@ def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_f
     """Times batch-1 forwards of the draft head at ``draft_path`` in each candidate
     format, on the target in ``target_format`` (the head reads its embedding)."""
     from ..models import KVCache, load_draft, load_target
-    from ..models.weights import Format
     from .runner import feature_width
     from .timing import ForwardTimer
 

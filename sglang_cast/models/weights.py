@@ -74,15 +74,15 @@ class WeightFormat:
         if isinstance(spec, WeightFormat):
             return spec
         target, plus, draft = str(spec).partition("+")
-        names = [part.strip() for part in target.split("/")] + ([draft.strip()] if plus else [])
+        parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
+        drafts = [draft.strip()] if plus else []
         accepted = ", ".join(f.value for f in Format)
-        if (len(target.split("/")) not in (1, 2) or any(n not in {f.value for f in Format} for n in names)):
+        if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts + drafts):
             raise ValueError(
                 f"weight_format: {spec!r} is not '<linears>', '<linears>/<lm_head>' or either with "
                 f"'+<draft>', with each one of {accepted}"
             )
-        head = names[1] if len(target.split("/")) == 2 else names[0]
-        return cls(Format(names[0]), Format(head), Format(draft.strip()) if plus else Format.FP32)
+        return cls(Format(parts[0]), Format(parts[-1]), Format(drafts[0]) if drafts else Format.FP32)
 
     def __str__(self) -> str:
         target = self.linears.value if self.linears == self.lm_head else f"{self.linears.value}/{self.lm_head.value}"

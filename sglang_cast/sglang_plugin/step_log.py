@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from ..cast import IterationPlan, charge, make_policy
+from ..cast import IterationPlan, charge
 from ..cast.policies import POLICIES
 from ..engine.timing import start_clock
 
@@ -73,10 +73,6 @@ class StepProfileMode:
             raise ValueError(f"{STEP_PROFILE_ENV}: expected a JSON object with 'log' and optional 'policy', "
                              f"got {raw!r}")
         return cls(str(data.get("log", "")), data.get("policy"))
-
-    def policy_for(self, algorithm_policy: str, settings):
-        """The policy the worker decides with."""
-        return make_policy(self.policy or algorithm_policy, settings)
 
 
 @dataclass(frozen=True)

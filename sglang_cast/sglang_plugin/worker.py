@@ -231,9 +231,10 @@ class CastWorker(EAGLEWorkerV2):
         layout = ParallelLayout(get_parallel().tp_size, get_parallel().pp_size)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.static_shape, layout)
         step_mode = StepProfileMode.from_env()  # set only by `cast-autotune profile --backend sglang`
-        policy = (step_mode.policy_for(policy_name, loaded.profile.settings) if step_mode is not None
-                  else make_policy(policy_name, loaded.profile.settings))
-        self.decider = CastDecider(policy, self.static_shape, SGLangSection.of(loaded.profile).runtime_states)
+        if step_mode is not None and step_mode.policy is not None:  # the step design's fixed trees
+            policy_name = step_mode.policy
+        self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
+                                   SGLangSection.of(loaded.profile).runtime_states)
         self.step_log = (StepLog(step_mode.log, torch.device(self._draft_worker.device)) if step_mode is not None
                          else None)
         self.drafted: tuple | None = None  # (plan, layers drafted, nodes verified) of the running iteration
