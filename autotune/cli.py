@@ -473,6 +473,8 @@ def measure_overhead(args, store, setup, grid, design, timer) -> None:
     report = run_step_profile(timer, store, setup, grid, design, load_prompts(args.dataset), progress=not args.quiet)
     print(f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "
           f"{len(design.shapes)} EAGLE-2 shapes per batch size), {report.skipped} runs already stored")
+    if report.stalls():
+        print(f"host overhead: {report.stalls()}")
     print(overhead_table(measured_costs(store, setup).costs.overhead))
 
 

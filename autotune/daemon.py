@@ -197,6 +197,8 @@ class Daemon:
         report = run_step_profile(NativeStepTimer(pair, forwards), self.store, setup, self.config.grid, design,
                                   self.prompts, progress=self.progress, should_stop=self.stop.is_set)
         log(f"host overhead {fmt}: {report.runs} runs of whole steps timed, {report.skipped} already stored")
+        if report.stalls():
+            log(f"host overhead {fmt}: {report.stalls()}")
 
     def run(self) -> None:
         last_count = -1

@@ -15,9 +15,10 @@ EAGLE-2 trees of a few shapes that vary the drafted depth (1..H) independently o
 the verified count (a top-1 chain verifies one node per layer, a top-K tree many),
 so the fit can tell ``per_layer`` from ``per_token``.  Steps that admitted a request
 (a prefill) and the first ``warmup`` steps of each run (first use of its shapes) are
-not timed.  The prompts are ``autotune/prompts.txt`` (or ``--dataset``), never the
-benchmark sets.  The runs go through a ``StepTimer``: ``NativeStepTimer`` here, SGLang
-engines running the CAST worker for ``--backend sglang`` (``sglang_plugin.profile_steps``).
+not timed; a run with a stall inside it is timed again (`steady_run`).  The prompts
+are ``autotune/prompts.txt`` (or ``--dataset``), never the benchmark sets.  The runs
+go through a ``StepTimer``: ``NativeStepTimer`` here, SGLang engines running the CAST
+worker for ``--backend sglang`` (``sglang_plugin.profile_steps``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ PROFILE, LIVE = "profile", "live"  # where stored steps come from
 DESIGN_DEPTH = 6  # deepest tree of the step design (EAGLE-2's default depth), within the draft grid
 DESIGN_TOP_K = 4  # width of the design's wide trees, within the draft grid
 CALIBRATION_REPEATS = 5  # reference forwards timed on each side of a run
+# A run repeats one shape on nearly the same context, so its steps take nearly the same
+# time; one that took this many times the fastest waited on something else (another
+# tenant, a page-in): the run is timed again, up to RETIMES more times.
+UNSTEADY_RATIO = 2.0
+RETIMES = 2
 
 
 def shape_key(shape: TreeShape | None) -> str:
@@ -180,6 +186,27 @@ class NativeStepTimer:
         return at_speed(timed, speed_factor(before, reference_ms(pair, batch_size, context), table_ms))
 
 
+def spread(steps: list[TimedStep]) -> float:
+    """The slowest step of a run over its fastest (1.0 for fewer than two steps)."""
+    times = [s.step_ms for s in steps]
+    return max(times) / min(times) if len(times) > 1 else 1.0
+
+
+def steady_run(run: Callable[[], list[TimedStep]], label: str) -> tuple[list[TimedStep], int]:
+    """The steps of ``run`` and how many times it was timed again: a run whose
+    `spread` exceeds ``UNSTEADY_RATIO`` had a stall inside it and is re-timed (at most
+    ``RETIMES`` times), keeping the steadiest attempt.  Why whole runs and not single
+    steps: when most of a run stalls, nothing inside it tells the stall from the work,
+    but a second attempt minutes later usually runs clean."""
+    timed, again = run(), 0
+    while spread(timed) > UNSTEADY_RATIO and again < RETIMES:
+        again += 1
+        tqdm.write(f"step overhead: {label}: its slowest step took {spread(timed):.1f}x its fastest "
+                   f"(a stall, not host work); timing it again ({again}/{RETIMES})")
+        timed = min(timed, run(), key=spread)
+    return timed, again
+
+
 def design_new_tokens(design: StepDesign, shape: TreeShape | None) -> int:
     """Tokens each request of a run decodes: enough that none finishes before the
     run's warm-up and timed steps are over, at up to ``depth + 1`` tokens a step."""
@@ -192,6 +219,15 @@ class StepProfileReport:
     runs: int  # (batch size, shape) runs timed now
     skipped: int  # already stored for this setup
     steps: int  # steps timed now
+    retimed: int = 0  # runs timed again after a stall (`steady_run`)
+    unsteady: int = 0  # runs stored although every attempt stalled (the steadiest kept)
+
+    def stalls(self) -> str:
+        """One line on stalls, empty when there were none."""
+        if not self.retimed:
+            return ""
+        return (f"runs with a stall, timed again: {self.retimed}; still unsteady after {RETIMES} "
+                f"more attempts (the steadiest stored): {self.unsteady}")
 
 
 def run_step_profile(timer: StepTimer, store: Store, setup: Setup, grid: ProfileGrid, design: StepDesign,
@@ -204,16 +240,20 @@ def run_step_profile(timer: StepTimer, store: Store, setup: Setup, grid: Profile
     done = store.step_cells(setup, PROFILE)
     todo = [(b, shape) for shape in design.runs() for b in grid.batch_sizes if (b, shape_key(shape)) not in done]
     bar = tqdm(total=len(todo), desc="step overhead", unit="run", disable=not progress or not todo)
-    steps = 0
+    steps = retimed = unsteady = 0
     for count, (batch_size, shape) in enumerate(todo):
         if should_stop():
             bar.close()
-            return StepProfileReport(count, len(done), steps)
-        bar.set_postfix_str(f"B={batch_size} {shape_key(shape)}")
+            return StepProfileReport(count, len(done), steps, retimed, unsteady)
+        label = f"B={batch_size} {shape_key(shape)}"
+        bar.set_postfix_str(label)
         texts = list(itertools.islice(itertools.cycle(prompts.texts), batch_size))
-        timed = timer.time(batch_size, shape, texts, design_new_tokens(design, shape), design)
+        timed, again = steady_run(
+            lambda: timer.time(batch_size, shape, texts, design_new_tokens(design, shape), design), label)
+        retimed += again > 0
+        unsteady += spread(timed) > UNSTEADY_RATIO
         store.add_steps(setup, PROFILE, shape_key(shape), timed, os.getloadavg()[0])
         steps += len(timed)
         bar.update(1)
     bar.close()
-    return StepProfileReport(len(todo), len(done), steps)
+    return StepProfileReport(len(todo), len(done), steps, retimed, unsteady)

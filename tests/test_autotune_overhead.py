@@ -2,6 +2,8 @@
 (autotune/costs.py): the step design, the forwards a step is charged, whole steps
 timed on the tiny engine, resumable runs, and the fitted table in the cost model."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -122,3 +124,47 @@ def test_the_reference_forward_is_compared_with_its_own_buckets_row():
     assert reference_point(table, 1, 56) == (128, pytest.approx(10.0))
     assert reference_point(table, 1, 127) == (128, pytest.approx(10.0))
     assert reference_point(table, 1, 128) == (256, pytest.approx(20.0)) == reference_point(table, 1, 900)
+
+
+class PlantedTimer:
+    """A `StepTimer` that hands out planted runs in order: step times in ms per run."""
+
+    def __init__(self, runs: list[list[float]]) -> None:
+        self.runs, self.calls = iter(runs), 0
+
+    def time(self, batch_size, shape, texts, new_tokens, design):
+        self.calls += 1
+        return [TimedStep(batch_size, 20, 0, 0, batch_size, ms, 10.0) for ms in next(self.runs)]
+
+
+def stored_ms(store):
+    return sorted(r.timed().step_ms for r in store.step_records(SETUP, PROFILE))
+
+
+def test_a_run_with_a_stall_inside_it_is_timed_again_and_the_steady_attempt_stored(tmp_path):
+    from autotune.overhead import UNSTEADY_RATIO
+
+    store = Store(tmp_path / "a.db")
+    grid = replace(GRID, batch_sizes=(1,))
+    stalled, steady = [25.0, 540.0, 120.0, 26.0], [25.0, 26.0, 27.0, 25.5]
+    assert max(stalled) / min(stalled) > UNSTEADY_RATIO >= max(steady) / min(steady)
+    timer = PlantedTimer([stalled, steady])
+    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), load_prompts().head(1), progress=False)
+    assert timer.calls == 2 and (report.retimed, report.unsteady) == (1, 0)
+    assert stored_ms(store) == sorted(steady)
+    assert report.stalls().startswith("runs with a stall, timed again: 1;")
+
+
+def test_a_run_that_stalls_every_time_is_stored_once_at_its_steadiest_and_reported(tmp_path):
+    from autotune.overhead import RETIMES
+
+    store = Store(tmp_path / "a.db")
+    grid = replace(GRID, batch_sizes=(1,))
+    attempts = [[25.0, 500.0], [25.0, 80.0], [25.0, 300.0], [25.0, 26.0]]  # the last would be steady: never asked for
+    timer = PlantedTimer(attempts)
+    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), load_prompts().head(1), progress=False)
+    assert timer.calls == 1 + RETIMES == 3
+    assert (report.retimed, report.unsteady) == (1, 1) and stored_ms(store) == [25.0, 80.0]
+    quiet = run_step_profile(PlantedTimer([[25.0, 26.0]]), Store(tmp_path / "b.db"), SETUP, grid, StepDesign(()),
+                             load_prompts().head(1), progress=False)
+    assert quiet.stalls() == ""
