@@ -149,6 +149,9 @@ def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     rate = replay_settings(log.traces, settings().with_shape(best[2]), "eagle2").tokens_per_s
     for shape in (TreeShape(1, 1, 2), TreeShape(3, 3, 8), TreeShape(2, 2, 4)):
         assert rate >= replay_settings(log.traces, settings().with_shape(shape), "eagle2").tokens_per_s
+    packed = ModelPair(pair.target, pair.draft, pair.tokenizer, f"{pair.target_id}@int4/int8", pair.draft_id,
+                       "float32")  # a packed benchmark finds the traces collect recorded for the fp32 target
+    assert methodkit.best_static_shapes(packed, settings(), [2], tmp_path / "t.db", max_traces=40) == best
     with pytest.raises(inputs.BenchError, match="no traces for draft other"):
         methodkit.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, "tiny-target", "other",
                                            "float32"), settings(), [2], tmp_path / "t.db", 40)

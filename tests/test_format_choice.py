@@ -313,3 +313,43 @@ def test_a_draft_format_keys_its_own_cost_curves_and_shares_the_reference_traces
     packed = format_target_id("embedded:m", "int4/int8+int8")
     assert packed == "embedded:m@int4/int8+int8" != format_target_id("embedded:m", "int4/int8")
     assert reference_target_id(packed) == "embedded:m" and format_target_id(packed, "fp32") == "embedded:m"
+
+
+def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path, monkeypatch):
+    """What ``auto`` runs without a recorded profile format: `target_timer` and
+    `draft_timer` load a tiny HF checkpoint (and an EAGLE-3 head saved beside it) in
+    every candidate format and time its real forwards; the choice is their cheapest."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    import sglang_cast.models as models_module
+    from sglang_cast.models import DraftConfig, Eagle3Draft, ModelConfig, WeightFormat
+    from sglang_cast.models.eagle import save_draft
+    from test_models import make_pair
+
+    hf, target = make_pair("llama", seed=3)
+    hf.save_pretrained(tmp_path / "target")
+    words = models.WordLevel({f"w{i}": i for i in range(target.config.vocab_size)}, unk_token="w0")
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(words), eos_token="w2").save_pretrained(tmp_path / "target")
+    layer = ModelConfig.from_hf({**target.config.to_hf(), "num_hidden_layers": 1})
+    save_draft(Eagle3Draft(DraftConfig("eagle3", layer, False, draft_vocab_size=32), target), tmp_path / "draft")
+    loaded = []  # (what, format) of every model the timers load
+
+    def spy(what, load):
+        def loading(*args):
+            loaded.append((what, getattr(args[-1], "value", args[-1])))
+            return load(*args)
+        return loading
+    monkeypatch.setattr(models_module, "load_target", spy("target", models_module.load_target))
+    monkeypatch.setattr(models_module, "load_draft", spy("draft", models_module.load_draft))
+    choice = choose_weight_format("auto", device="cpu", sizes=(1, 4), model_path=str(tmp_path / "target"),
+                                  draft_path=tmp_path / "draft", draft_rows=(1, 3))
+    assert choice.reason == "measured"
+    assert loaded[:len(CANDIDATES)] == [("target", fmt) for fmt in CANDIDATES]
+    assert loaded[len(CANDIDATES):] == [("target", cheapest(choice.costs_ms))] + [
+        ("draft", fmt) for fmt in DRAFT_CANDIDATES]  # the head on the chosen target, in each of its formats
+    assert set(choice.costs_ms) == set(CANDIDATES) and set(choice.draft_costs_ms) == set(DRAFT_CANDIDATES)
+    timed = [ms for costs in (choice.costs_ms, choice.draft_costs_ms) for row in costs.values() for ms in row.values()]
+    assert all(ms > 0 for ms in timed) and len(timed) == 2 * len(CANDIDATES) + 2 * len(DRAFT_CANDIDATES)
+    expected = WeightFormat.parse(cheapest(choice.costs_ms))
+    assert choice.weight_format == str(replace(expected, draft=WeightFormat.parse(cheapest(choice.draft_costs_ms)).linears))

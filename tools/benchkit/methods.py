@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autotune.models import ModelPair
+from autotune.models import ModelPair, reference_target_id
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_settings
 from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, TreeShape
@@ -74,10 +74,11 @@ def method_settings(method: Method, settings: PolicySettings, best: dict[int, Tr
 def best_static_shapes(pair: ModelPair, settings: PolicySettings, batch_sizes: list[int],
                        db: Path, max_traces: int) -> dict[int, TreeShape]:
     """Per batch size, the static EAGLE-2 shape with the highest replayed tokens/s
-    on the stored traces of that batch size's profile bucket."""
+    on the stored traces of that batch size's profile bucket (recorded by ``collect``
+    under the fp32 target's id, whatever format the benchmark runs)."""
     store = Store(db)
     try:
-        stored = store.traces(pair.target_id, pair.draft_id)
+        stored = store.traces(reference_target_id(pair.target_id), pair.draft_id)
     finally:
         store.close()
     if not stored:
