@@ -152,6 +152,11 @@ def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     packed = ModelPair(pair.target, pair.draft, pair.tokenizer, f"{pair.target_id}@int4/int8", pair.draft_id,
                        "float32")  # a packed benchmark finds the traces collect recorded for the fp32 target
     assert methodkit.best_static_shapes(packed, settings(), [2], tmp_path / "t.db", max_traces=40) == best
+    methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2-best")]
+    records = table.bench(pair, methods, settings(), best, PROMPTS[:2], [2], [0.0], 4, 64)
+    shape = best[2]  # the table names the tree each static method ran
+    assert f"tree k{shape.top_k}-d{shape.max_depth}-m{shape.num_verify_tokens}" in table.markdown(records, "tiny")
+    assert "tree" not in table.markdown(records[:1], "tiny")
     with pytest.raises(inputs.BenchError, match="no traces for draft other"):
         methodkit.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, "tiny-target", "other",
                                            "float32"), settings(), [2], tmp_path / "t.db", 40)

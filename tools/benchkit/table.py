@@ -144,7 +144,7 @@ def compare(records: list[Record], measured: dict[str, Measured]) -> None:
 
 def markdown(records: list[Record], dataset: str) -> str:
     """One table per temperature: rows are batch sizes, columns methods (median tokens/s
-    with the rounds' [min–max], speedup, tau)."""
+    with the rounds' [min–max], speedup, tau, and the static tree of a method that has one)."""
     lines = []
     methods = list(dict.fromkeys(r.method for r in records))
     rounds = sorted({r.rounds for r in records})
@@ -167,7 +167,9 @@ def markdown(records: list[Record], dataset: str) -> str:
                 anchor = f", {r.speedup_vs_llamacpp:.2f}× llama.cpp" if r.speedup_vs_llamacpp is not None else ""
                 spread = (f" [{r.tokens_per_s_min:.1f}–{r.tokens_per_s_max:.1f}]"
                           if r.tokens_per_s_min is not None else "")
-                cells.append(f"{r.tokens_per_s:.1f} tok/s{spread}, {speed}{anchor}, τ {r.tau:.2f}{flag}")
+                tree = (f", tree k{r.shape['top_k']}-d{r.shape['max_depth']}-m{r.shape['num_verify_tokens']}"
+                        if r.shape else "")
+                cells.append(f"{r.tokens_per_s:.1f} tok/s{spread}, {speed}{anchor}, τ {r.tau:.2f}{tree}{flag}")
             lines.append(f"| {batch_size} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
