@@ -11,6 +11,7 @@ import torch
 from tqdm import tqdm
 
 from autotune.models import ModelPair
+from autotune.overhead import shape_key
 from sglang_cast.cast import PolicySettings, TreeShape, make_policy
 from sglang_cast.engine.format_choice import running_format
 from sglang_cast.hardware import device_name
@@ -167,8 +168,7 @@ def markdown(records: list[Record], dataset: str) -> str:
                 anchor = f", {r.speedup_vs_llamacpp:.2f}× llama.cpp" if r.speedup_vs_llamacpp is not None else ""
                 spread = (f" [{r.tokens_per_s_min:.1f}–{r.tokens_per_s_max:.1f}]"
                           if r.tokens_per_s_min is not None else "")
-                tree = (f", tree k{r.shape['top_k']}-d{r.shape['max_depth']}-m{r.shape['num_verify_tokens']}"
-                        if r.shape else "")
+                tree = f", tree {shape_key(TreeShape(**r.shape))}" if r.shape else ""
                 cells.append(f"{r.tokens_per_s:.1f} tok/s{spread}, {speed}{anchor}, τ {r.tau:.2f}{tree}{flag}")
             lines.append(f"| {batch_size} | " + " | ".join(cells) + " |")
         lines.append("")
