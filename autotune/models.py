@@ -55,6 +55,12 @@ class ModelPair:
         return next(self.target.parameters()).dtype
 
     @property
+    def graph_backend(self) -> str | None:
+        """How the pair's engines run their decode forwards: CUDA graphs on a GPU
+        (unless ``cuda_graph`` is off), eagerly elsewhere; the profile times the same."""
+        return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
+
+    @property
     def random_draft(self) -> bool:
         return self.draft_id.startswith(RANDOM_HEAD_PREFIX)
 
@@ -70,10 +76,9 @@ class ModelPair:
                                                   tokenize=False)
 
     def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
-        graphs = "cuda" if self.cuda_graph and self.device.type == "cuda" else None
         return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids, graph_backend=graphs)
+                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
 
 
 def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:

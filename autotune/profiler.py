@@ -2,7 +2,7 @@
 
 Which forwards are timed is the backend's business, behind one small protocol
 (``RoleTimer``, made by a ``TimerFactory``): the native engine's are timed with
-``ForwardTimer`` exactly as the engine runs them (CUDA events on GPU, the
+``ForwardTimer`` exactly as the engine runs them (CUDA graph replays timed by CUDA events on a GPU, the
 monotonic clock on CPU); SGLang's with ``sglang_cast.sglang_plugin.profile_forwards``.
 The grid, the row schedule and the storage below are the same for both.  A *row* — one role, batch size and
 context over all its ``n`` — is timed round-robin: each round runs every ``n``
@@ -29,7 +29,9 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from sglang_cast.engine.timing import ForwardTimer, Timing, summarise
+from sglang_cast.engine.cuda_graphs import draft_step, target_step
+from sglang_cast.engine.runner import feature_layers
+from sglang_cast.engine.timing import ForwardTimer, GraphedForwardTimer, Timing, summarise
 from sglang_cast.models import KVCache
 
 from .grid import GridPoint, ProfileGrid
@@ -60,13 +62,22 @@ TimerFactory = Callable[[str, int, int], RoleTimer]
 
 
 def forward_timer(pair: ModelPair, role: str, max_batch: int, capacity: int) -> ForwardTimer:
-    """A timer for the target or draft forward with its own profiling cache."""
-    config = pair.target.config
+    """A timer for the target or draft forward with its own profiling cache, run as
+    the pair's engines run it: eagerly, or replaying CUDA graphs (one more cache slot,
+    for padding) when ``pair.graph_backend`` is set."""
+    config, graphs = pair.target.config, pair.graph_backend
     layers = config.num_layers if role == "target" else 1
-    cache = KVCache.for_model(config, max_batch, capacity, pair.device, pair.torch_dtype, num_layers=layers)
+    cache = KVCache.for_model(config, max_batch + (graphs is not None), capacity, pair.device, pair.torch_dtype,
+                              num_layers=layers)
     if role == "target":
-        return ForwardTimer(lambda *a: pair.target.logits(pair.target(*a).hidden), cache, config.vocab_size)
-    return ForwardTimer(lambda *a: pair.draft(*a), cache, config.vocab_size, pair.feature_width)
+        forward, features = (lambda *a: pair.target.logits(pair.target(*a).hidden)), 0
+        step = target_step(pair.target, cache, feature_layers(pair.target, pair.draft))
+    else:
+        forward, features = (lambda *a: pair.draft(*a)), pair.feature_width
+        step = draft_step(pair.draft, cache)
+    if graphs is None:
+        return ForwardTimer(forward, cache, config.vocab_size, features)
+    return GraphedForwardTimer(forward, step, cache, config.vocab_size, features, backend=graphs)
 
 
 def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timedelta | None) -> list[GridPoint]:

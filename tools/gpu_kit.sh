@@ -10,23 +10,26 @@
 #                   call 3 carry [".gpu/p3"]: source .gpu/p3/on_device.sh && bash tools/gpu_kit.sh run
 #
 # One device call may run 600 s: each step has its own cap (seconds, environment), so a step that runs out is
-# recorded as timed out (exit 124) and the next one still runs. STEPS picks steps, e.g. a fourth call
+# recorded as timed out (exit 124) and the next one still runs. STEPS picks steps and their order, e.g. a fourth call
 #   source .gpu/p3/on_device.sh && STEPS=autotune,bench-cast bash tools/gpu_kit.sh run
-# Sizes are environment variables too; the defaults fit one call on an H100 (not yet run: docs/native_gpu.md).
+# Sizes are environment variables too; the caps' sum (580 s) fits one call (docs/native_gpu.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PY:-python3}
 DTYPE=${DTYPE:-bfloat16}
-STEPS=${STEPS:-tests,bench,bench-eager,autotune,bench-cast}
-TESTS=${TESTS:-tests/test_models.py tests/test_cuda_graphs.py tests/test_device_paths.py tests/test_near_tie.py tests/test_bench_device.py}
-TESTS_S=${TESTS_S:-120}
-BENCH_S=${BENCH_S:-150}
+STEPS=${STEPS:-bench,autotune,bench-cast,bench-eager,tests}  # run in this order
+TESTS=${TESTS:-tests/test_models.py tests/test_cuda_graphs.py tests/test_graphed_profile.py tests/test_device_paths.py tests/test_near_tie.py tests/test_bench_device.py}
+TESTS_S=${TESTS_S:-70}
+BENCH_S=${BENCH_S:-130}
+EAGER_S=${EAGER_S:-50}
 AUTOTUNE_S=${AUTOTUNE_S:-200}
-PROMPTS=${PROMPTS:-4}
-NEW_TOKENS=${NEW_TOKENS:-32}
-BATCHES=${BATCHES:-1,4}
+PROMPTS=${PROMPTS:-16}
+NEW_TOKENS=${NEW_TOKENS:-128}
+BATCHES=${BATCHES:-1,16}
 ROUNDS=${ROUNDS:-3}
+EAGER_PROMPTS=${EAGER_PROMPTS:-4}  # eager decoding runs ~10x slower: a smaller workload, batch 1
+EAGER_TOKENS=${EAGER_TOKENS:-32}
 KIT=${OUT:-/tmp/gpu_kit_out}/gpu_kit
 
 prepare() {
@@ -40,7 +43,6 @@ prepare() {
 
 step() {  # step NAME SECONDS COMMAND...: run it under a cap, log to $KIT/NAME.log, note rc and seconds
   local name=$1 cap=$2; shift 2
-  [[ ",$STEPS," == *",$name,"* ]] || return 0
   echo "== $name (cap ${cap}s): $*"
   local began=$SECONDS
   timeout "$cap" "$@" > "$KIT/$name.log" 2>&1
@@ -54,33 +56,47 @@ run() {
   if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "error: no CUDA device here; the kit runs on a lent GPU machine (docs/native_gpu.md)" >&2; exit 2
   fi
-  local label profile
+  local label profile name
   label=$("$PY" -c "from sglang_cast.server.launch_args import hardware_label; print(hardware_label('cuda'))")
   profile=profiles/$label.yaml; [[ -f $profile ]] || profile=profiles/h100.yaml
   local common=(--dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size "$BATCHES"
                 --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" --rounds "$ROUNDS")
   local tune=(--device cuda --dtype "$DTYPE" --db "$KIT/autotune.db" --quiet)
-
-  if "$PY" -c "import pytest" 2>/dev/null; then
-    # shellcheck disable=SC2086  # TESTS is a list of paths
-    step tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider $TESTS --junitxml "$KIT/tests.xml"
-  else
-    printf 'tests\tskipped: pytest is not on the device (bash tools/gpu_kit.sh prepare carries it)\t0\t-\n' \
-      >> "$KIT/steps.tsv"
-  fi
-  step bench "$BENCH_S" "$PY" tools/bench.py --methods vanilla,eagle2 --profile "$profile" "${common[@]}" \
-    --json "$KIT/bench.json" --markdown "$KIT/bench.md"
-  # The same plain decoding with every forward eager: what the CUDA graphs buy (engine/cuda_graphs.py).
-  step bench-eager "$BENCH_S" "$PY" tools/bench.py --methods vanilla --profile "$profile" "${common[@]}" \
-    --disable-cuda-graph --json "$KIT/bench_eager.json" --markdown "$KIT/bench_eager.md"
-  step autotune "$AUTOTUNE_S" bash -c "set -e
-    $PY -m autotune profile --gpu $label ${tune[*]} --quick
-    $PY -m autotune collect ${tune[*]} --dataset datasets/mt_bench.jsonl --num-prompts 8 --max-new-tokens 64 \
-      --batch-size 1,4
-    $PY -m autotune tune --gpu $label ${tune[*]} --buckets 1,4 --trials 30 --output $KIT/profile.yaml"
-  [[ -f $KIT/profile.yaml ]] && profile=$KIT/profile.yaml
-  step bench-cast "$BENCH_S" "$PY" tools/bench.py --methods vanilla,cast,goodput --profile "$profile" \
-    "${common[@]}" --json "$KIT/bench_cast.json" --markdown "$KIT/bench_cast.md"
+  local buckets=$BATCHES
+  IFS=, read -ra names <<< "$STEPS"
+  for name in "${names[@]}"; do
+    case $name in
+      tests)
+        if "$PY" -c "import pytest" 2>/dev/null; then
+          # shellcheck disable=SC2086  # TESTS is a list of paths
+          step tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider $TESTS --junitxml "$KIT/tests.xml"
+        else
+          printf 'tests\tskipped: pytest is not on the device (bash tools/gpu_kit.sh prepare carries it)\t0\t-\n' \
+            >> "$KIT/steps.tsv"
+        fi ;;
+      bench)
+        step bench "$BENCH_S" "$PY" tools/bench.py --methods vanilla,eagle2 --profile "$profile" "${common[@]}" \
+          --json "$KIT/bench.json" --markdown "$KIT/bench.md" ;;
+      bench-eager)  # plain decoding with every forward eager: what the CUDA graphs buy (engine/cuda_graphs.py)
+        step bench-eager "$EAGER_S" "$PY" tools/bench.py --methods vanilla --profile "$profile" \
+          --dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size 1 --rounds "$ROUNDS" \
+          --num-prompts "$EAGER_PROMPTS" --max-new-tokens "$EAGER_TOKENS" --disable-cuda-graph \
+          --json "$KIT/bench_eager.json" --markdown "$KIT/bench_eager.md" ;;
+      autotune)  # forwards timed as graph replays; traces and the step design on autotune/prompts.txt
+        step autotune "$AUTOTUNE_S" bash -c "set -e
+          $PY -m autotune profile --gpu $label ${tune[*]} --batch-sizes 1,4,$((${BATCHES##*,})) --ctx-bucket 512 \
+            --ctx-buckets 1 --max-n 64 --n-points 1,2,4,8,16,32,64 --draft-max-n 16 --warmup 1 --repeats 3
+          $PY -m autotune collect ${tune[*]} --num-prompts 16 --max-new-tokens 64 --batch-size $buckets
+          $PY -m autotune tune --gpu $label ${tune[*]} --buckets $buckets --trials 30 --confirm-prompts 0 \
+            --output $KIT/profile.yaml"
+        [[ -f $KIT/profile.yaml ]] && profile=$KIT/profile.yaml ;;
+      bench-cast)  # on the profile autotune just tuned (else profiles/<label>.yaml)
+        step bench-cast "$BENCH_S" "$PY" tools/bench.py --methods vanilla,cast,goodput --profile "$profile" \
+          "${common[@]}" --json "$KIT/bench_cast.json" --markdown "$KIT/bench_cast.md" ;;
+      *) echo "error: unknown step '$name' in STEPS (accepted: tests, bench, bench-eager, autotune, bench-cast)" >&2
+         exit 2 ;;
+    esac
+  done
   record "$label" "$profile"
 }
 

@@ -287,6 +287,28 @@ class GraphedForward:
         return tuple(out[:b, :n] for out in recorded.outputs)
 
 
+def target_step(target, cache: KVCache, feature_layers: tuple[int, ...]) -> StepFunction:
+    """The target's recorded forward over ``cache``: logits ``[rows, tokens, V]`` and
+    the features the draft reads ``[rows, tokens, F]``."""
+
+    def step(inputs: StaticInputs) -> tuple[Tensor, Tensor]:
+        batch = AttentionBatch.fixed(cache, inputs.slots, inputs.starts, inputs.write_positions, inputs.mask)
+        out = target.run(inputs.ids, inputs.positions, batch, feature_layers)
+        return target.logits(out.hidden), out.draft_features()
+
+    return step
+
+
+def draft_step(draft, cache: KVCache) -> StepFunction:
+    """The draft head's recorded forward over ``cache``: hidden states and logits."""
+
+    def step(inputs: StaticInputs) -> tuple[Tensor, Tensor]:
+        batch = AttentionBatch.fixed(cache, inputs.slots, inputs.starts, inputs.write_positions, inputs.mask)
+        return tuple(draft.run(inputs.ids, inputs.features, inputs.positions, batch))
+
+    return step
+
+
 @dataclass
 class EngineGraphs:
     """The runner's recorded forwards: the target's (decoding and verification) and
@@ -301,22 +323,11 @@ class EngineGraphs:
         """Record every key ``shapes`` implies; the caches' last slot is the pad slot.
         ``target_features`` is the width of the features the draft's catch-up reads."""
         dtype = target_cache.k.dtype
-
-        def target_step(inputs: StaticInputs) -> tuple[Tensor, Tensor]:
-            batch = AttentionBatch.fixed(target_cache, inputs.slots, inputs.starts, inputs.write_positions,
-                                         inputs.mask)
-            out = target.run(inputs.ids, inputs.positions, batch, feature_layers)
-            return target.logits(out.hidden), out.draft_features()
-
-        def draft_step(inputs: StaticInputs) -> tuple[Tensor, Tensor]:
-            batch = AttentionBatch.fixed(draft_cache, inputs.slots, inputs.starts, inputs.write_positions,
-                                         inputs.mask)
-            return tuple(draft.run(inputs.ids, inputs.features, inputs.positions, batch))
-
-        graphs = cls(GraphedForward("target", target_step, target_cache, target_cache.max_batch - 1,
-                                    shapes.target_keys(), backend, dtype), None)
+        graphs = cls(GraphedForward("target", target_step(target, target_cache, feature_layers), target_cache,
+                                    target_cache.max_batch - 1, shapes.target_keys(), backend, dtype), None)
         if draft is not None and draft_cache is not None:
-            graphs.draft = GraphedForward("draft", draft_step, draft_cache, draft_cache.max_batch - 1,
+            graphs.draft = GraphedForward("draft", draft_step(draft, draft_cache), draft_cache,
+                                          draft_cache.max_batch - 1,
                                           shapes.draft_keys(target.config.hidden_size, target_features), backend,
                                           dtype)
         for name, stats in graphs.report().items():

@@ -17,6 +17,7 @@ import torch
 
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache
+from .cuda_graphs import GraphedForward, GraphKey
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,59 @@ class ForwardTimer:
         tokens = torch.randint(0, self.vocab_size, (batch_size, n), generator=generator).to(self.device)
         positions = context_len + torch.arange(n, device=self.device).expand(batch_size, n)
         mask = causal_tree_mask(batch_size, n, self.device)
-        args = [tokens, positions, self.cache, slots, mask]
+        features = None
         if self.features_width:
             features = torch.randn(batch_size, n, self.features_width, generator=generator).to(self.device, self.dtype)
-            args.insert(1, features)
-        timing = time_calls(lambda: self.forward(*args), self.device, warmup, repeats)
+        timing = time_calls(self.call(tokens, features, positions, slots, mask), self.device, warmup, repeats)
         self.cache.lens[slots] = 0
         return timing
+
+    def call(self, tokens, features, positions, slots, mask):
+        """The timed call for ``[B, n]`` tokens (``features`` ``[B, n, F]`` or ``None``)."""
+        args = [tokens, positions, self.cache, slots, mask]
+        if features is not None:
+            args.insert(1, features)
+        return lambda: self.forward(*args)
+
+
+class GraphedForwardTimer(ForwardTimer):
+    """Times a forward as an engine with CUDA graphs runs it (engine/cuda_graphs.py):
+    each ``(B, n)`` is recorded once, at its own key ``[B, n]`` over ``n`` columns,
+    and each timed call copies its inputs into the static buffers and replays — what a
+    decode step pays.  Timing the eager forward instead would charge a GPU step its
+    ~10x larger launch cost.  A graph's attention spans the whole cache, so the
+    context only has to fit.  ``step`` is the engine's recorded forward over ``cache``
+    (`cuda_graphs.target_step` / `draft_step`), whose last slot is the pad slot; a
+    shape whose capture fails is timed eagerly, as the engine would run it."""
+
+    def __init__(self, forward, step, cache: KVCache, vocab_size: int, features_width: int = 0, *,
+                 backend: str) -> None:
+        super().__init__(forward, cache, vocab_size, features_width)
+        self.step, self.backend = step, backend
+        self.graphs: dict[tuple[int, int], GraphedForward] = {}
+
+    def time(self, batch_size: int, context_len: int, n: int, warmup: int = 2, repeats: int = 7) -> Timing:
+        if batch_size >= self.cache.max_batch:
+            raise ValueError(f"batch_size {batch_size} exceeds the timing cache's {self.cache.max_batch - 1} slots "
+                             "(its last slot pads graph rows)")
+        return super().time(batch_size, context_len, n, warmup, repeats)
+
+    def call(self, tokens, features, positions, slots, mask):
+        batch_size, n = tokens.shape
+        graphed = self.graphs.get((batch_size, n))
+        if graphed is None:
+            key = GraphKey(batch_size, n, n, self.features_width)
+            graphed = GraphedForward(f"timer[{batch_size}x{n}]", self.step, self.cache, self.cache.max_batch - 1,
+                                     [key], self.backend, self.dtype)
+            self.graphs[(batch_size, n)] = graphed
+        if not graphed.keys:  # the capture failed
+            return super().call(tokens, features, positions, slots, mask)
+
+        def replay() -> None:
+            if graphed(tokens, positions, slots, mask, features) is None:
+                raise RuntimeError(f"no graph covers [{batch_size}, {n}] on a {self.cache.capacity}-position cache")
+
+        return replay
 
 
 def interpolate_row(points: dict[int, float], n_max: int) -> list[float]:
