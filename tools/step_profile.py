@@ -1,0 +1,110 @@
+"""Where a decode iteration's time goes: torch.profiler over the native engine's decode.
+
+    python tools/step_profile.py --device cuda --dtype bfloat16 --policy cast \
+        --profile profiles/h200.yaml --batch-size 1 --num-prompts 4 --max-new-tokens 64 --json out.json
+
+Decodes the prompts once untimed (graphs, allocator, first-use costs), then again under
+``torch.profiler`` and writes, per decode iteration: the engine's own draft / verify /
+host split (``IterationRecord``), host-device synchronisations (``cudaStreamSynchronize``,
+``cudaDeviceSynchronize``, device-to-host copies, ``aten::item``), kernel launches and CUDA
+graph replays, and the ops with the most host (self CPU) time.  The prompts are
+``autotune/prompts.txt`` (tuning prompts) unless ``--dataset`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from autotune.models import load_model_pair  # noqa: E402
+from autotune.prompts import load_prompts  # noqa: E402
+from sglang_cast.cast import POLICIES, SamplingParams, make_policy  # noqa: E402
+from sglang_cast.engine import StepLog  # noqa: E402
+from tools.benchkit.inputs import load_settings  # noqa: E402
+
+# Host-side events that wait for the device or launch work on it (CUDA runtime names).
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "aten::item",
+         "aten::_local_scalar_dense")
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+GRAPH_LAUNCHES = ("cudaGraphLaunch",)
+COPIES = ("cudaMemcpyAsync", "cudaMemcpy")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16"))
+    p.add_argument("--policy", default="cast", choices=sorted(POLICIES))
+    p.add_argument("--profile", default=None, help="CAST profile YAML (default: profiles/<label>.yaml)")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--num-prompts", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--dataset", type=Path, default=None, help="prompts (default: autotune/prompts.txt)")
+    p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
+    p.add_argument("--json", type=Path, required=True)
+    args = p.parse_args(argv)
+    for name in ("batch_size", "num_prompts", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def count(events, names: tuple[str, ...]) -> int:
+    return sum(e.count for e in events if e.key in names)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    pair = load_model_pair(None, None, args.device, args.dtype)
+    pair.cuda_graph = not args.disable_cuda_graph
+    settings = load_settings(args.profile, args.device).profile.settings
+    texts = [pair.format_prompt(t) for t in load_prompts(args.dataset).texts[: args.num_prompts]]
+    context = max(len(pair.tokenizer.encode(t)) for t in texts) + args.max_new_tokens + 8
+    engine = pair.engine(make_policy(args.policy, settings), args.batch_size, context)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens)
+    engine.generate(texts, params)  # untimed: first use of every shape
+    log = StepLog()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if pair.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        engine.generate(texts, params, on_step=log)
+    events = prof.key_averages()
+    decode = log.records
+    if not decode:
+        raise SystemExit("error: no decode iteration was recorded (raise --max-new-tokens)")
+    iterations = len(decode)
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.top]
+    result = {
+        "device": torch.cuda.get_device_name(pair.device) if pair.device.type == "cuda" else "cpu",
+        "policy": args.policy, "batch_size": args.batch_size, "cuda_graphs": engine.graph_report(),
+        "iterations": iterations, "accepted_per_iteration": statistics.fmean(sum(r.accepted) for r in decode),
+        "per_iteration": {
+            "draft_ms": statistics.fmean(r.draft_ms for r in decode),
+            "verify_ms": statistics.fmean(r.verify_ms for r in decode),
+            "host_ms": statistics.fmean(r.step_ms - r.draft_ms - r.verify_ms for r in decode),
+            "step_ms": statistics.fmean(r.step_ms for r in decode),
+            "syncs": count(events, SYNCS) / iterations,
+            "copies": count(events, COPIES) / iterations,
+            "kernel_launches": count(events, LAUNCHES) / iterations,
+            "graph_launches": count(events, GRAPH_LAUNCHES) / iterations,
+        },
+        "top_self_cpu": [{"op": e.key, "calls_per_iteration": e.count / iterations,
+                          "self_cpu_us_per_iteration": e.self_cpu_time_total / iterations} for e in top],
+    }
+    args.json.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["per_iteration"], indent=1))
+    for row in result["top_self_cpu"][:15]:
+        print(f"{row['self_cpu_us_per_iteration']:9.1f} us  {row['calls_per_iteration']:7.2f}x  {row['op']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
