@@ -521,4 +521,5 @@ def test_smollm_second_load_uses_cache(smollm) -> None:
     assert (cached / "config.json").is_file() and (cached / "tokenizer_config.json").is_file()
     assert "chat_template" in json.loads((cached / "tokenizer_config.json").read_text())
     model, config, tokenizer = load_target(None, DEVICE, torch.float32)
-    assert config.vocab_size == 49152 and tokenizer.eos_token_id in config.eos_token_ids
+    assert config.vocab_size == 49152
+    assert tokenizer.eos_token_id in config.eos_token_ids, (tokenizer.eos_token_id, config.eos_token_ids)

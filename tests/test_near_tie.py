@@ -128,18 +128,20 @@ def test_kernel_paths_at_every_position_are_the_two_forwards_in_bf16():
     """`kernel_paths_per_position` is one 12-token forward and 12 one-token forwards
     (built by hand here), position by position; at every position the judge accepts the
     two paths' own argmaxes and rejects the lowest-ranked token."""
-    _, model = make_pair("llama", seed=6)
+    _, model = make_pair("llama", seed=6)  # on CUDA where there is one
     model = model.to(torch.bfloat16)
-    tokens = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(7))
-    slots = torch.tensor([0])
+    device = model.embed_tokens.weight.device
+    tokens = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(7)).to(device)
+    slots = torch.tensor([0], device=device)
     with torch.no_grad():
-        cache = KVCache.for_model(model.config, 1, 12, "cpu", torch.bfloat16)
-        out = model(tokens, torch.arange(12)[None], cache, slots, causal_tree_mask(1, 12, "cpu"))
+        cache = KVCache.for_model(model.config, 1, 12, device, torch.bfloat16)
+        out = model(tokens, torch.arange(12, device=device)[None], cache, slots, causal_tree_mask(1, 12, device))
         batched = model.logits(out.hidden)[0]
-        cache = KVCache.for_model(model.config, 1, 12, "cpu", torch.bfloat16)
+        cache = KVCache.for_model(model.config, 1, 12, device, torch.bfloat16)
         stepped = []
         for i in range(12):
-            out = model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, slots, causal_tree_mask(1, 1, "cpu"))
+            out = model(tokens[:, i : i + 1], torch.tensor([[i]], device=device), cache, slots,
+                        causal_tree_mask(1, 1, device))
             commit_all(cache, slots, 1)
             stepped.append(model.logits(out.hidden)[0, 0])
     paths = kernel_paths_per_position(model, tokens[0].tolist())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU kit: the CUDA tests, tools/bench.py on CUDA and cast-autotune profile/collect/tune in one command on a
-# lent GPU machine, every result under $OUT/gpu_kit (JSON records, the tuned profile, one log per step, and
-# kit.json saying which step ran, how long, with which exit status). docs/native_gpu.md is the how-to.
+# lent GPU machine, every result packed into $OUT/gpu_kit.tar.gz (JSON records, the tuned profile, one log per step,
+# kit.json saying which step ran, how long, with which exit status; the autotune DB in gpu_kit_db.tar.gz).
+# docs/native_gpu.md is the how-to.
 #
 #   here, once:     bash ../shared/gpu/prepare.sh && bash tools/gpu_kit.sh prepare
 #                   (prepare adds the pytest wheels the device lacks to .gpu/p3/whl, which on_device.sh installs)
@@ -25,12 +26,13 @@ BENCH_S=${BENCH_S:-130}
 EAGER_S=${EAGER_S:-50}
 AUTOTUNE_S=${AUTOTUNE_S:-200}
 PROMPTS=${PROMPTS:-16}
-NEW_TOKENS=${NEW_TOKENS:-128}
+NEW_TOKENS=${NEW_TOKENS:-64}  # #34 states its goals at 128: NEW_TOKENS=128 STEPS=bench-cast in a call of its own
 BATCHES=${BATCHES:-1,16}
 ROUNDS=${ROUNDS:-3}
 EAGER_PROMPTS=${EAGER_PROMPTS:-4}  # eager decoding runs ~10x slower: a smaller workload, batch 1
 EAGER_TOKENS=${EAGER_TOKENS:-32}
-KIT=${OUT:-/tmp/gpu_kit_out}/gpu_kit
+OUT_DIR=${OUT:-/tmp/gpu_kit_out}  # what comes back from the device: gpu_kit.tar.gz (+ gpu_kit_db.tar.gz)
+KIT=/tmp/gpu_kit  # the kit's files, packed into OUT_DIR after every step
 
 prepare() {
   [[ -d .gpu/p3/whl ]] || { echo "error: no .gpu/p3/whl: run bash ../shared/gpu/prepare.sh first" >&2; exit 2; }
@@ -47,12 +49,20 @@ step() {  # step NAME SECONDS COMMAND...: run it under a cap, log to $KIT/NAME.l
   local began=$SECONDS
   timeout "$cap" "$@" > "$KIT/$name.log" 2>&1
   local rc=$?
-  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - began))" "$*" >> "$KIT/steps.tsv"
+  local command="$*"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - began))" "${command//$'\n'/ }" >> "$KIT/steps.tsv"
   tail -n 5 "$KIT/$name.log"
+  pack
+}
+
+pack() {  # a device call returns at most 8 files: everything travels as two archives, refreshed after each step
+  tar -czf "$OUT_DIR/gpu_kit.tar.gz" -C "$KIT" --exclude=autotune.db .
+  [[ -f $KIT/autotune.db ]] && tar -czf "$OUT_DIR/gpu_kit_db.tar.gz" -C "$KIT" autotune.db
+  return 0
 }
 
 run() {
-  mkdir -p "$KIT" && : > "$KIT/steps.tsv"
+  mkdir -p "$KIT" "$OUT_DIR" && : > "$KIT/steps.tsv"
   if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "error: no CUDA device here; the kit runs on a lent GPU machine (docs/native_gpu.md)" >&2; exit 2
   fi
@@ -87,8 +97,8 @@ run() {
           $PY -m autotune profile --gpu $label ${tune[*]} --batch-sizes 1,4,$((${BATCHES##*,})) --ctx-bucket 512 \
             --ctx-buckets 1 --max-n 64 --n-points 1,2,4,8,16,32,64 --draft-max-n 16 --warmup 1 --repeats 3
           $PY -m autotune collect ${tune[*]} --num-prompts 16 --max-new-tokens 64 --batch-size $buckets
-          $PY -m autotune tune --gpu $label ${tune[*]} --buckets $buckets --trials 30 --confirm-prompts 0 \
-            --output $KIT/profile.yaml"
+          $PY -m autotune tune --gpu $label ${tune[*]} --buckets $buckets --trials 30 --confirm-prompts 16 \
+            --confirm-max-new-tokens 32 --live-rounds 2 --output $KIT/profile.yaml"
         [[ -f $KIT/profile.yaml ]] && profile=$KIT/profile.yaml ;;
       bench-cast)  # on the profile autotune just tuned (else profiles/<label>.yaml)
         step bench-cast "$BENCH_S" "$PY" tools/bench.py --methods vanilla,cast,goodput --profile "$profile" \
@@ -98,6 +108,7 @@ run() {
     esac
   done
   record "$label" "$profile"
+  pack
 }
 
 record() {  # kit.json: the machine, the commit, and every step's exit status, seconds and outputs
