@@ -4,8 +4,8 @@
 
 * `Scheduler` (engine/scheduler.py) admits waiting requests into free cache slots
   and retires finished ones;
-* `SpeculativeRunner` (engine/runner.py) prefills a request and runs one
-  speculative iteration over the running batch;
+* `SpeculativeRunner` (engine/runner.py) prefills admitted requests (one forward per
+  `prefill_groups` group) and runs one speculative iteration over the running batch;
 * `TraceRecording` (engine/tracing.py), when switched on, is the runner's
   speculation strategy instead of the live policy's.
 
@@ -172,11 +172,16 @@ class Engine:
         return output
 
     def _admit(self) -> list[Request]:
-        """Prefill waiting requests while slots are free; those that finished at
-        prefill (one token asked, or a stop token first) are retired at once."""
-        finished = []
+        """Prefill waiting requests while slots are free, in `prefill_groups` (one
+        forward per group); those that finished at prefill (one token asked, or a stop
+        token first) are retired at once."""
+        admitted = []
         while (request := self.scheduler.admit_next()) is not None:
-            self.runner.prefill(request)
+            admitted.append(request)
+        for group in self.runner.prefill_groups(admitted):
+            self.runner.prefill(group)
+        finished = []
+        for request in admitted:
             if request.finished:
                 self._retire(request)
                 finished.append(request)

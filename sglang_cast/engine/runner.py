@@ -1,5 +1,5 @@
-"""The model work of the native engine: prefill one request, or run one speculative
-iteration over a batch and say what it did.
+"""The model work of the native engine: prefill admitted requests, or run one
+speculative iteration over a batch and say what it did.
 
 One iteration (``SpeculativeRunner.iterate``):
 
@@ -23,6 +23,7 @@ to the device asynchronously (`models.kv_cache.to_device`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +44,28 @@ def pad_right(row: list, width: int) -> list:
     """``row`` padded to ``width`` by repeating its last item (the draft's catch-up feeds
     ragged rows; padded positions are never committed)."""
     return row + [row[-1]] * (width - len(row))
+
+
+def prefill_groups(requests: list[Request], forward_ms: Callable[[int, int], float]) -> list[list[Request]]:
+    """The admitted requests in groups, each prefilled by one forward padded to its
+    longest prompt.  Whether batching pays is a cost question with no single answer:
+    one forward instead of one per prompt saves launches on a GPU and feeds a dense CPU
+    GEMM more rows, while padding costs compute, and a weight-only int4 GEMM's time
+    grows with its rows (docs/native_engine.md).  So it is decided on the target's
+    measured cost table, ``forward_ms(rows, tokens)``: by prompt length, a prompt joins
+    the group when the group's padded forward costs no more than the group's forward
+    plus the prompt's own."""
+    groups: list[list[Request]] = []
+    for request in sorted(requests, key=lambda r: len(r.prompt_ids)):
+        length = len(request.prompt_ids)
+        if groups:
+            group = groups[-1]
+            longest = len(group[-1].prompt_ids)
+            if forward_ms(len(group) + 1, length) <= forward_ms(len(group), longest) + forward_ms(1, length):
+                group.append(request)
+                continue
+        groups.append([request])
+    return groups
 
 
 def decode_shapes(policy: Policy, max_batch_size: int) -> DecodeShapes:
@@ -303,29 +326,53 @@ class SpeculativeRunner:
         self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
         self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
 
-    @torch.inference_mode()
-    def prefill(self, request: Request) -> None:
-        """Run the prompt through the target, commit it, append the first token and,
-        unless that finished the request, queue the prompt for the draft (its backlog).
-        Reading the first token back is the one host read of a prefill."""
-        slots = torch.tensor([request.slot])
-        prompt = self._on_device([request.prompt_ids])
-        n = prompt.shape[1]
-        positions = torch.arange(n, device=self.device).view(1, n)
-        logits, features = self.target_forward(prompt, positions, slots, causal_tree_mask(1, n, self.device))
-        self.target_cache.commit(slots, torch.arange(n).view(1, n), torch.tensor([n]))
-        first = self._sample_one(request, logits[0, -1])
-        request.append([first], self.decode)
-        if self.draft is not None and not request.finished:
-            # The draft catches up on the prompt at the request's first speculative
-            # iteration (`feed_backlog`), not here: where the policy decodes plainly
-            # (a `speculate: false` bucket) the draft's prefill would be pure cost.
-            self.draft_backlog[request.slot] = (list(request.prompt_ids[1:]) + [first], list(features[0].unbind(0)))
+    def prefill_groups(self, requests: list[Request]) -> list[list[Request]]:
+        """`prefill_groups` charged on the policy's target cost table (prompt context 0)."""
+        return prefill_groups(requests, lambda rows, tokens: self.policy.settings.costs.target(rows, 0, tokens))
 
-    def _sample_one(self, request: Request, logits: torch.Tensor) -> int:
-        if request.params.greedy:
-            return int(torch.argmax(logits))
-        return request.sampler.sample(target_probs(logits, request.params))
+    @torch.inference_mode()
+    def prefill(self, requests: list[Request]) -> None:
+        """Run the prompts through the target in one forward (``[B, n]``, each prompt
+        right-padded to the longest), commit them, append each request's first token and,
+        unless that finished it, queue its prompt for the draft (its backlog).  Reading
+        the first tokens back is the one host read of a prefill; `prefill_groups` says
+        which requests share a forward."""
+        slots = torch.tensor([r.slot for r in requests])
+        lengths = torch.tensor([len(r.prompt_ids) for r in requests])
+        batch, n = len(requests), int(lengths.max())
+        prompts = self._on_device([pad_right(list(r.prompt_ids), n) for r in requests])
+        positions = torch.arange(n, device=self.device).expand(batch, n)
+        logits, features = self._prefill_forward(prompts, positions, slots, causal_tree_mask(batch, n, self.device),
+                                                 to_device(lengths - 1, self.device))
+        self.target_cache.commit(slots, torch.arange(n).expand(batch, n), lengths)
+        for request, first, row_features, length in zip(requests, self._sample_first(requests, logits), features,
+                                                        lengths.tolist()):
+            request.append([first], self.decode)
+            if self.draft is not None and not request.finished:
+                # The draft catches up on the prompt at the request's first speculative
+                # iteration (`feed_backlog`), not here: where the policy decodes plainly
+                # (a `speculate: false` bucket) the draft's prefill would be pure cost.
+                self.draft_backlog[request.slot] = (list(request.prompt_ids[1:]) + [first],
+                                                    list(row_features[:length].unbind(0)))
+
+    def _prefill_forward(self, tokens, positions, slots, mask, last) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits at each row's last prompt position ``[B, V]`` (``last`` ``[B]``) and the
+        draft features of every position ``[B, n, F]``.  Eagerly only the last positions
+        go through the LM head: the others' logits would be computed for nothing."""
+        rows = torch.arange(tokens.shape[0], device=self.device)
+        replayed = self.graphs.target(tokens, positions, slots, mask) if self.graphs is not None else None
+        if replayed is not None:
+            logits, features = replayed
+            return logits[rows, last], features
+        out = self.target(tokens, positions, self.target_cache, slots, mask, self.feature_layers)
+        return self.target.logits(out.hidden[rows, last]), out.draft_features()
+
+    def _sample_first(self, requests: list[Request], logits: torch.Tensor) -> list[int]:
+        """Each request's first token from its row of ``logits`` ``[B, V]``: the greedy
+        rows' argmaxes in one host read, sampled rows by their own sampler."""
+        greedy = logits.argmax(dim=-1).tolist() if any(r.params.greedy for r in requests) else None
+        return [greedy[i] if r.params.greedy else r.sampler.sample(target_probs(logits[i], r.params))
+                for i, r in enumerate(requests)]
 
     # ----------------------------------------------------------------- iteration
     @torch.inference_mode()

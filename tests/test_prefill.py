@@ -1,0 +1,101 @@
+"""Prefill (engine/runner.py): the requests admitted together go through the target in
+right-padded forwards, grouped by `prefill_groups` on the target's cost table, with the
+LM head on each prompt's last position only, and leave the caches, first tokens and
+draft backlogs a prefill of each prompt alone leaves."""
+
+import torch
+
+from sglang_cast.cast import CostModel, CostTable, PolicySettings, RequestSampler, SamplingParams, TreeShape, make_policy
+from sglang_cast.engine import Engine
+from sglang_cast.engine.runner import prefill_groups
+from sglang_cast.engine.requests import Request
+from test_device_paths import SETTINGS, CharTokenizer, random_pair
+
+PROMPTS = ["hello world", "trees and more trees", "speculative decoding"]
+
+
+def request(length: int) -> Request:
+    params = SamplingParams(max_new_tokens=4)
+    return Request(length, list(range(1, length + 1)), params, RequestSampler.create(params), frozenset())
+
+
+def lengths(groups: list[list[Request]]) -> list[list[int]]:
+    return [[len(r.prompt_ids) for r in group] for group in groups]
+
+
+def test_a_launch_bound_forward_batches_every_prompt():
+    """A GPU-like cost: a fixed launch cost dwarfs the rows' compute."""
+    def forward_ms(rows: int, tokens: int) -> float:
+        return 10.0 + 0.001 * rows * tokens
+
+    assert lengths(prefill_groups([request(n) for n in (6, 5, 400, 7)], forward_ms)) == [[5, 6, 7, 400]]
+
+
+def test_a_compute_bound_forward_batches_only_what_padding_does_not_cost():
+    """A cost proportional to rows x tokens (a weight-only int4 GEMM on a CPU): only
+    prompts of equal length share a forward; a sublinear one also takes near lengths."""
+    def proportional(rows: int, tokens: int) -> float:
+        return rows * tokens
+
+    assert lengths(prefill_groups([request(n) for n in (6, 5, 6, 7, 6)], proportional)) == [[5], [6, 6, 6], [7]]
+
+    def sublinear(rows: int, tokens: int) -> float:  # 2 rows cost 1.5 rows
+        return (1 + 0.5 * (rows - 1)) * tokens
+
+    # 5 then 6: 1.5 x 6 = 9 <= 5 + 6; then 7: 2 x 7 = 14 <= 9 + 7; 40: 2.5 x 40 = 100 > 14 + 40
+    assert lengths(prefill_groups([request(n) for n in (40, 7, 6, 5)], sublinear)) == [[5, 6, 7], [40]]
+    assert prefill_groups([], proportional) == []
+
+
+def engine(policy: str, max_batch: int, settings: PolicySettings = SETTINGS) -> Engine:
+    target, draft = random_pair("cpu", torch.float32)
+    return Engine(target, CharTokenizer(), draft if policy != "vanilla" else None, make_policy(policy, settings),
+                  max_batch_size=max_batch, context_length=96)
+
+
+def prefilled(policy: str, prompts: list[str], max_batch: int, settings: PolicySettings = SETTINGS):
+    """Admit ``prompts`` into a fresh engine, counting the target forwards."""
+    built = engine(policy, max_batch, settings)
+    calls = []
+    forward = built.runner.target.forward
+    built.runner.target.forward = lambda tokens, *a, **k: (calls.append(tuple(tokens.shape)), forward(tokens, *a, **k))[1]
+    requests = [built.add_request(p, SamplingParams(max_new_tokens=8)) for p in prompts]
+    built._admit()
+    return built, requests, calls
+
+
+def test_admitted_prompts_share_one_forward_and_match_one_prompt_prefills():
+    together, batched, calls = prefilled("eagle2", PROMPTS, max_batch=3)
+    longest = max(len(r.prompt_ids) for r in batched)
+    assert calls == [(3, longest)]  # SETTINGS' cost does not grow with rows: one padded forward
+    for prompt, joint in zip(PROMPTS, batched):
+        alone, (single,), _ = prefilled("eagle2", [prompt], max_batch=1)
+        n = len(single.prompt_ids)
+        assert single.output_ids == joint.output_ids  # the first token
+        assert int(together.target_cache.lens[joint.slot]) == n
+        torch.testing.assert_close(together.target_cache.k[:, joint.slot, :, :n], alone.target_cache.k[:, 0, :, :n])
+        tokens, features = together.runner.draft_backlog[joint.slot]
+        alone_tokens, alone_features = alone.runner.draft_backlog[single.slot]
+        assert tokens == alone_tokens and len(features) == n
+        torch.testing.assert_close(torch.stack(features), torch.stack(alone_features))
+
+
+def test_a_batched_prefill_decodes_what_one_prompt_at_a_time_decodes():
+    params = SamplingParams(max_new_tokens=12)
+    joint = engine("cast", 3).generate(PROMPTS, params)
+    alone = [engine("cast", 1).generate([p], params)[0] for p in PROMPTS]
+    assert [r.token_ids for r in joint] == [r.token_ids for r in alone]
+
+
+def test_the_engine_groups_on_its_policys_target_costs():
+    """With a target whose forward costs rows x tokens, prompts of different lengths
+    are prefilled one forward each, prompts of one length together."""
+    batch_sizes = (1, 2, 4)
+    ms = torch.tensor([[[float(b * n) for n in range(1, 65)]] for b in batch_sizes], dtype=torch.float64)
+    linear = CostModel.linear(1.0, 4.0)
+    settings = PolicySettings.single(CostModel(CostTable(1 << 30, 1, batch_sizes, ms), linear.draft),
+                                     shape=TreeShape(4, 3, 10))
+    _, requests, calls = prefilled("vanilla", PROMPTS, max_batch=3, settings=settings)
+    sizes = [len(r.prompt_ids) for r in requests]
+    assert sizes == [11, 20, 20]
+    assert sorted(calls) == [(1, 11), (2, 20)]
