@@ -352,6 +352,13 @@ def formats_for(args, device: str) -> tuple[str, ...]:
     return CANDIDATES if device == "cpu" else (DENSE,)
 
 
+def format_name(args, weight_format: str) -> str:
+    """A format spec named for what runs (``fp32`` of a bfloat16 model is ``bf16``)."""
+    from sglang_cast.engine.build import DTYPES
+    from sglang_cast.engine.format_choice import running_format
+    return running_format(weight_format, DTYPES[args.dtype])
+
+
 def load_pair(args, device: str, weight_format: str = "fp32"):
     import torch
 
@@ -447,7 +454,8 @@ def profile_format(args, store, device: str, weight_format: str) -> None:
     pair = load_pair(args, device, weight_format)
     setup = current_setup(pair, device)
     grid = grid_from(args)
-    measure_and_report(args, store, setup, native_timers(pair), grid, f"weight format {weight_format}")
+    measure_and_report(args, store, setup, native_timers(pair), grid,
+                       f"weight format {format_name(args, weight_format)}")
     if args.overhead_steps:
         measure_overhead(args, store, setup, grid, step_design(args, grid),
                          NativeStepTimer(pair, measured_costs(store, setup, overhead=False).costs))
@@ -582,11 +590,12 @@ def cmd_tune(args) -> int:
                                load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
     for tuning in outcome.formats:
         rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
-        print(f"weight format {tuning.weight_format}: geometric mean {tuning.score:.2f} tokens/s replayed ({rates})")
+        print(f"weight format {format_name(args, tuning.weight_format)}: geometric mean {tuning.score:.2f} tokens/s "
+              f"replayed ({rates})")
     if outcome.not_profiled:
         print(f"not profiled, so not tuned: {', '.join(outcome.not_profiled)} (run `cast-autotune profile "
               f"--weight-format {','.join(outcome.not_profiled)}`)")
-    print(f"weight format {outcome.weight_format} replays fastest; its buckets, as published:")
+    print(f"weight format {format_name(args, outcome.weight_format)} replays fastest; its buckets, as published:")
     for result in outcome.results:
         s = result.summary()
         b = result.settings

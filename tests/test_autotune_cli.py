@@ -1,13 +1,14 @@
 """The cast-autotune CLI edge: labels checked against the hardware, one-line
 errors for bad flags, help for every flag, analytic profiles, show and plot."""
 
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
 import torch
 
 from autotune.analytic import GPUS, AnalyticGrid, analytic_profile
-from autotune.cli import build_parser, main
+from autotune.cli import build_parser, format_name, main
 from autotune.errors import AutotuneError
 from autotune.labels import check_label
 from autotune.store import Setup, Store
@@ -181,3 +182,11 @@ def test_daemon_server_url_flags_build_the_watch_or_a_one_line_error():
         server_watch(parser.parse_args(["daemon", "--gpu", "cpu", "--server-url", "localhost:30000"]))
     with pytest.raises(AutotuneError, match=r"^--server-api-key: needs --server-url"):
         server_watch(parser.parse_args(["daemon", "--gpu", "cpu", "--server-api-key", "k"]))
+
+
+def test_a_format_is_named_for_what_runs():
+    """The spec ``fp32`` (dense: the model's own weights) of a bfloat16 model runs as
+    bf16 (a CUDA profile printed "fp32" for it); packed parts keep their names."""
+    assert format_name(Namespace(dtype="bfloat16"), "fp32") == "bf16"
+    assert format_name(Namespace(dtype="float32"), "fp32") == "fp32"
+    assert format_name(Namespace(dtype="float32"), "int4/int8+int8") == "int4/int8+int8"
