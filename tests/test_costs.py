@@ -82,3 +82,23 @@ def test_bad_tables_raise_value_error_naming_the_field(mutate, field):
 def test_non_positive_thresholds_are_rejected(name, value):
     with pytest.raises(ValueError, match=name):
         Thresholds(**{name: value})
+
+
+def test_cached_rows_answer_what_a_fresh_table_computes():
+    """Rows are cached per batch size and bucket at the longest length asked so far; a
+    shorter row is a prefix of a longer one, so every (B, c, n_max) in any order gets
+    exactly the uncached row, including noisy (non-monotone) and extended ones."""
+    ms = torch.tensor([[[5.0, 4.0, 6.0, 9.0], [7.0, 7.5, 7.2, 8.0]],
+                       [[8.0, 9.5, 9.0, 12.0], [9.0, 11.0, 10.5, 14.0]]], dtype=torch.float64)
+
+    def table() -> CostTable:
+        return CostTable(bucket=256, num_buckets=2, batch_sizes=(1, 4), ms=ms.clone())
+
+    cached = table()
+    for n_max in (3, 70, 2, 5, 100, 1):
+        for batch_size in (1, 2, 4, 6):
+            for context in (10, 300):
+                assert torch.equal(cached.row(batch_size, context, n_max), table().row(batch_size, context, n_max))
+                assert cached(batch_size, context, n_max) == table()(batch_size, context, n_max)
+    assert len(cached._rows) == 8  # 4 batch sizes x 2 buckets, one row each
+    assert all(row.shape[-1] == 100 for row in cached._rows.values())

@@ -243,3 +243,17 @@ def test_charge_without_host_is_the_forwards_alone():
     assert charge(with_host, 4, 3, 1, host=False) != charge(with_host, 4, 3, 1)
     plain = make_policy("vanilla", PolicySettings.single(flat_costs(table), TreeShape(2, 3, 8))).begin(1, 10)
     assert charge(plain, 0, 0, 0, host=False) == (0.0, pytest.approx(11.0))
+
+
+def test_cached_terms_answer_what_a_fresh_table_computes():
+    """Terms are cached per batch size and context bucket: asked in any order, each
+    (B, c) gets exactly what an uncached table computes."""
+    ms = torch.arange(2 * 2 * len(TERMS), dtype=torch.float64).view(2, 2, len(TERMS)) / 10
+
+    def table() -> OverheadTable:
+        return OverheadTable(256, 2, (1, 8), ms.clone())
+
+    cached = table()
+    for batch_size, context in [(1, 10), (8, 300), (4, 10), (1, 300), (8, 10), (4, 300), (1, 10)]:
+        assert cached.terms(batch_size, context) == table().terms(batch_size, context)
+    assert cached.terms(1, 10) != cached.terms(1, 300) and len(cached._terms) == 6

@@ -10,7 +10,7 @@ of docs/design/cast.md §2 so that every engine and the offline replay agree on 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -52,6 +52,9 @@ class CostTable:
     num_buckets: int
     batch_sizes: tuple[int, ...]
     ms: torch.Tensor
+    # (B, bucket index) -> the cleaned row, as long as the longest asked for: a policy
+    # asks for the same rows at every draft layer, and rebuilding one costs ~30-100 us.
+    _rows: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bucket <= 0:
@@ -88,11 +91,19 @@ class CostTable:
         return batch_row(self.ms[:, bucket_index, :].double(), self.batch_sizes, batch_size)
 
     def row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
-        """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing)."""
+        """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing).  A view of
+        a cached row: read it, never write to it.  The first ``k`` entries of a longer
+        row are the row for ``k`` (extension and running max only look back), so one
+        row per batch size and bucket serves every ``n_max``."""
         if n_max < 1:
             raise ValueError(f"n_max must be >= 1, got {n_max}")
         bucket_index = self.select(context_len) // self.bucket - 1
-        return make_monotone(_extend_linearly(self._batch_row(batch_size, bucket_index), n_max))
+        cached = self._rows.get((batch_size, bucket_index))
+        if cached is None or cached.shape[-1] < n_max:
+            length = max(n_max, self.max_tokens)
+            cached = make_monotone(_extend_linearly(self._batch_row(batch_size, bucket_index), length))
+            self._rows[(batch_size, bucket_index)] = cached
+        return cached[:n_max]
 
     def __call__(self, batch_size: int, context_len: int, n: int) -> float:
         """``f(B, c, n)`` in milliseconds."""

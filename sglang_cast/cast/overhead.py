@@ -28,7 +28,7 @@ where per-cell medians are not, and the four terms are what the policies charge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
@@ -76,6 +76,8 @@ class OverheadTable:
     num_buckets: int
     batch_sizes: tuple[int, ...]
     ms: torch.Tensor
+    # (B, bucket index) -> its terms: asked for at every draft layer of every iteration.
+    _terms: dict[tuple[int, int], OverheadTerms] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bucket <= 0 or self.num_buckets <= 0:
@@ -92,8 +94,11 @@ class OverheadTable:
 
     def terms(self, batch_size: int, context_len: int) -> OverheadTerms:
         bucket_index = select_bucket(context_len, self.bucket, self.num_buckets) // self.bucket - 1
-        row = batch_row(self.ms[:, bucket_index, :].double(), self.batch_sizes, batch_size).clamp(min=0.0)
-        return OverheadTerms(*(float(x) for x in row))
+        terms = self._terms.get((batch_size, bucket_index))
+        if terms is None:
+            row = batch_row(self.ms[:, bucket_index, :].double(), self.batch_sizes, batch_size).clamp(min=0.0)
+            terms = self._terms[(batch_size, bucket_index)] = OverheadTerms(*(float(x) for x in row))
+        return terms
 
     def to_dict(self) -> dict[str, Any]:
         return {**grid_to_dict(self.bucket, self.num_buckets, self.batch_sizes, self.ms), "terms": list(TERMS)}
