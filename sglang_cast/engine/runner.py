@@ -37,7 +37,7 @@ from ..models.llama import eagle3_feature_layers
 from .cuda_graphs import DecodeShapes, EngineGraphs
 from .draft_expander import DraftExpander
 from .requests import Request
-from .timing import start_clock
+from .timing import StageClock
 
 
 def pad_right(row: list, width: int) -> list:
@@ -96,12 +96,12 @@ def feature_width(target, draft) -> int:
 class IterationRecord:
     """What one step did, for metrics and benchmarks.
 
-    The three clocks synchronise the device on both sides of their interval
-    (`timing.start_clock`): ``draft_ms`` is the drafting plus the draft's catch-up,
-    ``verify_ms`` the target forward, acceptance and target-cache commit, and
-    ``step_ms`` the whole iteration, host work included (batch set-up, the policy's
-    decisions, appending and detokenising the new tokens), so ``step_ms`` minus the
-    forwards' time is the iteration's host overhead."""
+    The stages are marked on one `timing.StageClock` (CUDA events on a GPU, with one
+    device synchronisation at the end of the iteration): ``draft_ms`` is the drafting
+    plus the draft's catch-up, ``verify_ms`` the target forward, acceptance and
+    target-cache commit, and ``step_ms`` the whole iteration, host work included
+    (batch set-up, the policy's decisions, appending and detokenising the new tokens),
+    so ``step_ms`` minus the forwards' time is the iteration's host overhead."""
 
     batch_size: int
     context_len: int
@@ -379,33 +379,34 @@ class SpeculativeRunner:
     def iterate(self, requests: list[Request]) -> IterationOutput:
         """One speculative iteration over ``requests``: their new tokens are appended
         to them; the record says what the iteration did and how long it took."""
-        step_clock = start_clock(self.device)
+        clock = StageClock(self.device)  # stages: set-up, draft, verify, catch-up, the rest
         slots = torch.tensor([r.slot for r in requests])
         context = self.target_cache.lens[slots]
         batch = Batch(requests, slots, to_device(slots, self.device), to_device(context, self.device),
                       int(context.max()), self._on_device([r.root for r in requests]))
-        draft_clock = start_clock(self.device)
+        clock.mark()
         drafted = self.speculation.draft(self, batch)
-        draft_ms = draft_clock()
-        verify_clock = start_clock(self.device)
+        clock.mark()
         vtree = drafted.vtree
         logits, features = self.target_forward(vtree.tokens, vtree.positions(batch.context), slots,
                                                vtree.ancestor_mask())
         accepted = self.speculation.accept(self, batch, drafted, logits)
         commit = Commit(batch, drafted, features, accepted)
         offsets, counts = self._commit_target(commit)
-        verify_ms = verify_clock()
-        catch_up_clock = start_clock(self.device)
+        clock.mark()
         self._commit_draft(commit, offsets, counts)
-        draft_ms += catch_up_clock()
+        clock.mark()
         for request, path, tokens in zip(requests, accepted.paths, accepted.committed):
             request.stats.iterations += 1
             request.stats.accepted_draft_tokens += len(path)
             request.append(tokens, self.decode)
+        clock.mark()
+        stages = clock.read()
         record = IterationRecord(
             batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
             verified=vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
-            verified_value=accepted.verified_value, draft_ms=draft_ms, verify_ms=verify_ms, step_ms=step_clock(),
+            verified_value=accepted.verified_value, draft_ms=stages[1] + stages[3], verify_ms=stages[2],
+            step_ms=sum(stages),
         )
         return IterationOutput(record, accepted.trace)
 
