@@ -5,8 +5,9 @@ draft backlogs a prefill of each prompt alone leaves."""
 
 import torch
 
-from sglang_cast.cast import CostModel, CostTable, PolicySettings, RequestSampler, SamplingParams, TreeShape, make_policy
-from sglang_cast.engine import Engine
+from sglang_cast.cast import (CostModel, CostTable, PolicySettings, RequestSampler, SamplingParams, TreeShape,
+                              make_policy)
+from sglang_cast.engine import Engine, StepLog
 from sglang_cast.engine.runner import prefill_groups
 from sglang_cast.engine.requests import Request
 from test_device_paths import SETTINGS, CharTokenizer, random_pair
@@ -58,7 +59,12 @@ def prefilled(policy: str, prompts: list[str], max_batch: int, settings: PolicyS
     built = engine(policy, max_batch, settings)
     calls = []
     forward = built.runner.target.forward
-    built.runner.target.forward = lambda tokens, *a, **k: (calls.append(tuple(tokens.shape)), forward(tokens, *a, **k))[1]
+
+    def counted(tokens, *args, **kwargs):
+        calls.append(tuple(tokens.shape))
+        return forward(tokens, *args, **kwargs)
+
+    built.runner.target.forward = counted
     requests = [built.add_request(p, SamplingParams(max_new_tokens=8)) for p in prompts]
     built._admit()
     return built, requests, calls
@@ -87,15 +93,39 @@ def test_a_batched_prefill_decodes_what_one_prompt_at_a_time_decodes():
     assert [r.token_ids for r in joint] == [r.token_ids for r in alone]
 
 
+def row_cost_settings(shape: TreeShape) -> PolicySettings:
+    """Settings whose target forward costs rows x tokens (so only equal lengths group)."""
+    batch_sizes = (1, 2, 4)
+    ms = torch.tensor([[[float(b * n) for n in range(1, 65)]] for b in batch_sizes], dtype=torch.float64)
+    return PolicySettings.single(CostModel(CostTable(1 << 30, 1, batch_sizes, ms), CostModel.linear(1.0, 4.0).draft),
+                                 shape=shape)
+
+
 def test_the_engine_groups_on_its_policys_target_costs():
     """With a target whose forward costs rows x tokens, prompts of different lengths
     are prefilled one forward each, prompts of one length together."""
-    batch_sizes = (1, 2, 4)
-    ms = torch.tensor([[[float(b * n) for n in range(1, 65)]] for b in batch_sizes], dtype=torch.float64)
-    linear = CostModel.linear(1.0, 4.0)
-    settings = PolicySettings.single(CostModel(CostTable(1 << 30, 1, batch_sizes, ms), linear.draft),
-                                     shape=TreeShape(4, 3, 10))
-    _, requests, calls = prefilled("vanilla", PROMPTS, max_batch=3, settings=settings)
+    _, requests, calls = prefilled("vanilla", PROMPTS, max_batch=3, settings=row_cost_settings(TreeShape(4, 3, 10)))
     sizes = [len(r.prompt_ids) for r in requests]
     assert sizes == [11, 20, 20]
     assert sorted(calls) == [(1, 11), (2, 20)]
+
+
+def test_prompts_prefilled_through_one_graph_key_keep_their_own_draft_features():
+    """Two prefill groups can replay the same graph key in one admission; the first
+    group's draft backlog must not be a view of the outputs the second replay
+    overwrites (the drafted values would then differ from an eager engine's)."""
+    settings = row_cost_settings(TreeShape(3, 3, 16))
+    prompts = ["abcde", "fghij", "klmnopq", "rstuvwx"]  # two lengths, two groups, one graph key (8 tokens)
+
+    def run(backend):
+        target, draft = random_pair("cpu", torch.float32)
+        engine = Engine(target, CharTokenizer(), draft, make_policy("eagle2", settings), max_batch_size=4,
+                        context_length=96, graph_backend=backend)
+        log = StepLog()
+        results = engine.generate(prompts, SamplingParams(max_new_tokens=6), on_step=log)
+        return [r.token_ids for r in results], [v for record in log.records for v in record.verified_value]
+
+    eager_tokens, eager_values = run(None)
+    graph_tokens, graph_values = run("eager-replay")
+    assert graph_tokens == eager_tokens
+    torch.testing.assert_close(torch.tensor(graph_values), torch.tensor(eager_values))

@@ -361,9 +361,9 @@ class SpeculativeRunner:
         go through the LM head: the others' logits would be computed for nothing."""
         rows = torch.arange(tokens.shape[0], device=self.device)
         replayed = self.graphs.target(tokens, positions, slots, mask) if self.graphs is not None else None
-        if replayed is not None:
+        if replayed is not None:  # the features outlive the next replay of this key: copied out
             logits, features = replayed
-            return logits[rows, last], features
+            return logits[rows, last], features.clone()
         out = self.target(tokens, positions, self.target_cache, slots, mask, self.feature_layers)
         return self.target.logits(out.hidden[rows, last]), out.draft_features()
 
