@@ -8,7 +8,7 @@ import torch
 from sglang_cast.cast import (CostModel, CostTable, PolicySettings, RequestSampler, SamplingParams, TreeShape,
                               make_policy)
 from sglang_cast.engine import Engine, StepLog
-from sglang_cast.engine.runner import prefill_groups
+from sglang_cast.engine.runner import PREFILL_GROUP_TOKENS, prefill_groups
 from sglang_cast.engine.requests import Request
 from test_device_paths import SETTINGS, CharTokenizer, random_pair
 
@@ -30,6 +30,9 @@ def test_a_launch_bound_forward_batches_every_prompt():
         return 10.0 + 0.001 * rows * tokens
 
     assert lengths(prefill_groups([request(n) for n in (6, 5, 400, 7)], forward_ms)) == [[5, 6, 7, 400]]
+    # however cheap the rows, a group's padded tokens stay within PREFILL_GROUP_TOKENS
+    long = PREFILL_GROUP_TOKENS // 4
+    assert lengths(prefill_groups([request(long)] * 6 + [request(10)], forward_ms)) == [[10] + [long] * 3, [long] * 3]
 
 
 def test_a_compute_bound_forward_batches_only_what_padding_does_not_cost():

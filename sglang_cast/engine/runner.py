@@ -46,6 +46,12 @@ def pad_right(row: list, width: int) -> list:
     return row + [row[-1]] * (width - len(row))
 
 
+# A prefill group's padded tokens (rows x longest prompt) stay within this, so its
+# activations and attention mask ([rows, tokens, cache positions]) are no larger than
+# one prompt of this length needs; a longer prompt is prefilled alone, as before.
+PREFILL_GROUP_TOKENS = 8192
+
+
 def prefill_groups(requests: list[Request], forward_ms: Callable[[int, int], float]) -> list[list[Request]]:
     """The admitted requests in groups, each prefilled by one forward padded to its
     longest prompt.  Whether batching pays is a cost question with no single answer:
@@ -54,11 +60,11 @@ def prefill_groups(requests: list[Request], forward_ms: Callable[[int, int], flo
     grows with its rows (docs/native_engine.md).  So it is decided on the target's
     measured cost table, ``forward_ms(rows, tokens)``: by prompt length, a prompt joins
     the group when the group's padded forward costs no more than the group's forward
-    plus the prompt's own."""
+    plus the prompt's own, and stays within ``PREFILL_GROUP_TOKENS``."""
     groups: list[list[Request]] = []
     for request in sorted(requests, key=lambda r: len(r.prompt_ids)):
         length = len(request.prompt_ids)
-        if groups:
+        if groups and (len(groups[-1]) + 1) * length <= PREFILL_GROUP_TOKENS:
             group = groups[-1]
             longest = len(group[-1].prompt_ids)
             if forward_ms(len(group) + 1, length) <= forward_ms(len(group), longest) + forward_ms(1, length):
