@@ -49,7 +49,7 @@ def test_each_point_is_recorded_once_and_every_timed_call_replays_it(role):
     assert timer.cache.lens.eq(0).all()  # nothing committed
 
 
-def test_a_point_whose_capture_failed_is_timed_on_the_eager_forward(monkeypatch):
+def test_a_point_whose_capture_failed_is_timed_on_the_eager_forward():
     timer = forward_timer(pair(graphs=True), "target", 2, 64)
     eager_calls = []
     eager = timer.forward
