@@ -71,12 +71,12 @@ def forward_timer(pair: ModelPair, role: str, max_batch: int, capacity: int) -> 
                               num_layers=layers)
     if role == "target":
         forward, features = (lambda *a: pair.target.logits(pair.target(*a).hidden)), 0
-        step = target_step(pair.target, cache, feature_layers(pair.target, pair.draft))
     else:
         forward, features = (lambda *a: pair.draft(*a)), pair.feature_width
-        step = draft_step(pair.draft, cache)
     if graphs is None:
         return ForwardTimer(forward, cache, config.vocab_size, features)
+    step = (target_step(pair.target, cache, feature_layers(pair.target, pair.draft)) if role == "target"
+            else draft_step(pair.draft, cache))
     return GraphedForwardTimer(forward, step, cache, config.vocab_size, features, backend=graphs)
 
 

@@ -121,6 +121,11 @@ class IterationRecord:
     verify_ms: float
     step_ms: float
 
+    @property
+    def host_ms(self) -> float:
+        """The step outside the draft and verify stages: set-up and appending tokens."""
+        return self.step_ms - self.draft_ms - self.verify_ms
+
 
 @dataclass(frozen=True)
 class Batch:

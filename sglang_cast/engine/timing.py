@@ -139,8 +139,9 @@ class GraphedForwardTimer(ForwardTimer):
     """Times a forward as an engine with CUDA graphs runs it (engine/cuda_graphs.py):
     each ``(B, n)`` is recorded once, at its own key ``[B, n]`` over ``n`` columns,
     and each timed call copies its inputs into the static buffers and replays — what a
-    decode step pays.  Timing the eager forward instead would charge a GPU step its
-    ~10x larger launch cost.  A graph's attention spans the whole cache, so the
+    decode step pays.  Timing the eager forward instead would charge a GPU step the
+    launch cost of a path it does not take (H200, B = 1: 12.6 ms eager, 2.85 ms
+    replayed; docs/native_gpu.md).  A graph's attention spans the whole cache, so the
     context only has to fit.  ``step`` is the engine's recorded forward over ``cache``
     (`cuda_graphs.target_step` / `draft_step`), whose last slot is the pad slot; a
     shape whose capture fails is timed eagerly, as the engine would run it."""

@@ -39,7 +39,7 @@ class Record:
     mean_depth: float
     draft_ms: float  # per iteration: draft forwards incl. catch-up
     verify_ms: float  # per iteration: target forward + commit
-    host_ms: float  # per iteration: the rest of the step (IterationRecord.step_ms - draft_ms - verify_ms)
+    host_ms: float  # per iteration: the rest of the step (IterationRecord.host_ms)
     iterations: int
     lossless: bool | None  # greedy only: tokens identical to vanilla's
     shape: dict | None  # the static tree of eagle2 / eagle2-best / @eagle2 runs
