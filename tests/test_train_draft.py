@@ -263,7 +263,8 @@ class RecordingDraft:
 def test_training_time_test_matches_engine_tree_drafting():
     """Unrolled TTT logits equal what the engine's prefill catch-up and DraftExpander
     produce for the same tokens: step 0 at the last prompt position is the root's
-    children, step 1 and 2 are deeper tree levels, and siblings do not interfere."""
+    children, step 1 and 2 are deeper tree levels, siblings do not interfere, and each
+    node reads its own parent's output."""
     torch.manual_seed(0)
     target = tiny()
     draft = random_head(target)
@@ -281,15 +282,17 @@ def test_training_time_test_matches_engine_tree_drafting():
     expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.root_hidden[slot],
                              engine.root_logits[slot])
     tree = DraftTree.from_roots(torch.tensor([root]))
-    a, b, c = 50, 51, 77  # depth 1: a and its sibling b; depth 2: c under a
+    # depth 1: a and its sibling b; depth 2: c under b, then d under a (a layer's nodes
+    # come in rank order, not in their parents' order)
+    a, b, c, d = 50, 51, 77, 78
     expander.expand(tree, torch.zeros(1, 1, dtype=torch.long), 2)
     level1 = tree.add_layer(torch.tensor([[a, b]]), torch.tensor([[0, 0]]), torch.tensor([[0.5, 0.4]]))
     expander.expand(tree, level1, 2)
-    level2 = tree.add_layer(torch.tensor([[c]]), level1[:, :1], torch.tensor([[0.3]]))
+    level2 = tree.add_layer(torch.tensor([[c, d]]), level1.flip(1), torch.tensor([[0.3, 0.2]]))
     expander.expand(tree, level2, 2)
 
     features = data_features(target, prompt)
-    for chain, checks in (([a, c], [(1, n, 0), (2, n + 1, 0)]), ([b], [(1, n, 1)])):
+    for chain, checks in (([b, c], [(1, n, 1), (2, n + 1, 0)]), ([a, d], [(1, n, 0), (2, n + 1, 1)])):
         tokens = prompt + [root] + chain
         width = features.shape[-1]
         padded = torch.cat([features, torch.zeros(len(tokens) - 1 - n, width)])  # unused by these steps

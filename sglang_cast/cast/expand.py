@@ -49,9 +49,9 @@ def ranked_children(tree: DraftTree, frontier: torch.Tensor, child_probs: torch.
 
 def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor) -> DraftTree:
     """Grow one draft tree per sequence under ``plan``'s decisions."""
-    tree = DraftTree.from_roots(root_tokens)
     if plan.max_depth == 0:
-        return tree
+        return DraftTree.from_roots(root_tokens)
+    tree = DraftTree.from_roots(root_tokens, capacity=1 + plan.bucket.shape.pool_size)
     frontier = torch.zeros((tree.batch_size, 1), dtype=torch.long, device=root_tokens.device)
     layer = 1
     while True:

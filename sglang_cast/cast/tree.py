@@ -9,7 +9,7 @@ creation order and depth never decreases with id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -39,6 +39,10 @@ class DraftTree:
     # that verification loops to without reading ``depths`` back from the device.
     # Derived from ``depths`` (a host read) when a tree is built from tensors.
     layers: int | None = None
+    # Preallocated room the fields above are views of (`TreeStorage`), so a new layer
+    # is written in place: a handful of copies instead of re-concatenating every field
+    # and the whole ancestor matrix per layer (on a GPU each op is a launch).
+    storage: TreeStorage | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.ancestors is None and self.with_ancestors:
@@ -47,16 +51,21 @@ class DraftTree:
             self.layers = int(self.depths.max())
 
     @classmethod
-    def from_roots(cls, root_tokens: torch.Tensor) -> DraftTree:
-        batch = root_tokens.shape[0]
-        device = root_tokens.device
-        return cls(
-            tokens=root_tokens.view(batch, 1).long(),
-            parents=torch.full((batch, 1), -1, dtype=torch.long, device=device),
-            values=torch.ones((batch, 1), dtype=torch.float64, device=device),
-            depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
-            layers=0,
-        )
+    def from_roots(cls, root_tokens: torch.Tensor, capacity: int = 1) -> DraftTree:
+        """Trees of the roots alone, with room for ``capacity`` nodes per sequence
+        (root included; more is allocated when a layer needs it)."""
+        batch, device = root_tokens.shape[0], root_tokens.device
+        if capacity <= 1:  # plain decoding's tree: no room to prepare
+            return cls(tokens=root_tokens.view(batch, 1).long(),
+                       parents=torch.full((batch, 1), -1, dtype=torch.long, device=device),
+                       values=torch.ones((batch, 1), dtype=torch.float64, device=device),
+                       depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
+                       ancestors=torch.ones((batch, 1, 1), dtype=torch.bool, device=device), layers=0)
+        storage = TreeStorage.allocate(batch, capacity, device)
+        storage.tokens[:, 0] = root_tokens.view(-1)
+        storage.parents[:, 0] = -1
+        storage.values[:, 0] = 1.0
+        return storage.tree(1, layers=0)
 
     def host_copy(self) -> DraftTree:
         """This tree on the host for a policy decision: the policies compute on host
@@ -85,19 +94,22 @@ class DraftTree:
     def add_layer(self, tokens: torch.Tensor, parents: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """Append one layer (``[B, n]`` each; ``parents`` are node ids) and return the
         new node ids ``[B, n]``."""
-        n = tokens.shape[1]
+        first, n = self.size, tokens.shape[1]
+        end = first + n
         depth = self.depths.gather(1, parents) + 1
-        first = self.size
-        self.tokens = torch.cat([self.tokens, tokens.long()], dim=1)
-        self.parents = torch.cat([self.parents, parents.long()], dim=1)
-        self.values = torch.cat([self.values, values.to(self.values.dtype)], dim=1)
-        self.depths = torch.cat([self.depths, depth], dim=1)
-        parent_rows = self.ancestors.gather(1, parents.unsqueeze(-1).expand(-1, -1, first))
-        own = torch.eye(n, dtype=torch.bool, device=tokens.device).expand(self.batch_size, n, n)
-        old_rows = torch.nn.functional.pad(self.ancestors, (0, n))
-        self.ancestors = torch.cat([old_rows, torch.cat([parent_rows, own], dim=2)], dim=1)
-        self.layers += 1
-        ids = torch.arange(first, first + n, device=tokens.device)
+        parent_rows = self.ancestors.gather(1, parents.unsqueeze(-1).expand(-1, -1, first))  # [B, n, first]
+        storage = self.storage
+        if storage is None or storage.capacity < end:
+            storage = TreeStorage.holding(self, max(end, 2 * first))
+        storage.tokens[:, first:end] = tokens
+        storage.parents[:, first:end] = parents
+        storage.values[:, first:end] = values
+        storage.depths[:, first:end] = depth
+        storage.ancestors[:, first:end, :first] = parent_rows  # the diagonal (self) is preset
+        grown = storage.tree(end, self.layers + 1)
+        self.tokens, self.parents, self.values, self.depths = grown.tokens, grown.parents, grown.values, grown.depths
+        self.ancestors, self.layers, self.storage = grown.ancestors, grown.layers, storage
+        ids = torch.arange(first, end, device=tokens.device)
         return ids.unsqueeze(0).expand(self.batch_size, n)
 
     def ranked_nodes(self) -> torch.Tensor:
@@ -108,6 +120,49 @@ class DraftTree:
         values = self.values[:, 1:]
         order = torch.sort(values, dim=1, descending=True, stable=True).indices
         return order + 1
+
+
+@dataclass
+class TreeStorage:
+    """Room for ``capacity`` nodes per sequence: the ``[B, capacity]`` fields and the
+    ``[B, capacity, capacity]`` ancestor matrix a `DraftTree`'s tensors are views of.
+    Unwritten ancestor rows are False but for the diagonal (each node is its own
+    ancestor), so writing a layer sets only its rows' columns of earlier nodes."""
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+    values: torch.Tensor
+    depths: torch.Tensor
+    ancestors: torch.Tensor
+
+    @classmethod
+    def allocate(cls, batch: int, capacity: int, device: torch.device) -> TreeStorage:
+        ancestors = torch.zeros((batch, capacity, capacity), dtype=torch.bool, device=device)
+        ancestors.diagonal(dim1=1, dim2=2).fill_(True)
+        return cls(tokens=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                   parents=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                   values=torch.zeros((batch, capacity), dtype=torch.float64, device=device),
+                   depths=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                   ancestors=ancestors)
+
+    @classmethod
+    def holding(cls, tree: DraftTree, capacity: int) -> TreeStorage:
+        """Room for ``capacity`` nodes, holding a copy of ``tree``'s nodes."""
+        storage = cls.allocate(tree.batch_size, capacity, tree.tokens.device)
+        size = tree.size
+        for name in ("tokens", "parents", "values", "depths"):
+            getattr(storage, name)[:, :size] = getattr(tree, name)
+        storage.ancestors[:, :size, :size] = tree.ancestors
+        return storage
+
+    @property
+    def capacity(self) -> int:
+        return int(self.tokens.shape[1])
+
+    def tree(self, size: int, layers: int) -> DraftTree:
+        """The first ``size`` nodes as a `DraftTree` of views."""
+        return DraftTree(self.tokens[:, :size], self.parents[:, :size], self.values[:, :size], self.depths[:, :size],
+                         ancestors=self.ancestors[:, :size, :size], layers=layers, storage=self)
 
 
 @dataclass

@@ -41,32 +41,28 @@ def _pack(paths: list[list[int]], bonus: list[int], device: torch.device) -> Ver
 
 
 def verify_greedy(tree: VerifyTree, target_argmax: torch.Tensor) -> VerifyResult:
-    """Walk from the root, descending into the child that carries the target's
-    argmax; stop when no verified child does.  ``target_argmax[b, i]`` is the
-    target's greedy next token after node ``i``.  Vectorised over the batch; the
-    loop runs once per drafted layer (``tree.max_depth``, known on the host), with no
-    early exit, so nothing is read back from the device.  ``accepted`` has one column
-    per layer, -1 past each row's path."""
+    """The longest verified path whose every token is the target's argmax after its
+    parent (``target_argmax[b, i]``: the target's greedy next token after node ``i``).
+
+    A node is accepted when it and all its ancestors match, read off the ancestor
+    mask in one step for every node at once: no loop over layers, nothing read back
+    from the device, and the same handful of ops whatever the depth.  Siblings carry
+    distinct tokens (a top-k's), so the accepted nodes form one path; in local order
+    (parents first) they are in depth order.  ``accepted`` has one column per drafted
+    layer (``tree.max_depth``, known on the host), -1 past each row's path."""
     batch, n = tree.tokens.shape
-    device = tree.tokens.device
-    rows = torch.arange(batch, device=device)
-    current = torch.zeros(batch, dtype=torch.long, device=device)
-    alive = torch.ones(batch, dtype=torch.bool, device=device)
     depth = tree.max_depth if tree.max_depth is not None else int(tree.depths.max())
-    steps = []
-    for _ in range(depth):
-        wanted = target_argmax[rows, current]
-        match = (tree.parents == current.view(-1, 1)) & (tree.tokens == wanted.view(-1, 1)) & alive.view(-1, 1)
-        child = torch.argmax(match.int(), dim=1)  # top-k children carry distinct tokens
-        alive = alive & match.any(dim=1)
-        current = torch.where(alive, child, current)
-        steps.append(torch.where(alive, child, torch.full_like(child, -1)))
-    if not steps:
-        return VerifyResult(accepted=torch.full((batch, 1), -1, dtype=torch.long, device=device),
-                            num_accepted=torch.zeros(batch, dtype=torch.long, device=device),
-                            bonus=target_argmax[rows, current])
-    accepted = torch.stack(steps, dim=1)
-    return VerifyResult(accepted=accepted, num_accepted=accepted.ge(0).sum(dim=1), bonus=target_argmax[rows, current])
+    parents = tree.parents.clamp(min=0)
+    matches = (tree.tokens == target_argmax.gather(1, parents)) | (tree.parents < 0)  # the root always
+    on_path = ~(tree.ancestor_mask() & ~matches.unsqueeze(1)).any(dim=2)  # [B, n]
+    local = torch.arange(n, device=tree.tokens.device).expand(batch, n)
+    # Path nodes first, in local order; n marks "no node" and becomes -1.
+    ordered = torch.where(on_path, local, n)[:, 1:].sort(dim=1).values
+    width = max(depth, 1)
+    accepted = torch.nn.functional.pad(ordered, (0, max(0, width - ordered.shape[1])), value=n)[:, :width]
+    last = torch.where(on_path, local, 0).amax(dim=1, keepdim=True)  # the deepest accepted node
+    return VerifyResult(accepted=accepted.masked_fill(accepted == n, -1), num_accepted=on_path.sum(dim=1) - 1,
+                        bonus=target_argmax.gather(1, last).squeeze(1))
 
 
 def reject(probs: torch.Tensor, token: int) -> torch.Tensor:

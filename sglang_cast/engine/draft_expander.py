@@ -28,7 +28,12 @@ class DraftExpander:
     ``step`` runs one draft forward on the draft's cache (``(tokens, features,
     positions, slots, mask) -> DraftOutput``: the runner's, eager or a CUDA graph);
     ``to_target`` maps the head's token ids to the target's.  ``slots`` ``[B]`` is a
-    host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device."""
+    host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device.
+
+    A frontier node's feature is its parent's draft output, and every parent was in
+    the frontier expanded just before: ``grow_tree`` expands the kept prefix of the
+    newest layer, consecutive node ids.  So only that frontier's outputs are kept,
+    ``[B, n_prev, h]``, and a parent's row is its id minus the frontier's first id."""
 
     def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
                  context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
@@ -36,9 +41,11 @@ class DraftExpander:
         self.to_target = to_target
         self.slots = slots
         self.context_lens = context_lens
-        self.hidden = root_hidden.unsqueeze(1)  # [B, nodes seen, h]; node 0 = root
         self.root_logits = root_logits
-        self.scratch_nodes = torch.zeros((slots.numel(), 0), dtype=torch.long, device=context_lens.device)
+        batch = slots.numel()
+        self.last_frontier = torch.zeros((batch, 1), dtype=torch.long, device=context_lens.device)  # the root
+        self.last_hidden = root_hidden.unsqueeze(1)  # [B, n_prev, h], rows of ``last_frontier``
+        self.scratch_nodes = torch.zeros((batch, 0), dtype=torch.long, device=context_lens.device)
 
     def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         probs = torch.softmax(logits.float(), dim=-1)
@@ -49,17 +56,15 @@ class DraftExpander:
         if tree.size == 1:
             return self._top_children(self.root_logits.unsqueeze(1), top_k)
         batch, n = frontier.shape
-        width = self.hidden.shape[-1]
-        if self.hidden.shape[1] < tree.size:  # nodes added since the last layer have no output yet
-            pad = self.hidden.new_zeros(batch, tree.size - self.hidden.shape[1], width)
-            self.hidden = torch.cat([self.hidden, pad], dim=1)
+        width = self.last_hidden.shape[-1]
         parents = tree.parents.gather(1, frontier)
-        features = self.hidden.gather(1, parents.unsqueeze(-1).expand(-1, -1, width))
+        parent_rows = parents - self.last_frontier[:, :1]  # [B, n] rows of ``last_hidden``
+        features = self.last_hidden.gather(1, parent_rows.unsqueeze(-1).expand(-1, -1, width))
         positions = self.context_lens.view(-1, 1) + tree.depths.gather(1, frontier) - 1
         scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
         rows = tree.ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
         mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]
+        # ``hidden`` may be a view of a graph's output: read (gathered) before the next replay.
         hidden, logits = self.step(tree.tokens.gather(1, frontier), features, positions, self.slots, mask)
-        self.scratch_nodes = scratch
-        self.hidden.scatter_(1, frontier.unsqueeze(-1).expand(-1, -1, width), hidden.to(self.hidden.dtype))
+        self.scratch_nodes, self.last_frontier, self.last_hidden = scratch, frontier, hidden
         return self._top_children(logits, top_k)
