@@ -18,6 +18,8 @@ def test_the_breakdown_names_each_iterations_stages_and_host_ops(tmp_path, capsy
     stages = record["per_iteration"]
     assert stages["step_ms"] >= stages["draft_ms"] + stages["verify_ms"] > 0
     assert stages["graph_launches"] == 0 and stages["kernel_launches"] == 0  # nothing launched on a GPU
+    # the host work between the forwards: present, and less than the whole step
+    assert 0 < stages["outside_forwards_ms"] < stages["step_ms"] and stages["outside_forwards_ops"] > 10
     assert record["top_self_cpu"] and any(op["op"].startswith("aten::") for op in record["top_self_cpu"])
     assert "draft_ms" in capsys.readouterr().out
 

@@ -109,8 +109,7 @@ class DraftTree:
         grown = storage.tree(end, self.layers + 1)
         self.tokens, self.parents, self.values, self.depths = grown.tokens, grown.parents, grown.values, grown.depths
         self.ancestors, self.layers, self.storage = grown.ancestors, grown.layers, storage
-        ids = torch.arange(first, end, device=tokens.device)
-        return ids.unsqueeze(0).expand(self.batch_size, n)
+        return storage.ids[first:end].unsqueeze(0).expand(self.batch_size, n)
 
     def ranked_nodes(self) -> torch.Tensor:
         """Non-root node ids per sequence, best first: value descending, ties by
@@ -134,6 +133,7 @@ class TreeStorage:
     values: torch.Tensor
     depths: torch.Tensor
     ancestors: torch.Tensor
+    ids: torch.Tensor  # [capacity] node ids 0..capacity-1, for `DraftTree.add_layer`'s answer
 
     @classmethod
     def allocate(cls, batch: int, capacity: int, device: torch.device) -> TreeStorage:
@@ -143,7 +143,7 @@ class TreeStorage:
                    parents=torch.zeros((batch, capacity), dtype=torch.long, device=device),
                    values=torch.zeros((batch, capacity), dtype=torch.float64, device=device),
                    depths=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                   ancestors=ancestors)
+                   ancestors=ancestors, ids=torch.arange(capacity, device=device))
 
     @classmethod
     def holding(cls, tree: DraftTree, capacity: int) -> TreeStorage:

@@ -51,6 +51,10 @@ def verify_greedy(tree: VerifyTree, target_argmax: torch.Tensor) -> VerifyResult
     (parents first) they are in depth order.  ``accepted`` has one column per drafted
     layer (``tree.max_depth``, known on the host), -1 past each row's path."""
     batch, n = tree.tokens.shape
+    if n == 1:  # plain decoding: the root alone, its bonus the target's argmax
+        return VerifyResult(accepted=torch.full((batch, 1), -1, dtype=torch.long, device=tree.tokens.device),
+                            num_accepted=torch.zeros(batch, dtype=torch.long, device=tree.tokens.device),
+                            bonus=target_argmax[:, 0])
     depth = tree.max_depth if tree.max_depth is not None else int(tree.depths.max())
     parents = tree.parents.clamp(min=0)
     matches = (tree.tokens == target_argmax.gather(1, parents)) | (tree.parents < 0)  # the root always

@@ -33,7 +33,9 @@ class DraftExpander:
     A frontier node's feature is its parent's draft output, and every parent was in
     the frontier expanded just before: ``grow_tree`` expands the kept prefix of the
     newest layer, consecutive node ids.  So only that frontier's outputs are kept,
-    ``[B, n_prev, h]``, and a parent's row is its id minus the frontier's first id."""
+    ``[B, n_prev, h]``, and a parent's row is its id minus the frontier's first id;
+    and every frontier node sits at the newest layer's depth (``tree.layers``), one
+    position past its parent's, known on the host."""
 
     def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
                  context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
@@ -60,7 +62,7 @@ class DraftExpander:
         parents = tree.parents.gather(1, frontier)
         parent_rows = parents - self.last_frontier[:, :1]  # [B, n] rows of ``last_hidden``
         features = self.last_hidden.gather(1, parent_rows.unsqueeze(-1).expand(-1, -1, width))
-        positions = self.context_lens.view(-1, 1) + tree.depths.gather(1, frontier) - 1
+        positions = (self.context_lens.view(-1, 1) + (tree.layers - 1)).expand(-1, n)  # the newest layer's depth
         scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
         rows = tree.ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
         mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]

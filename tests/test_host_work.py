@@ -1,0 +1,33 @@
+"""tools/host_work.py: host work outside the forwards, on the tests' tiny random pair."""
+
+import json
+
+import pytest
+
+from tools.host_work import main
+
+
+def test_host_work_reports_time_and_ops_outside_the_forwards_per_policy(tmp_path, capsys):
+    out = tmp_path / "host.json"
+    assert main(["--policies", "vanilla,cast", "--batch-size", "1", "--max-new-tokens", "6", "--rounds", "1",
+                 "--json", str(out)]) == 0
+    rows = {row["policy"]: row for row in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"vanilla", "cast"}
+    assert rows["vanilla"]["depth"] == 0 and rows["cast"]["depth"] > 0
+    for row in rows.values():
+        assert row["outside_forwards_ms"] > 0 and len(row["outside_forwards_ms_rounds"]) == 1
+    # drafting a tree is host work plain decoding does not do
+    assert rows["cast"]["outside_forwards_ops"] > rows["vanilla"]["outside_forwards_ops"] > 0
+    assert "outside forwards" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policies", "nope"], "--policies: unknown ['nope']"),
+    (["--batch-size", "1,x"], "--batch-size: expected comma-separated integers"),
+    (["--batch-size", "0"], "--batch-size: every size must be >= 1"),
+    (["--rounds", "0"], "--rounds: must be >= 1, got 0"),
+])
+def test_bad_flags_are_refused_with_the_flag_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

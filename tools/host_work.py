@@ -1,0 +1,134 @@
+"""Host work of a decode iteration outside the model forwards, per policy and batch size.
+
+    python tools/host_work.py --policies vanilla,eagle2,cast --batch-size 1,4 --json out.json
+
+Runs the engine on the tests' tiny random target and EAGLE head (two layers of width
+32: their forwards cost little), so what an iteration spends outside its forwards
+stands out: the policy's decisions, the draft tree's and the caches' bookkeeping, the
+verification.  On a GPU the forwards replay as CUDA graphs and this is the host time
+and the eager launches between them, which a batch-1 iteration waits on.
+
+Per (policy, batch size) it reports the median over ``--rounds`` decodes of
+
+* ``outside_forwards_ms``: wall ms per iteration minus the time inside the runner's
+  target and draft forwards (``perf_counter`` around them; on the CPU a forward
+  returns when it is done);
+* ``outside_forwards_ops``: top-level aten ops per iteration outside the forwards
+  (one extra decode under ``torch.profiler``; views included, each a dispatch);
+* ``depth``: drafted layers per iteration (host work grows with it).
+
+Compare two checkouts by running each in turn, alternating (the machine's speed
+drifts): the same command from each checkout's root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny random pair (test_device_paths.random_pair)
+
+import torch  # noqa: E402
+
+from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy  # noqa: E402
+from sglang_cast.engine import Engine, StepLog  # noqa: E402
+from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
+from test_device_paths import CharTokenizer, random_pair  # noqa: E402
+from tools.step_profile import FORWARD, ITERATION, label_ranges, outside_forwards  # noqa: E402
+
+PROMPTS = ["hello world", "trees and more", "speculative", "decoding on a cpu"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policies", default="vanilla,eagle2,cast", help=f"comma-separated, of {', '.join(POLICIES)}")
+    p.add_argument("--batch-size", default="1,4", help="comma-separated batch sizes")
+    p.add_argument("--top-k", type=int, default=7)
+    p.add_argument("--max-depth", type=int, default=4)
+    p.add_argument("--num-verify-tokens", type=int, default=40)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    args.policies = [name.strip() for name in args.policies.split(",") if name.strip()]
+    unknown = [name for name in args.policies if name not in POLICIES]
+    if unknown or not args.policies:
+        p.error(f"--policies: unknown {unknown or 'none given'}; accepted: {', '.join(POLICIES)}")
+    try:
+        args.batch_size = [int(b) for b in args.batch_size.split(",")]
+    except ValueError:
+        p.error(f"--batch-size: expected comma-separated integers, got {args.batch_size!r}")
+    for name in ("top_k", "max_depth", "max_new_tokens", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    if min(args.batch_size) < 1:
+        p.error(f"--batch-size: every size must be >= 1, got {args.batch_size}")
+    if args.num_verify_tokens < 2:
+        p.error(f"--num-verify-tokens: must be >= 2, got {args.num_verify_tokens}")
+    return args
+
+
+class ForwardClock:
+    """Wall time inside the runner's forwards, around its two forward methods."""
+
+    def __init__(self, runner: SpeculativeRunner) -> None:
+        self.ms = 0.0
+        for name in ("target_forward", "draft_forward"):
+            setattr(runner, name, self._timed(getattr(runner, name)))
+
+    def _timed(self, forward):
+        def timed(*args):
+            started = time.perf_counter()
+            out = forward(*args)
+            self.ms += (time.perf_counter() - started) * 1e3
+            return out
+        return timed
+
+
+def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
+    torch.manual_seed(0)
+    shape = TreeShape(args.top_k, args.max_depth, args.num_verify_tokens)
+    settings = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=shape)
+    target, draft = random_pair("cpu", torch.float32)
+    engine = Engine(target, CharTokenizer(), draft, make_policy(policy, settings), max_batch_size=batch_size,
+                    context_length=64 + args.max_new_tokens + shape.kv_room)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens)
+    engine.generate(PROMPTS, params)  # untimed: first use of every shape
+    clock = ForwardClock(engine.runner)
+    outside, depth = [], 0.0
+    for _ in range(args.rounds):
+        log, clock.ms = StepLog(), 0.0
+        engine.generate(PROMPTS * 2, params, on_step=log)
+        records = log.records
+        outside.append((sum(r.step_ms for r in records) - clock.ms) / len(records))
+        depth = statistics.fmean(r.depth for r in records)
+    label_ranges(engine.runner)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        engine.generate(PROMPTS, params)
+    _, ops = outside_forwards(prof.events())
+    return {"policy": policy, "batch_size": batch_size, "outside_forwards_ms": statistics.median(outside),
+            "outside_forwards_ms_rounds": outside, "outside_forwards_ops": ops, "depth": depth}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    rows = [measure(policy, b, args) for policy in args.policies for b in args.batch_size]
+    for row in rows:
+        print(f"{row['policy']:>8} B={row['batch_size']:<3} outside forwards {row['outside_forwards_ms']:.3f} ms "
+              f"[{min(row['outside_forwards_ms_rounds']):.3f}-{max(row['outside_forwards_ms_rounds']):.3f}], "
+              f"{row['outside_forwards_ops']:.0f} ops per iteration, depth {row['depth']:.2f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"command": sys.argv, "forward_labels": [ITERATION, FORWARD],
+                                         "results": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
