@@ -190,3 +190,14 @@ def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
     assert len(after_leaf_1) > 300 and len(after_leaf_0) > 1000
     assert _p_value(after_leaf_1, target_probs(logits[0, 2], PARAMS)) > 1e-3
     assert _p_value(after_leaf_0, target_probs(logits[0, 3], PARAMS)) > 1e-3
+
+
+def test_verifying_no_node_gives_the_root_alone():
+    """Plain decoding's verified tree (its shortcut, views of the root's fields)."""
+    tree = random_tree(random.Random(3), 3, 9)
+    root = select_verified(tree, 0)
+    assert root.node_ids.tolist() == [[0]] * 3 and root.parents.tolist() == [[-1]] * 3
+    assert torch.equal(root.tokens, tree.tokens[:, :1]) and root.depths.tolist() == [[0]] * 3
+    assert root.values.tolist() == [[1.0]] * 3 and root.ancestor_mask().tolist() == [[[True]]] * 3
+    result = verify_greedy(root, torch.tensor([[5], [6], [7]]))
+    assert result.num_accepted.tolist() == [0, 0, 0] and result.bonus.tolist() == [5, 6, 7]

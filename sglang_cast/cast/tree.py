@@ -206,6 +206,10 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
         raise ValueError(f"num_nodes must be in [0, {tree.size - 1}], got {num_nodes}")
     batch = tree.batch_size
     root = torch.zeros((batch, 1), dtype=torch.long, device=tree.tokens.device)
+    if num_nodes == 0:  # the root alone (plain decoding): views of the tree's first node
+        return VerifyTree(node_ids=root, tokens=tree.tokens[:, :1], parents=tree.parents[:, :1],
+                          depths=tree.depths[:, :1], values=tree.values[:, :1], mask=tree.ancestors[:, :1, :1],
+                          max_depth=0)
     node_ids = torch.cat([root, tree.ranked_nodes()[:, :num_nodes]], dim=1)
     # Map each chosen node's parent id to its position in node_ids.
     local_of = torch.full((batch, tree.size), -1, dtype=torch.long, device=node_ids.device)
