@@ -40,6 +40,7 @@ from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams
 from sglang_cast.engine import Engine, StepLog  # noqa: E402
 from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
 from test_device_paths import CharTokenizer, random_pair  # noqa: E402
+from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.step_profile import FORWARD, ITERATION, label_ranges, outside_forwards  # noqa: E402
 
 PROMPTS = ["hello world", "trees and more", "speculative", "decoding on a cpu"]
@@ -64,9 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.batch_size = [int(b) for b in args.batch_size.split(",")]
     except ValueError:
         p.error(f"--batch-size: expected comma-separated integers, got {args.batch_size!r}")
-    for name in ("top_k", "max_depth", "max_new_tokens", "rounds"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    require_positive(p, args, "top_k", "max_depth", "max_new_tokens", "rounds")
     if min(args.batch_size) < 1:
         p.error(f"--batch-size: every size must be >= 1, got {args.batch_size}")
     if args.num_verify_tokens < 2:

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from autotune.models import load_model_pair  # noqa: E402
 from autotune.prompts import load_prompts  # noqa: E402
 from sglang_cast.cast import SamplingParams, make_policy  # noqa: E402
+from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.benchkit.inputs import load_settings  # noqa: E402
 
 VARIANTS = ("per_prompt_full_head", "per_prompt", "grouped")
@@ -46,9 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    for name in ("num_prompts", "rounds", "threads"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    require_positive(p, args, "num_prompts", "rounds", "threads")
     return args
 
 

@@ -36,6 +36,7 @@ from autotune.models import load_model_pair  # noqa: E402
 from autotune.prompts import load_prompts  # noqa: E402
 from sglang_cast.cast import POLICIES, SamplingParams, make_policy  # noqa: E402
 from sglang_cast.engine import StepLog  # noqa: E402
+from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.benchkit.inputs import load_settings  # noqa: E402
 
 # Host-side events that wait for the device or launch work on it (CUDA runtime names).
@@ -60,9 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
-    for name in ("batch_size", "num_prompts", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    require_positive(p, args, "batch_size", "num_prompts", "max_new_tokens")
     return args
 
 

@@ -90,6 +90,14 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def require_positive(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Refuse any of the integer flags ``names`` below 1: argparse's exit 2 with the
+    flag named (the small tools' rule; the bench's own sizes have ranges, below)."""
+    for name in names:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+
+
 def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> None:
     """Prompt count, new tokens, rounds, device, dtype, weight format and threads, shared
     by the table and the figures; sets ``args.spec`` and the canonical ``args.weight_format``."""
