@@ -9,7 +9,8 @@
 # On a machine without a GPU everything here still runs on the CPU.
 #
 # Idempotent: re-installs only when this script, requirements/sglang-runtime.txt
-# or pyproject.toml changed.  Prints the elapsed seconds.
+# or pyproject.toml changed.  Prints the elapsed seconds.  Refuses to start an
+# install with less than SGLANG_ENV_MIN_FREE_GB (default 8) GB free on the disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SGLANG_VENV:-.venv-sglang}
@@ -21,6 +22,17 @@ want="$(cat tools/setup_sglang_env.sh requirements/sglang-runtime.txt pyproject.
 if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "[setup_sglang_env] $VENV is up to date" >&2
     exit 0
+fi
+
+# torch 2.14.1 with its CUDA libraries installs ~6 GB: say so before pip fails half-way
+# with "No space left on device".
+need_gb=${SGLANG_ENV_MIN_FREE_GB:-8}
+free_gb=$(df -Pk "$(dirname "$VENV")" | awk 'NR == 2 {print int($4 / 1048576)}')
+if [ "$free_gb" -lt "$need_gb" ]; then
+    echo "[setup_sglang_env] error: $VENV needs about $need_gb GB free on its disk (torch 2.14.1 with its" \
+         "CUDA libraries installs ~6 GB); $free_gb GB free. Free space, or set SGLANG_VENV to a folder on" \
+         "a larger disk." >&2
+    exit 1
 fi
 
 [ -x "$PY" ] || python3 -m venv "$VENV"
