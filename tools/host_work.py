@@ -96,7 +96,7 @@ def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
     settings = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=shape)
     target, draft = random_pair("cpu", torch.float32)
     engine = Engine(target, CharTokenizer(), draft, make_policy(policy, settings), max_batch_size=batch_size,
-                    context_length=64 + args.max_new_tokens + shape.kv_room)
+                    context_length=64 + args.max_new_tokens)  # the runner adds the tree's room itself
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
     engine.generate(PROMPTS, params)  # untimed: first use of every shape
     clock = ForwardClock(engine.runner)
