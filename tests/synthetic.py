@@ -42,13 +42,13 @@ class PathModel:
             return int(torch.argmax(self.draft_probs(path)))
         return rng.randrange(self.vocab)
 
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int):
-        batch, n = frontier.shape
+    def expand(self, tree: DraftTree, frontier: range, top_k: int):
+        batch, n = tree.batch_size, len(frontier)
         probs = torch.zeros((batch, n, top_k), dtype=torch.float64)
         tokens = torch.zeros((batch, n, top_k), dtype=torch.long)
         for b in range(batch):
             for i in range(n):
-                p = self.draft_probs(path_of(tree, b, int(frontier[b, i])))
+                p = self.draft_probs(path_of(tree, b, frontier[i]))
                 top = torch.sort(p, descending=True, stable=True)
                 probs[b, i] = top.values[:top_k]
                 tokens[b, i] = top.indices[:top_k]

@@ -25,8 +25,8 @@ RECORDED = TreeShape(top_k=3, max_depth=5, num_verify_tokens=16)
 class ChainDraft:
     """Children of every node: token 0 with p = 0.9, then tokens 1, 2, ... with the rest."""
 
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int):
-        batch, n = frontier.shape
+    def expand(self, tree: DraftTree, frontier: range, top_k: int):
+        batch, n = tree.batch_size, len(frontier)
         rest = torch.tensor([0.06, 0.03, 0.01][: top_k - 1], dtype=torch.float64)
         probs = torch.cat([torch.tensor([0.9], dtype=torch.float64), rest]).expand(batch, n, top_k)
         tokens = torch.arange(top_k).expand(batch, n, top_k)

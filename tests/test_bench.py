@@ -4,6 +4,7 @@ replayed argmax, and the data of the paper's Fig. 3 and Fig. 4 is what the runs 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -261,7 +262,8 @@ class KeepTrees(PolicySpeculation):
 
     def draft(self, runner, batch):
         drafted = super().draft(runner, batch)
-        self.drafted.append(drafted)
+        # a copy: the next iteration's tree is written into this one's storage
+        self.drafted.append(dataclasses.replace(drafted, tree=drafted.tree.copy_to_host()))
         return drafted
 
 

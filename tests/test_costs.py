@@ -100,5 +100,6 @@ def test_cached_rows_answer_what_a_fresh_table_computes():
             for context in (10, 300):
                 assert torch.equal(cached.row(batch_size, context, n_max), table().row(batch_size, context, n_max))
                 assert cached(batch_size, context, n_max) == table()(batch_size, context, n_max)
+                assert cached.row_ms(batch_size, context, n_max) == table().row(batch_size, context, n_max).tolist()
     assert len(cached._rows) == 8  # 4 batch sizes x 2 buckets, one row each
-    assert all(row.shape[-1] == 100 for row in cached._rows.values())
+    assert all(row.shape[-1] == len(floats) == 100 for row, floats in cached._rows.values())

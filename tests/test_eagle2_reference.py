@@ -62,7 +62,7 @@ class ConstantChildren:
     """Every node's children: token 1 at 0.5, token 2 at 0.4."""
 
     def expand(self, tree, frontier, top_k):
-        batch, n = frontier.shape
+        batch, n = tree.batch_size, len(frontier)
         probs = torch.tensor([0.5, 0.4], dtype=torch.float64)[:top_k].expand(batch, n, -1)
         return probs, torch.tensor([1, 2])[:top_k].expand(batch, n, -1)
 

@@ -79,9 +79,8 @@ def test_rerank_cost_counts_the_root():
     two nodes (3 tokens with the root) clear C3 = 1, the third (4 tokens) does not."""
     plan = cast(c3=1.0).begin(1, 10)
     tree = DraftTree.from_roots(torch.tensor([0]))
-    parent = torch.zeros((1, 1), dtype=torch.long)
     for token in range(1, 7):
-        parent = tree.add_layer(torch.tensor([[token]]), parent, torch.tensor([[0.5]], dtype=torch.float64))
+        tree.add_layer(torch.tensor([[token]]), torch.tensor([[token - 1]]), torch.tensor([[0.5]], dtype=torch.float64))
     costs = skewed_costs()
     cost = torch.tensor([costs.target(1, 10, k + 1) for k in range(1, 7)]) / costs.target(1, 10, 1)
     assert plan.verify_count(tree) == largest_valid_index(0.5 * torch.arange(1.0, 7.0), cost, 1.0) == 2

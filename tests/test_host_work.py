@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from sglang_cast.cast import DraftTree
+from sglang_cast.engine.runner import SpeculativeRunner
 from tools.host_work import main
 
 
@@ -19,6 +21,20 @@ def test_host_work_reports_time_and_ops_outside_the_forwards_per_policy(tmp_path
     # drafting a tree is host work plain decoding does not do
     assert rows["cast"]["outside_forwards_ops"] > rows["vanilla"]["outside_forwards_ops"] > 0
     assert "outside forwards" in capsys.readouterr().out
+
+
+def test_breakdown_times_each_engine_function_and_puts_them_back(tmp_path):
+    out = tmp_path / "host.json"
+    add_layer, iterate = DraftTree.add_layer, SpeculativeRunner.iterate
+    assert main(["--policies", "vanilla,cast", "--batch-size", "1", "--max-new-tokens", "6", "--rounds", "1",
+                 "--breakdown", "--json", str(out)]) == 0
+    rows = {row["policy"]: row["breakdown_us"] for row in json.loads(out.read_text())["results"]}
+    # plain decoding grows no tree; CAST drafts, keeps and grows layers
+    assert "DraftTree.add_layer" not in rows["vanilla"] and rows["cast"]["DraftTree.add_layer"] > 0
+    assert rows["cast"]["CastPlan.keep"] > 0 and rows["cast"]["SpeculativeRunner.draft_forward"] > 0
+    for row in rows.values():
+        assert row["SpeculativeRunner.target_forward"] > 0 and row["SpeculativeRunner.iterate"] > 0
+    assert DraftTree.add_layer is add_layer and SpeculativeRunner.iterate is iterate
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -619,9 +619,8 @@ def test_the_plugin_charges_the_profiles_host_overhead():
               for s in (settings, with_host(1e3, 0.0))]
     assert depths[0] > 1 and depths[1] == 1
     tree = DraftTree.from_roots(torch.tensor([0]))
-    parent = torch.zeros((1, 1), dtype=torch.long)
     for token in range(1, 7):
-        parent = tree.add_layer(torch.tensor([[token]]), parent, torch.tensor([[0.5]], dtype=torch.float64))
+        tree.add_layer(torch.tensor([[token]]), torch.tensor([[token - 1]]), torch.tensor([[0.5]], dtype=torch.float64))
     verified = [CastDecider(make_policy("cast", s), shape).begin(1, 300).verify_count(tree)
                 for s in (settings, with_host(0.0, 1e3))]
     assert verified[0] > verified[1] >= 1

@@ -32,6 +32,27 @@ def test_ties_break_by_depth_then_creation_order():
     assert tree.ranked_nodes().tolist() == [[1, 2, 3, 4]]
 
 
+def test_a_tree_grown_in_an_earlier_trees_storage_is_that_of_fresh_storage():
+    """The engine grows each iteration's tree in the last one's room: none of the earlier
+    tree's nodes or ancestor rows may show through (it was a chain, so its node 3 had
+    nodes 1 and 2 as ancestors: here they are node 3's siblings)."""
+    def grow(room=None):
+        tree = DraftTree.from_roots(torch.tensor([4, 6]), capacity=8, room=room)
+        for tokens, parents in layers:
+            tree.add_layer(torch.tensor(tokens), torch.tensor(parents), torch.full((2, len(tokens[0])), 0.5,
+                                                                                  dtype=torch.float64))
+        return tree
+
+    layers = [([[1], [1]], [[0], [0]]), ([[2], [2]], [[1], [1]]), ([[3], [3]], [[2], [2]])]
+    old = grow()
+    layers = [([[1, 2, 3], [1, 2, 3]], [[0, 0, 0], [0, 0, 0]]), ([[5, 6], [7, 8]], [[3, 2], [1, 3]])]
+    reused, fresh = grow(room=old.storage), grow()
+    assert reused.storage is old.storage
+    for name in ("tokens", "parents", "values", "depths", "ancestors"):
+        assert torch.equal(getattr(reused, name), getattr(fresh, name)), name
+    assert torch.equal(reused.ancestors, ancestor_mask(fresh.parents))
+
+
 def test_ancestor_mask_positions_and_paths():
     tree = DraftTree.from_roots(torch.tensor([9]))
     tree.add_layer(torch.tensor([[1, 2]]), torch.tensor([[0, 0]]), torch.tensor([[0.6, 0.3]], dtype=torch.float64))

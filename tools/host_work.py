@@ -17,6 +17,12 @@ Per (policy, batch size) it reports the median over ``--rounds`` decodes of
   (one extra decode under ``torch.profiler``; views included, each a dispatch);
 * ``depth``: drafted layers per iteration (host work grows with it).
 
+``--breakdown`` adds one more decode with a ``perf_counter`` around each engine
+function an iteration calls (`BREAKDOWN`) and reports ``breakdown_us``: exclusive wall
+µs per iteration of each (a function's time less that of the timed functions it
+calls; ``iterate`` is the glue between them).  The wrappers cost ~1 µs per call, so
+this decode is not one of the timed rounds.
+
 Compare two checkouts by running each in turn, alternating (the machine's speed
 drifts): the same command from each checkout's root.
 """
@@ -24,6 +30,8 @@ drifts): the same command from each checkout's root.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import statistics
 import sys
@@ -36,8 +44,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny random pair (test_dev
 
 import torch  # noqa: E402
 
-from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy  # noqa: E402
+from sglang_cast.cast import POLICIES, CostModel, DraftTree, PolicySettings, SamplingParams, TreeShape  # noqa: E402
+from sglang_cast.cast import expand as cast_expand  # noqa: E402
+from sglang_cast.cast import make_policy  # noqa: E402
 from sglang_cast.engine import Engine, StepLog  # noqa: E402
+from sglang_cast.engine import runner as runner_module  # noqa: E402
+from sglang_cast.engine.draft_expander import DraftExpander  # noqa: E402
 from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
 from test_device_paths import CharTokenizer, random_pair  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
@@ -55,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-verify-tokens", type=int, default=40)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--breakdown", action="store_true",
+                   help="also report exclusive wall µs per iteration of each engine function (one more decode)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     args.policies = [name.strip() for name in args.policies.split(",") if name.strip()]
@@ -90,6 +104,53 @@ class ForwardClock:
         return timed
 
 
+# What ``--breakdown`` times: (owner, attribute), the owner a class or the module whose
+# global the caller looks the function up in.  The policies' ``keep``/``grow`` are added
+# per plan class (`_plan_methods`).
+BREAKDOWN = [(SpeculativeRunner, name) for name in ("iterate", "target_forward", "draft_forward", "verify",
+                                                      "_commit_target", "_commit_draft", "feed_backlog")]
+BREAKDOWN += [(runner_module, name) for name in ("grow_tree", "decide_verified", "select_verified", "read_back")]
+BREAKDOWN += [(cast_expand, "ranked_children"), (DraftExpander, "expand"), (DraftTree, "add_layer")]
+
+
+def _plan_methods() -> list[tuple[type, str]]:
+    plans = {policy.plan_class for policy in POLICIES.values()}
+    return [(plan, name) for plan in plans for name in ("keep", "grow") if name in vars(plan)]
+
+
+class StageTimer:
+    """Exclusive wall µs per timed function (`BREAKDOWN`), while installed."""
+
+    def __init__(self) -> None:
+        self.us: collections.Counter[str] = collections.Counter()
+        self._children: list[float] = []  # per open call: time spent in timed callees
+
+    def _timed(self, function, label: str):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            self._children.append(0.0)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed, inner = time.perf_counter() - started, self._children.pop()
+                self.us[label] += (elapsed - inner) * 1e6
+                if self._children:
+                    self._children[-1] += elapsed
+        return timed
+
+    @contextlib.contextmanager
+    def installed(self):
+        targets = BREAKDOWN + _plan_methods()
+        saved = [(owner, name, vars(owner)[name]) for owner, name in targets]
+        try:
+            for owner, name, function in saved:
+                setattr(owner, name, self._timed(function, f"{owner.__name__.rsplit('.', 1)[-1]}.{name}"))
+            yield self
+        finally:
+            for owner, name, function in saved:
+                setattr(owner, name, function)
+
+
 def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
     shape = TreeShape(args.top_k, args.max_depth, args.num_verify_tokens)
@@ -99,6 +160,12 @@ def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
                     context_length=64 + args.max_new_tokens)  # the runner adds the tree's room itself
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
     engine.generate(PROMPTS, params)  # untimed: first use of every shape
+    breakdown = None
+    if args.breakdown:  # before the wrappers below: they are put on the runner instance, over the class's
+        log, timer = StepLog(), StageTimer()
+        with timer.installed():
+            engine.generate(PROMPTS * 2, params, on_step=log)
+        breakdown = {label: us / len(log.records) for label, us in timer.us.most_common()}
     clock = ForwardClock(engine.runner)
     outside, depth = [], 0.0
     for _ in range(args.rounds):
@@ -111,8 +178,11 @@ def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         engine.generate(PROMPTS, params)
     _, ops = outside_forwards(prof.events())
-    return {"policy": policy, "batch_size": batch_size, "outside_forwards_ms": statistics.median(outside),
-            "outside_forwards_ms_rounds": outside, "outside_forwards_ops": ops, "depth": depth}
+    row = {"policy": policy, "batch_size": batch_size, "outside_forwards_ms": statistics.median(outside),
+           "outside_forwards_ms_rounds": outside, "outside_forwards_ops": ops, "depth": depth}
+    if breakdown is not None:
+        row["breakdown_us"] = breakdown
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['policy']:>8} B={row['batch_size']:<3} outside forwards {row['outside_forwards_ms']:.3f} ms "
               f"[{min(row['outside_forwards_ms_rounds']):.3f}-{max(row['outside_forwards_ms_rounds']):.3f}], "
               f"{row['outside_forwards_ops']:.0f} ops per iteration, depth {row['depth']:.2f}")
+        if "breakdown_us" in row:
+            print("    µs per iteration: " + ", ".join(f"{label} {us:.0f}" for label, us in row["breakdown_us"].items()))
     if args.json is not None:
         args.json.write_text(json.dumps({"command": sys.argv, "forward_labels": [ITERATION, FORWARD],
                                          "results": rows}, indent=1))

@@ -18,24 +18,33 @@ decision, several decisions per iteration).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
+Floats = Sequence[float] | torch.Tensor  # 1-D
 
-def _check(utilities: torch.Tensor, costs: torch.Tensor, threshold: float) -> tuple[list[float], list[float]]:
+
+def _as_floats(values: Floats) -> list[float]:
+    if isinstance(values, torch.Tensor):
+        if values.dim() != 1:
+            raise ValueError(f"utilities and costs must be 1-D, got shape {list(values.shape)}")
+        if values.device.type != "cpu":
+            raise ValueError(f"utilities and costs must be host values, got a tensor on {values.device}; "
+                             "policies decide on host copies (cast/expand.py)")
+        return values.tolist()
+    return list(values)
+
+
+def _check(utilities: Floats, costs: Floats, threshold: float) -> tuple[list[float], list[float]]:
     """The inputs as host float lists, after checking them (errors name the problem)."""
-    if utilities.dim() != 1 or utilities.shape != costs.shape:
-        raise ValueError(
-            f"utilities and costs must be 1-D of the same length, got {list(utilities.shape)} and {list(costs.shape)}"
-        )
-    if utilities.device != costs.device:
-        raise ValueError(f"utilities ({utilities.device}) and costs ({costs.device}) must be on one device; "
-                         "policies decide on host copies (cast/expand.py)")
-    if utilities.numel() == 0:
+    u, c = _as_floats(utilities), _as_floats(costs)
+    if len(u) != len(c):
+        raise ValueError(f"utilities and costs must be of the same length, got {len(u)} and {len(c)}")
+    if not u:
         raise ValueError("utilities must hold at least one candidate")
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold must be a finite number > 0, got {threshold!r}")
-    u, c = utilities.tolist(), costs.tolist()
     if not all(map(math.isfinite, u)) or not all(map(math.isfinite, c)):
         raise ValueError("utilities and costs must be finite (NaN/inf found)")
     if any(later <= earlier for earlier, later in zip(c, c[1:])):
@@ -43,8 +52,9 @@ def _check(utilities: torch.Tensor, costs: torch.Tensor, threshold: float) -> tu
     return u, c
 
 
-def largest_valid_index(utilities: torch.Tensor, costs: torch.Tensor, threshold: float) -> int:
-    """Algorithm 1 as one running-maximum pass over ``g = u - C·c`` (module docstring)."""
+def largest_valid_index(utilities: Floats, costs: Floats, threshold: float) -> int:
+    """Algorithm 1 as one running-maximum pass over ``g = u - C·c`` (module docstring);
+    ``utilities`` and ``costs`` are host floats (lists or CPU tensors)."""
     u, c = _check(utilities, costs, threshold)
     best, running = 1, u[0] - threshold * c[0]
     for j in range(1, len(u)):

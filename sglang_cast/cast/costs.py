@@ -52,9 +52,11 @@ class CostTable:
     num_buckets: int
     batch_sizes: tuple[int, ...]
     ms: torch.Tensor
-    # (B, bucket index) -> the cleaned row, as long as the longest asked for: a policy
-    # asks for the same rows at every draft layer, and rebuilding one costs ~30-100 us.
-    _rows: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (B, bucket index) -> the cleaned row, as long as the longest asked for, as a
+    # tensor and as host floats: a policy asks for the same rows at every draft layer
+    # and decides on floats, and rebuilding one costs ~30-100 us.
+    _rows: dict[tuple[int, int], tuple[torch.Tensor, list[float]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bucket <= 0:
@@ -90,24 +92,34 @@ class CostTable:
         """Latency row over ``n`` for any batch size (docs/design/cast.md §2 batch rule)."""
         return batch_row(self.ms[:, bucket_index, :].double(), self.batch_sizes, batch_size)
 
-    def row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
-        """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing).  A view of
-        a cached row: read it, never write to it.  The first ``k`` entries of a longer
-        row are the row for ``k`` (extension and running max only look back), so one
-        row per batch size and bucket serves every ``n_max``."""
+    def _cached_row(self, batch_size: int, context_len: int, n_max: int) -> tuple[torch.Tensor, list[float]]:
+        """The cleaned row of ``batch_size`` at ``context_len``'s bucket, at least
+        ``n_max`` long.  The first ``k`` entries of a longer row are the row for ``k``
+        (extension and running max only look back), so one row per batch size and
+        bucket serves every ``n_max``."""
         if n_max < 1:
             raise ValueError(f"n_max must be >= 1, got {n_max}")
         bucket_index = self.select(context_len) // self.bucket - 1
         cached = self._rows.get((batch_size, bucket_index))
-        if cached is None or cached.shape[-1] < n_max:
+        if cached is None or len(cached[1]) < n_max:
             length = max(n_max, self.max_tokens)
-            cached = make_monotone(_extend_linearly(self._batch_row(batch_size, bucket_index), length))
-            self._rows[(batch_size, bucket_index)] = cached
-        return cached[:n_max]
+            row = make_monotone(_extend_linearly(self._batch_row(batch_size, bucket_index), length))
+            cached = self._rows[(batch_size, bucket_index)] = (row, row.tolist())
+        return cached
+
+    def row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+        """Cleaned costs for ``n = 1..n_max`` (float64, strictly increasing).  A view of
+        a cached row: read it, never write to it."""
+        return self._cached_row(batch_size, context_len, n_max)[0][:n_max]
+
+    def row_ms(self, batch_size: int, context_len: int, n_max: int) -> list[float]:
+        """`row` as host floats, for the policies' decisions (a Python loop over a
+        handful of floats beats a tensor op per step)."""
+        return self._cached_row(batch_size, context_len, n_max)[1][:n_max]
 
     def __call__(self, batch_size: int, context_len: int, n: int) -> float:
         """``f(B, c, n)`` in milliseconds."""
-        return float(self.row(batch_size, context_len, n)[n - 1])
+        return self._cached_row(batch_size, context_len, n)[1][n - 1]
 
     def to_dict(self) -> dict[str, Any]:
         return grid_to_dict(self.bucket, self.num_buckets, self.batch_sizes, self.ms)
@@ -145,20 +157,21 @@ class CostModel:
         every normalised cost divides by (what a token costs without speculation)."""
         return self.target(batch_size, context_len, 1) + self.host(batch_size, context_len).plain
 
-    def draft_layer_row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+    def draft_layer_row(self, batch_size: int, context_len: int, n_max: int) -> list[float]:
         """ms of one draft layer of ``k = 1..n_max`` rows: its forward plus the layer's host work."""
-        return self.draft.row(batch_size, context_len, n_max) + self.host(batch_size, context_len).per_layer
+        per_layer = self.host(batch_size, context_len).per_layer
+        return [ms + per_layer for ms in self.draft.row_ms(batch_size, context_len, n_max)]
 
     def draft_layer_ms(self, batch_size: int, context_len: int, n: int) -> float:
-        return float(self.draft_layer_row(batch_size, context_len, n)[n - 1])
+        return self.draft_layer_row(batch_size, context_len, n)[n - 1]
 
-    def verify_row(self, batch_size: int, context_len: int, n_max: int) -> torch.Tensor:
+    def verify_row(self, batch_size: int, context_len: int, n_max: int) -> list[float]:
         """ms of a speculative iteration's verify over ``t = 1..n_max`` tokens (root
         included): ``f_T(B, c, t)`` plus the iteration's fixed host work plus the
         commit of ``t - 1`` verified nodes."""
         host = self.host(batch_size, context_len)
-        t = torch.arange(n_max, dtype=torch.float64)
-        return self.target.row(batch_size, context_len, n_max) + host.spec_base + host.per_token * t
+        return [ms + host.spec_base + host.per_token * t
+                for t, ms in enumerate(self.target.row_ms(batch_size, context_len, n_max))]
 
     def to_dict(self) -> dict[str, Any]:
         out = {"target": self.target.to_dict(), "draft": self.draft.to_dict()}

@@ -25,41 +25,46 @@ from typing import Protocol
 import torch
 
 from .policies import IterationPlan
-from .tree import DraftTree, to_host
+from .tree import DraftTree, TreeStorage, node_slice, to_host
 
 
 class Expander(Protocol):
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Top-``top_k`` children of the ``frontier`` node ids ``[B, n]``: draft
-        probabilities and tokens, each ``[B, n, top_k]``, best first."""
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-``top_k`` children of the ``frontier`` nodes (ids, the same in every
+        sequence): draft probabilities and tokens, each ``[B, n, top_k]``, best first."""
         ...
 
 
-def ranked_children(tree: DraftTree, frontier: torch.Tensor, child_probs: torch.Tensor,
+def ranked_children(tree: DraftTree, frontier: range, child_probs: torch.Tensor,
                     child_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """All children of ``frontier`` (``[B, n]``) by value, best first:
-    ``(values, tokens, parent ids)``, each ``[B, n·K]``.  Ties keep the earlier parent
-    and the more probable child (stable sort)."""
+    """All children of ``frontier`` by value, best first: ``(values, tokens, parent
+    ids)``, each ``[B, n·K]``.  Ties keep the earlier parent and the more probable
+    child (stable sort)."""
     batch, n, k = child_probs.shape
-    values = (tree.values.gather(1, frontier).unsqueeze(-1) * child_probs.to(tree.values.dtype)).view(batch, n * k)
-    order = torch.sort(values, dim=1, descending=True, stable=True).indices
-    parents = frontier.gather(1, order // k)
-    return values.gather(1, order), child_tokens.reshape(batch, n * k).gather(1, order), parents
+    parent_values = tree.values[:, node_slice(frontier)].unsqueeze(-1)  # [B, n, 1]
+    values = (parent_values * child_probs.to(tree.values.dtype)).view(batch, n * k)
+    values, order = torch.sort(values, dim=1, descending=True, stable=True)
+    parents = torch.div(order, k, rounding_mode="floor").add_(frontier.start)
+    return values, child_tokens.reshape(batch, n * k).gather(1, order), parents
 
 
-def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor) -> DraftTree:
-    """Grow one draft tree per sequence under ``plan``'s decisions."""
+def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor,
+              room: TreeStorage | None = None) -> DraftTree:
+    """Grow one draft tree per sequence under ``plan``'s decisions (in ``room``, an
+    earlier tree's storage, when it fits: `DraftTree.from_roots`).
+
+    The frontier is always the kept prefix of the newest layer: consecutive node ids,
+    the same in every sequence, so it is a ``range`` and reading it is a slice."""
     if plan.max_depth == 0:
         return DraftTree.from_roots(root_tokens)
-    tree = DraftTree.from_roots(root_tokens, capacity=1 + plan.bucket.shape.pool_size)
-    frontier = torch.zeros((tree.batch_size, 1), dtype=torch.long, device=root_tokens.device)
-    layer = 1
+    tree = DraftTree.from_roots(root_tokens, capacity=1 + plan.bucket.shape.pool_size, room=room)
+    frontier, layer = range(0, 1), 1
     while True:
         probs, tokens = expander.expand(tree, frontier, plan.top_k)
         values, child_tokens, parents = ranked_children(tree, frontier, probs, tokens)  # [B, n·K]
         keep = plan.keep(layer, to_host(values[:, : plan.top_k]))  # the layer's candidates: the best K
         # Every child enters the rerank pool; the kept ones (the first ``keep``) are the next frontier.
-        frontier = tree.add_layer(child_tokens, parents, values)[:, :keep]
+        frontier = tree.add_layer(child_tokens, parents, values)[:keep]
         if not plan.grow(layer):
             return tree
         layer += 1

@@ -19,6 +19,7 @@ depth-pruning FIFO buffers ``A_i`` of observed layer-to-layer utility ratios
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -83,9 +84,12 @@ class DepthRatios:
         return self._fifos[layer]
 
 
-def batch_utility(sorted_values: torch.Tensor) -> torch.Tensor:
-    """``u_k = (1/B) Σ_j Σ_{s<=k} v^(j)(s)`` for values sorted best first, ``[B, N]``."""
-    return sorted_values.double().mean(dim=0).cumsum(dim=0)
+def batch_utility(sorted_values: torch.Tensor) -> list[float]:
+    """``u_k = (1/B) Σ_j Σ_{s<=k} v^(j)(s)`` for host values sorted best first,
+    ``[B, N]``, as host floats: one read of the values, then a few dozen float
+    operations (the policies decide on floats; docs/design/cast.md §4)."""
+    rows = sorted_values.double().tolist()
+    return list(itertools.accumulate(sum(column) / len(rows) for column in zip(*rows)))
 
 
 def ranked_values(tree: DraftTree, limit: int) -> torch.Tensor:
@@ -131,25 +135,26 @@ class IterationPlan:
         """``ctx_i = max n0 + Σ_{l<i} n_l``: what a draft forward of layer ``i`` attends to."""
         return self.context_len + sum(self.kept[: layer - 1])
 
-    def _draft_row(self, layer: int, n: int) -> torch.Tensor:
+    def _draft_row(self, layer: int, n: int) -> list[float]:
         """Normalised draft cost of layer ``i`` keeping ``k = 1..n``: the layer's ms (its
         forward plus its host work) over one plain step's ms at ``ctx_i``
         (``f_D(B, ctx_i, k) / f_T(B, ctx_i, 1)`` when no host overhead is measured)."""
         ctx = self.layer_context(layer)
         costs = self.settings.costs
-        return costs.draft_layer_row(self.batch_size, ctx, n) / costs.plain_ms(self.batch_size, ctx)
+        plain = costs.plain_ms(self.batch_size, ctx)
+        return [ms / plain for ms in costs.draft_layer_row(self.batch_size, ctx, n)]
 
     @property
     def depth_ratios(self) -> DepthRatios:
         """The depth rule's FIFOs of this plan's bucket."""
         return self.policy.bucket_ratios(self.bucket)
 
-    def _record_layer(self, layer: int, utility: torch.Tensor, cost: torch.Tensor, n: int) -> int:
+    def _record_layer(self, layer: int, utility: list[float], cost: list[float], n: int) -> int:
         if self.learns and layer >= 2 and self.utility[-1] > 0:
-            self.depth_ratios.push(layer - 1, float(utility[n - 1]) / self.utility[-1])
+            self.depth_ratios.push(layer - 1, utility[n - 1] / self.utility[-1])
         self.kept.append(n)
-        self.utility.append(float(utility[n - 1]))
-        self.draft_cost.append(float(cost[n - 1]))
+        self.utility.append(utility[n - 1])
+        self.draft_cost.append(cost[n - 1])
         return n
 
     def _stops_after(self, layer: int) -> bool:
@@ -166,7 +171,7 @@ class IterationPlan:
         self.draft_forward_ms += forward
         self.draft_ms += forward + costs.host(self.batch_size, context).per_layer
 
-    def _verify_ms(self, tokens: int) -> torch.Tensor:
+    def _verify_ms(self, tokens: int) -> list[float]:
         """ms of verifying ``1..tokens`` tokens (root included) with their host work
         (``CostModel.verify_row``; ``f_T(B, c0, 1..tokens)`` when no overhead is measured)."""
         return self.settings.costs.verify_row(self.batch_size, self.context_len, tokens)
@@ -228,7 +233,7 @@ class IterationPlan:
         self.verified = self._choose_verified(utility, self._verify_ms(n + 1))
         return self.verified
 
-    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
+    def _choose_verified(self, utility: list[float], verify_ms: list[float]) -> int:
         raise NotImplementedError
 
 
@@ -338,11 +343,11 @@ class CastPlan(IterationPlan):
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
         utility = batch_utility(candidate_values)
-        cost = self._draft_row(layer, utility.numel())
+        cost = self._draft_row(layer, len(utility))
         if self.prune_breadth:
             n = largest_valid_index(utility, cost, self.bucket.thresholds.c1)
         else:
-            n = min(self.top_k, utility.numel())
+            n = min(self.top_k, len(utility))
         return self._record_layer(layer, utility, cost, n)
 
     def grow(self, layer: int) -> bool:
@@ -355,9 +360,10 @@ class CastPlan(IterationPlan):
     def verify_count(self, tree: DraftTree) -> int:
         return super().verify_count(tree) if self.rerank else self._full_budget(tree)
 
-    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
+    def _choose_verified(self, utility: list[float], verify_ms: list[float]) -> int:
         # c_k = verify(k + 1) / plain step (docs/design/cast.md §5): f_T(k+1) / f_T(1) without overhead.
-        return largest_valid_index(utility, verify_ms[1:] / self.plain_ms, self.bucket.thresholds.c3)
+        plain = self.plain_ms
+        return largest_valid_index(utility, [ms / plain for ms in verify_ms[1:]], self.bucket.thresholds.c3)
 
 
 class RerankOnlyPlan(CastPlan):
@@ -396,12 +402,12 @@ class GoodputPlan(IterationPlan):
 
     def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
         utility = batch_utility(candidate_values)
-        count = utility.numel()
+        count = len(utility)
         nodes, expected = self._tree_size()
         verify_ms = self._verify_ms(nodes + count + 1)
         expand_ms = self.settings.costs.draft_layer_row(self.batch_size, self.layer_context(layer), count)
-        rate = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
-        total_ms = self.draft_ms + expand_ms + verify_ms[nodes + 1:]
+        rate = (1.0 + expected) / (self.draft_ms + verify_ms[nodes])
+        total_ms = [self.draft_ms + expand + verify for expand, verify in zip(expand_ms, verify_ms[nodes + 1:])]
         n = largest_valid_index(utility, total_ms, rate)
         return self._record_layer(layer, utility, self._draft_row(layer, count), n)
 
@@ -413,16 +419,16 @@ class GoodputPlan(IterationPlan):
         verify_ms = self._verify_ms(nodes + width + 1)
         gain = self.depth_ratios.mean(layer) * self.utility[-1]
         expand_ms = self.settings.costs.draft_layer_ms(self.batch_size, self.layer_context(layer), width)
-        now = (1.0 + expected) / (self.draft_ms + float(verify_ms[nodes]))
-        deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + float(verify_ms[nodes + width]))
+        now = (1.0 + expected) / (self.draft_ms + verify_ms[nodes])
+        deeper = (1.0 + expected + gain) / (self.draft_ms + expand_ms + verify_ms[nodes + width])
         if deeper <= now and self._stops_after(layer):
             return False
         self._charge_expansion(layer)
         return True
 
-    def _choose_verified(self, utility: torch.Tensor, verify_ms: torch.Tensor) -> int:
-        rate = (1.0 + utility) / (self.draft_ms + verify_ms[1:])
-        return int(torch.argmax(rate)) + 1
+    def _choose_verified(self, utility: list[float], verify_ms: list[float]) -> int:
+        rate = [(1.0 + u) / (self.draft_ms + ms) for u, ms in zip(utility, verify_ms[1:])]
+        return max(range(len(rate)), key=rate.__getitem__) + 1  # the first best, as argmax
 
 
 POLICIES: dict[str, type[Policy]] = {}

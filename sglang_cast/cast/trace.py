@@ -24,7 +24,7 @@ import torch
 
 from .expand import grow_tree
 from .policies import IterationPlan, Policy
-from .tree import DraftTree, select_verified
+from .tree import DraftTree, node_slice, select_verified
 from .verify import verify_greedy
 
 NO_TOKEN = -1  # token of a child the recording does not know
@@ -125,10 +125,10 @@ class ReplayExpander:
             self.record = torch.cat([self.record, found], dim=1)
         return self.record
 
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         if top_k > self.trace.top_k:
             raise ValueError(f"top_k {top_k} exceeds the recording's top_k {self.trace.top_k}")
-        rec = self.record_ids(tree).gather(1, frontier)
+        rec = self.record_ids(tree)[:, node_slice(frontier)]
         safe = rec.clamp(min=0)
         index = safe.unsqueeze(-1).expand(-1, -1, self.trace.top_k)
         tokens = self.trace.child_tokens.gather(1, index)[..., :top_k]
@@ -145,11 +145,11 @@ class RecordingExpander:
     def __init__(self, inner, top_k: int) -> None:
         self.inner = inner
         self.top_k = top_k
-        self.children: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.children: list[tuple[range, torch.Tensor, torch.Tensor]] = []
 
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         probs, tokens = self.inner.expand(tree, frontier, top_k)
-        self.children.append((frontier.cpu(), probs.cpu(), tokens.cpu()))
+        self.children.append((frontier, probs.cpu(), tokens.cpu()))
         return probs, tokens
 
     def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor) -> TraceIteration:
@@ -157,9 +157,8 @@ class RecordingExpander:
         child_tokens = torch.full((batch, size, self.top_k), NO_TOKEN, dtype=torch.long)
         child_probs = torch.zeros((batch, size, self.top_k), dtype=torch.float64)
         for frontier, probs, tokens in self.children:
-            index = frontier.unsqueeze(-1).expand(-1, -1, self.top_k)
-            child_tokens.scatter_(1, index, tokens.long())
-            child_probs.scatter_(1, index, probs.double())
+            child_tokens[:, node_slice(frontier)] = tokens.long()
+            child_probs[:, node_slice(frontier)] = probs.double()
         cpu_tree = DraftTree(tree.tokens.cpu(), tree.parents.cpu(), tree.values.cpu(), tree.depths.cpu())
         return TraceIteration(context_lens.cpu(), cpu_tree, child_tokens, child_probs, target_argmax.cpu())
 

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 import torch
 
 
+def node_slice(ids: range) -> slice:
+    """Consecutive node ids as the slice that reads them from a ``[B, T, ...]`` field:
+    a view, no gather (and no kernel launch on a GPU)."""
+    return slice(ids.start, ids.stop)
+
+
 def to_host(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` on the host for a policy decision: one device-to-host copy, or the
     tensor itself when it is already there (the one crossing point, cast/expand.py)."""
@@ -51,9 +57,11 @@ class DraftTree:
             self.layers = int(self.depths.max())
 
     @classmethod
-    def from_roots(cls, root_tokens: torch.Tensor, capacity: int = 1) -> DraftTree:
+    def from_roots(cls, root_tokens: torch.Tensor, capacity: int = 1, room: TreeStorage | None = None) -> DraftTree:
         """Trees of the roots alone, with room for ``capacity`` nodes per sequence
-        (root included; more is allocated when a layer needs it)."""
+        (root included; more is allocated when a layer needs it).  ``room``, an earlier
+        tree's storage, is written over when it fits (that tree is given up): an engine
+        drafts a tree of the same batch and size every iteration."""
         batch, device = root_tokens.shape[0], root_tokens.device
         if capacity <= 1:  # plain decoding's tree: no room to prepare
             return cls(tokens=root_tokens.view(batch, 1).long(),
@@ -61,11 +69,12 @@ class DraftTree:
                        values=torch.ones((batch, 1), dtype=torch.float64, device=device),
                        depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
                        ancestors=torch.ones((batch, 1, 1), dtype=torch.bool, device=device), layers=0)
-        storage = TreeStorage.allocate(batch, capacity, device)
-        storage.tokens[:, 0] = root_tokens.view(-1)
-        storage.parents[:, 0] = -1
-        storage.values[:, 0] = 1.0
-        return storage.tree(1, layers=0)
+        if room is not None and room.fits(batch, capacity, device):
+            room.clear()
+        else:
+            room = TreeStorage.allocate(batch, capacity, device)
+        room.tokens[:, 0] = root_tokens.view(-1)
+        return room.tree(1, layers=0)
 
     def host_copy(self) -> DraftTree:
         """This tree on the host for a policy decision: the policies compute on host
@@ -91,9 +100,9 @@ class DraftTree:
         """Nodes per sequence, root included."""
         return int(self.tokens.shape[1])
 
-    def add_layer(self, tokens: torch.Tensor, parents: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def add_layer(self, tokens: torch.Tensor, parents: torch.Tensor, values: torch.Tensor) -> range:
         """Append one layer (``[B, n]`` each; ``parents`` are node ids) and return the
-        new node ids ``[B, n]``."""
+        new node ids, the same in every sequence (the tree is rectangular)."""
         first, n = self.size, tokens.shape[1]
         end = first + n
         depth = self.depths.gather(1, parents) + 1
@@ -109,7 +118,7 @@ class DraftTree:
         grown = storage.tree(end, self.layers + 1)
         self.tokens, self.parents, self.values, self.depths = grown.tokens, grown.parents, grown.values, grown.depths
         self.ancestors, self.layers, self.storage = grown.ancestors, grown.layers, storage
-        return storage.ids[first:end].unsqueeze(0).expand(self.batch_size, n)
+        return range(first, end)
 
     def ranked_nodes(self) -> torch.Tensor:
         """Non-root node ids per sequence, best first: value descending, ties by
@@ -126,24 +135,27 @@ class TreeStorage:
     """Room for ``capacity`` nodes per sequence: the ``[B, capacity]`` fields and the
     ``[B, capacity, capacity]`` ancestor matrix a `DraftTree`'s tensors are views of.
     Unwritten ancestor rows are False but for the diagonal (each node is its own
-    ancestor), so writing a layer sets only its rows' columns of earlier nodes."""
+    ancestor), so writing a layer sets only its rows' columns of earlier nodes.  The
+    root's parent (-1), value (1) and depth (0) are written once: layers never
+    overwrite node 0."""
 
     tokens: torch.Tensor
     parents: torch.Tensor
     values: torch.Tensor
     depths: torch.Tensor
     ancestors: torch.Tensor
-    ids: torch.Tensor  # [capacity] node ids 0..capacity-1, for `DraftTree.add_layer`'s answer
 
     @classmethod
     def allocate(cls, batch: int, capacity: int, device: torch.device) -> TreeStorage:
-        ancestors = torch.zeros((batch, capacity, capacity), dtype=torch.bool, device=device)
-        ancestors.diagonal(dim1=1, dim2=2).fill_(True)
-        return cls(tokens=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                   parents=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                   values=torch.zeros((batch, capacity), dtype=torch.float64, device=device),
-                   depths=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                   ancestors=ancestors, ids=torch.arange(capacity, device=device))
+        storage = cls(tokens=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                      parents=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                      values=torch.zeros((batch, capacity), dtype=torch.float64, device=device),
+                      depths=torch.zeros((batch, capacity), dtype=torch.long, device=device),
+                      ancestors=torch.empty((batch, capacity, capacity), dtype=torch.bool, device=device))
+        storage.parents[:, 0] = -1
+        storage.values[:, 0] = 1.0
+        storage.clear()
+        return storage
 
     @classmethod
     def holding(cls, tree: DraftTree, capacity: int) -> TreeStorage:
@@ -158,6 +170,17 @@ class TreeStorage:
     @property
     def capacity(self) -> int:
         return int(self.tokens.shape[1])
+
+    def fits(self, batch: int, capacity: int, device: torch.device) -> bool:
+        """Can a tree of ``batch`` sequences and up to ``capacity`` nodes live here?"""
+        return self.tokens.shape[0] == batch and self.capacity >= capacity and self.tokens.device == device
+
+    def clear(self) -> None:
+        """Forget every node but the roots: the ancestor matrix back to the identity
+        (a layer writes only its rows' columns of earlier nodes, so an earlier tree's
+        rows would otherwise show through)."""
+        self.ancestors.zero_()
+        self.ancestors.diagonal(dim1=1, dim2=2).fill_(True)
 
     def tree(self, size: int, layers: int) -> DraftTree:
         """The first ``size`` nodes as a `DraftTree` of views."""

@@ -15,6 +15,8 @@ from collections.abc import Callable
 import torch
 
 from ..cast import DraftTree
+from ..cast.tree import node_slice
+from ..models.kv_cache import to_device
 
 # One draft forward on the draft's cache: ``[B, n]`` tokens, ``[B, n, F]`` features,
 # ``[B, n]`` positions, host slots ``[B]``, ``[B, n, s]`` tree mask -> (hidden, logits).
@@ -35,7 +37,9 @@ class DraftExpander:
     newest layer, consecutive node ids.  So only that frontier's outputs are kept,
     ``[B, n_prev, h]``, and a parent's row is its id minus the frontier's first id;
     and every frontier node sits at the newest layer's depth (``tree.layers``), one
-    position past its parent's, known on the host."""
+    position past its parent's, known on the host.  The draft cache holds the nodes
+    of every frontier expanded so far (``scratch``, host ids); a node attends to those
+    of them that are its ancestors."""
 
     def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
                  context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
@@ -44,29 +48,27 @@ class DraftExpander:
         self.slots = slots
         self.context_lens = context_lens
         self.root_logits = root_logits
-        batch = slots.numel()
-        self.last_frontier = torch.zeros((batch, 1), dtype=torch.long, device=context_lens.device)  # the root
+        self.last_frontier = range(0, 1)  # the root
         self.last_hidden = root_hidden.unsqueeze(1)  # [B, n_prev, h], rows of ``last_frontier``
-        self.scratch_nodes = torch.zeros((batch, 0), dtype=torch.long, device=context_lens.device)
+        self.scratch: list[int] = []
 
     def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, top_k, dim=-1, sorted=True)
         return top.values.double(), self.to_target(top.indices)
 
-    def expand(self, tree: DraftTree, frontier: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         if tree.size == 1:
             return self._top_children(self.root_logits.unsqueeze(1), top_k)
-        batch, n = frontier.shape
+        nodes, n = node_slice(frontier), len(frontier)
         width = self.last_hidden.shape[-1]
-        parents = tree.parents.gather(1, frontier)
-        parent_rows = parents - self.last_frontier[:, :1]  # [B, n] rows of ``last_hidden``
+        parent_rows = tree.parents[:, nodes] - self.last_frontier.start  # [B, n] rows of ``last_hidden``
         features = self.last_hidden.gather(1, parent_rows.unsqueeze(-1).expand(-1, -1, width))
         positions = (self.context_lens.view(-1, 1) + (tree.layers - 1)).expand(-1, n)  # the newest layer's depth
-        scratch = torch.cat([self.scratch_nodes, frontier], dim=1)
-        rows = tree.ancestors.gather(1, frontier.unsqueeze(-1).expand(-1, -1, tree.size))
-        mask = rows.gather(2, scratch.unsqueeze(1).expand(-1, n, -1))  # [B, n, scratch]
+        self.scratch.extend(frontier)
+        scratch = to_device(torch.tensor(self.scratch), tree.ancestors.device)
+        mask = tree.ancestors[:, nodes].index_select(2, scratch)  # [B, n, scratch]
         # ``hidden`` may be a view of a graph's output: read (gathered) before the next replay.
-        hidden, logits = self.step(tree.tokens.gather(1, frontier), features, positions, self.slots, mask)
-        self.scratch_nodes, self.last_frontier, self.last_hidden = scratch, frontier, hidden
+        hidden, logits = self.step(tree.tokens[:, nodes], features, positions, self.slots, mask)
+        self.last_frontier, self.last_hidden = frontier, hidden
         return self._top_children(logits, top_k)

@@ -31,6 +31,7 @@ import torch
 
 from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified, grow_tree,
                     select_verified, target_probs, verify_greedy, verify_sampling)
+from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache, to_device
 from ..models.llama import eagle3_feature_layers
@@ -132,7 +133,8 @@ class Batch:
     """The running requests of one iteration, as the tensors the forwards take."""
 
     requests: list[Request]
-    slots: torch.Tensor  # [B] cache slot of each sequence, on the host
+    slot_ids: list[int]  # cache slot of each sequence
+    slots: torch.Tensor  # [B] the same, a host tensor
     device_slots: torch.Tensor  # [B] the same, on the device
     context: torch.Tensor  # [B] tokens committed in the target cache, on the device
     context_max: int  # the longest of them, known on the host
@@ -142,7 +144,9 @@ class Batch:
 @dataclass(frozen=True)
 class Drafted:
     """A strategy's draft: the nodes the target verifies, whether the draft head grew
-    a tree (then its cache must catch up on the accepted tokens), and the full tree."""
+    a tree (then its cache must catch up on the accepted tokens), and the full tree
+    (valid for this iteration: the next tree is written into its storage, so copy what
+    must outlive it, ``DraftTree.copy_to_host``)."""
 
     vtree: VerifyTree
     speculated: bool
@@ -222,7 +226,8 @@ class PolicySpeculation:
         speculate = runner.draft is not None and plan.max_depth > 0
         if speculate:
             runner.feed_backlog(batch.requests)
-            tree = grow_tree(plan, runner.expander(batch), batch.roots)
+            tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
+            runner.tree_storage = tree.storage
         else:
             tree = DraftTree.from_roots(batch.roots)
         return Drafted(select_verified(tree, decide_verified(plan, tree)), speculate, tree)
@@ -266,6 +271,9 @@ class SpeculativeRunner:
         # not speculate, per slot: fed to the draft only when a tree is next needed, so
         # a bucket with speculation off costs exactly a plain decode step.
         self.draft_backlog: dict[int, tuple[list[int], list[torch.Tensor]]] = {}
+        # The last drafted tree's storage, written over by the next tree of its batch
+        # size (`cast.DraftTree.from_roots`): a tree's room is allocated once, not per iteration.
+        self.tree_storage: TreeStorage | None = None
 
     def _allocate_caches(self) -> None:
         """Empty target and draft caches of ``context_length + tree_room`` positions per
@@ -321,19 +329,20 @@ class SpeculativeRunner:
             return replayed
         return tuple(self.draft(tokens, features, positions, self.draft_cache, slots, mask))
 
-    def _draft_catch_up(self, slots: torch.Tensor, tokens: torch.Tensor, features: torch.Tensor,
-                        start: torch.Tensor, counts: torch.Tensor) -> None:
+    def _draft_catch_up(self, slots: list[int], tokens: torch.Tensor, features: torch.Tensor,
+                        start: torch.Tensor, counts: list[int]) -> None:
         """Feed (target feature of position t, token t+1) pairs for the newly committed
         tokens, commit them to the draft cache, and keep each sequence's last output
         as its next root (hidden state and children logits).  ``slots`` and ``counts``
-        ``[B]`` are host tensors; ``tokens``, ``features`` and ``start`` device ones."""
+        are per sequence, on the host; ``tokens``, ``features`` and ``start`` on the device."""
         batch, n = tokens.shape
         positions = start.view(-1, 1) + torch.arange(n, device=self.device)
         mask = causal_tree_mask(batch, n, self.device)
-        hidden, logits = self.draft_forward(tokens, features, positions, slots, mask)
-        self.draft_cache.commit(slots, torch.arange(n).expand(batch, n), counts)
-        last = to_device(counts - 1, self.device).view(-1, 1, 1)
-        rows = to_device(slots, self.device)
+        host_slots = torch.tensor(slots)
+        hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask)
+        self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
+        last = self._on_device([c - 1 for c in counts]).view(-1, 1, 1)
+        rows = to_device(host_slots, self.device)
         self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
         self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
 
@@ -391,9 +400,10 @@ class SpeculativeRunner:
         """One speculative iteration over ``requests``: their new tokens are appended
         to them; the record says what the iteration did and how long it took."""
         clock = StageClock(self.device)  # stages: set-up, draft, verify, catch-up, the rest
-        slots = torch.tensor([r.slot for r in requests])
+        slot_ids = [r.slot for r in requests]
+        slots = torch.tensor(slot_ids)
         context = self.target_cache.lens[slots]
-        batch = Batch(requests, slots, to_device(slots, self.device), to_device(context, self.device),
+        batch = Batch(requests, slot_ids, slots, to_device(slots, self.device), to_device(context, self.device),
                       int(context.max()), self._on_device([r.root for r in requests]))
         clock.mark()
         drafted = self.speculation.draft(self, batch)
@@ -428,9 +438,9 @@ class SpeculativeRunner:
         if not behind:
             return
         pending = [self.draft_backlog.pop(r.slot) for r in behind]
-        slots = torch.tensor([r.slot for r in behind])
-        counts = torch.tensor([len(tokens) for tokens, _ in pending])
-        width = int(counts.max())
+        slots = [r.slot for r in behind]
+        counts = [len(tokens) for tokens, _ in pending]
+        width = max(counts)
         tokens = self._on_device([pad_right(t, width) for t, _ in pending])
         features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
         start = to_device(self.draft_cache.lens[slots], self.device)
@@ -440,28 +450,27 @@ class SpeculativeRunner:
         return DraftExpander(self.draft_forward, self.draft.draft_to_target, batch.slots, batch.context,
                              self.root_hidden[batch.device_slots], self.root_logits[batch.device_slots])
 
-    def _commit_target(self, commit: Commit) -> tuple[torch.Tensor, torch.Tensor]:
+    def _commit_target(self, commit: Commit) -> tuple[list[list[int]], list[int]]:
         """Compact the accepted paths into the target cache.  Returns the kept local
-        offsets ``[B, width]`` (root first) and how many each sequence kept ``[B]``,
-        both host tensors."""
+        offsets per sequence (root first, padded to one width) and how many each kept."""
         paths = commit.accepted.paths
         width = 1 + max(len(p) for p in paths)
-        offsets = torch.tensor([pad_right([0] + p, width) for p in paths])
-        counts = torch.tensor([len(p) + 1 for p in paths])
-        self.target_cache.commit(commit.batch.slots, offsets, counts)
+        offsets = [pad_right([0] + p, width) for p in paths]
+        counts = [len(p) + 1 for p in paths]
+        self.target_cache.commit_lists(commit.batch.slot_ids, offsets, counts)
         return offsets, counts
 
-    def _commit_draft(self, commit: Commit, offsets: torch.Tensor, counts: torch.Tensor) -> None:
+    def _commit_draft(self, commit: Commit, offsets: list[list[int]], counts: list[int]) -> None:
         """Let the draft catch up on the committed tokens now if it drafted this
         iteration, else queue them (one token each) for its next speculative one."""
         if self.draft is None:
             return
         features, committed = commit.features, commit.accepted.committed
         if commit.drafted.speculated:
-            width = offsets.shape[1]
+            width = len(offsets[0])
             next_tokens = self._on_device([pad_right(c, width) for c in committed])
-            kept = to_device(offsets, self.device).unsqueeze(-1).expand(-1, -1, features.shape[-1])
-            self._draft_catch_up(commit.batch.slots, next_tokens, features.gather(1, kept), commit.batch.context,
+            kept = self._on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
+            self._draft_catch_up(commit.batch.slot_ids, next_tokens, features.gather(1, kept), commit.batch.context,
                                  counts)
             return
         first = features[:, 0].clone()  # kept past this iteration: not a view of a graph's output

@@ -155,13 +155,9 @@ class KVCache:
         For each row ``b``, scratch offsets ``keep[b, :counts[b]]`` (relative to the old
         ``lens``, so ``0 .. s-1`` for an ``s``-entry scratch region) move, in order, to
         ``lens .. lens+counts-1`` across all layers at once.  Entries of ``keep`` past
-        ``counts[b]`` are ignored (use any padding value).
-
-        The three index tensors are read on the host (the engine hands host tensors, so
-        nothing is read back from the device) and walked as Python lists: a handful of
-        entries per row, where a dozen tensor ops on tiny host tensors took ~45 µs per
-        commit and the walk takes ~10 µs at B <= 4, about as long at B = 32 (AMX Xeon).
-        The entries that move go to the device as index lists.
+        ``counts[b]`` are ignored (use any padding value).  The tensors are read on the
+        host (hand host tensors, and nothing is read back from the device), then
+        `commit_lists` does the work.
         """
         slots, keep, counts = slots.cpu(), keep.cpu(), counts.cpu()
         if keep.ndim != 2 or keep.shape[0] != slots.shape[0] or counts.shape != slots.shape:
@@ -169,15 +165,24 @@ class KVCache:
                 f"commit: expected keep [B, a] and counts [B] for B={slots.shape[0]} slots, "
                 f"got keep {tuple(keep.shape)} and counts {tuple(counts.shape)}"
             )
-        width, lens = keep.shape[1], self.lens.tolist()
+        self.commit_lists(slots.tolist(), keep.tolist(), counts.tolist())
+
+    def commit_lists(self, slots: list[int], keep: list[list[int]], counts: list[int]) -> None:
+        """`commit` on host lists (the engine's accepted paths are lists already).
+
+        Walked as Python lists: a handful of entries per row, where a dozen tensor ops
+        on tiny host tensors took ~45 µs per commit and the walk takes ~10 µs at B <= 4,
+        about as long at B = 32 (AMX Xeon).  The entries that move go to the device as
+        index lists."""
+        lens = self.lens.tolist()
         rows, src, dst, new_lens = [], [], [], []
-        for slot, offsets, count in zip(slots.tolist(), keep.tolist(), counts.tolist()):
+        for slot, offsets, count in zip(slots, keep, counts, strict=True):
             start = lens[slot]
             kept = offsets[:count]
-            if not 0 <= count <= width or start + count > self.capacity \
+            if not 0 <= count <= len(offsets) or start + count > self.capacity \
                     or (kept and (min(kept) < 0 or max(kept) >= self.capacity - start)):
                 raise ValueError(
-                    f"commit: invalid keep/counts (counts must be in [0, {width}], kept offsets "
+                    f"commit: invalid keep/counts (counts must be in [0, {len(offsets)}], kept offsets "
                     f"in [0, capacity - lens) with capacity {self.capacity})"
                 )
             # Entries already in place (plain decoding; a draft chain accepted in order) need

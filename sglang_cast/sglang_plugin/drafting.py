@@ -185,7 +185,7 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
             values, rows, tokens, flat = _next_layer(values, kept, columns, *children, layer)
         # Every drafted child joins the pool (the kept ones first: they are the best);
         # ``host_rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
-        parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids[:, :1])
+        parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids.start)
         layer_ids = tree.add_layer(host_tokens[:, :drafted], parents, host_values[:, :drafted])
         flat_ids.append(host_flat[:, :drafted])
         frontier_flat.append(host_flat[:, :topk])
