@@ -17,7 +17,10 @@ Measurements on the embedded SmolLM2-135M's real weights, all in this process:
 5. spread: each variant's two kernel paths (one forward over a prompt vs token by
    token, `models/numerics.py`) on two prompts: the logit spread the near-tie judge
    measures, and how many positions' top two tokens it would call a near-tie;
-6. compile (``--compile <variants>``): eager vs compiled layers (`models/compiled.py`).
+6. compile (``--compile <variants>``): eager vs compiled layers (`models/compiled.py`);
+7. greedy: ``torch.argmax`` against `cast.greedy_tokens` (blocked on the CPU) over
+   fp32 logits of the target's vocabulary, M = 1, 9, 32 rows: the greedy read of a
+   verification.
 
 The machine may be shared, so variants are interleaved round-robin within each
 repetition and the record keeps the median over ``--reps`` repetitions.
@@ -41,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from sglang_cast.cast import greedy_tokens
 from sglang_cast.hardware import cpu_name, isa_class
 from sglang_cast.engine.build import EMBEDDED_DRAFT
 from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_draft, load_target
@@ -62,7 +66,8 @@ from sglang_cast.models.weights import (
 KERNEL_ROWS = (1, 2, 4, 8, 16, 32)
 FORWARD_ROWS = (1, 8, 16)
 DEFAULT_VARIANTS = ("fp32", "bf16", "int8", "int4", "int4/bf16", "int4/int8", "int4/bf16@bf16")
-DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mt_bench.jsonl"
+GREEDY_ROWS = (1, 9, 32)
+DATASET = Path(__file__).resolve().parents[1] / "datasets" / "mt_bench.jsonl"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -426,6 +431,20 @@ def kernel_path_spread(models: dict[str, LlamaModel], prompts: list[Tensor]) -> 
     return result
 
 
+@torch.inference_mode()
+def bench_greedy(vocab: int, reps: int, iters: int) -> dict[str, dict[str, dict]]:
+    """ms per call of ``torch.argmax`` and `greedy_tokens` over ``[1, M, vocab]`` fp32
+    logits, interleaved within each repetition."""
+    calls = {"torch.argmax": lambda x: torch.argmax(x, dim=-1), "greedy_tokens": greedy_tokens}
+    inputs = {rows: torch.randn(1, rows, vocab) for rows in GREEDY_ROWS}
+    samples: dict[str, dict[int, list[float]]] = {name: {rows: [] for rows in inputs} for name in calls}
+    for _ in range(reps):
+        for rows, logits in inputs.items():
+            for name, call in calls.items():
+                samples[name][rows].append(time_call(lambda: call(logits), iters))
+    return medians(samples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, required=True, help="where to write the record")
@@ -435,7 +454,8 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--prompts", type=Path, default=DATASET, help="mt_bench-style jsonl")
     parser.add_argument("--num-prompts", type=int, default=4)
-    parser.add_argument("--skip", default="", help="comma list of kernels,forward,agreement,breakdown,spread")
+    parser.add_argument("--skip", default="",
+                        help="comma list of kernels,forward,agreement,breakdown,spread,greedy")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument(
         "--compile", default="", help="comma list of variants to also run with compiled layers"
@@ -470,7 +490,8 @@ def main() -> None:
         print("kernels ...", flush=True)
         record["kernels"] = bench_kernels(fp32, args.reps, args.iters)
         print(json.dumps(record["kernels"], indent=1), flush=True)
-    models = build_variants(fp32, specs)
+    if not {"forward", "agreement", "breakdown", "spread"} <= skip:
+        models = build_variants(fp32, specs)
     if "forward" not in skip:
         print("forward ...", flush=True)
         forward = bench_forward(models, args.context, args.reps, args.iters)
@@ -485,6 +506,9 @@ def main() -> None:
     if "spread" not in skip:
         prompts = prompt_ids(tokenizer, args.prompts, 2)
         record["kernel_path_spread"] = kernel_path_spread(models, prompts)
+    if "greedy" not in skip:
+        record["greedy"] = bench_greedy(fp32.config.vocab_size, args.reps, args.iters)
+        print(json.dumps(record["greedy"], indent=1), flush=True)
     if compile_specs:
         compiled = build_variants(fp32, compile_specs)
         record["compile"] = bench_compile(compiled, args.context, args.reps, args.iters)

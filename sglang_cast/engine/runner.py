@@ -29,8 +29,8 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified, grow_tree,
-                    select_verified, target_probs, verify_greedy, verify_sampling)
+from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified, greedy_tokens,
+                    grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache, to_device
@@ -390,7 +390,7 @@ class SpeculativeRunner:
     def _sample_first(self, requests: list[Request], logits: torch.Tensor) -> list[int]:
         """Each request's first token from its row of ``logits`` ``[B, V]``: the greedy
         rows' argmaxes in one host read, sampled rows by their own sampler."""
-        greedy = logits.argmax(dim=-1).tolist() if any(r.params.greedy for r in requests) else None
+        greedy = greedy_tokens(logits).tolist() if any(r.params.greedy for r in requests) else None
         return [greedy[i] if r.params.greedy else r.sampler.sample(target_probs(logits[i], r.params))
                 for i, r in enumerate(requests)]
 
@@ -486,12 +486,12 @@ class SpeculativeRunner:
         greedy = [b for b, r in enumerate(requests) if r.params.greedy]
         sampled = [b for b, r in enumerate(requests) if not r.params.greedy]
         if not sampled:
-            return verify_greedy(vtree, torch.argmax(logits, dim=-1))
+            return verify_greedy(vtree, greedy_tokens(logits))
         samplers = [requests[b].sampler for b in sampled]
         if not greedy:
             return verify_sampling(vtree, logits, samplers)
         parts = []
-        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, torch.argmax(lg, dim=-1))),
+        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg))),
                              (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
             index = self._on_device(rows)
             parts.append(verify(vtree.rows(index), logits.index_select(0, index)))

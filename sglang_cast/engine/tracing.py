@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..cast import Policy, RecordingExpander, VerifyResult, grow_tree, replay_iteration, select_verified, verify_greedy
+from ..cast import (Policy, RecordingExpander, VerifyResult, greedy_tokens, grow_tree, replay_iteration, select_verified,
+                    verify_greedy)
 from ..models.kv_cache import to_device
 from .runner import Accepted, Batch, Drafted, SpeculativeRunner, read_back
 
@@ -32,7 +33,7 @@ class TraceRecording:
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree
-        argmax = torch.argmax(logits, dim=-1)  # [B, n]
+        argmax = greedy_tokens(logits)  # [B, n]
         by_node = torch.empty_like(argmax).scatter_(1, vtree.node_ids, argmax)  # [B, T]
         trace = self._recorder.finish(drafted.tree, batch.context, by_node)
         self._recorder = None
