@@ -40,21 +40,23 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tools.benchkit
 
-from sglang_cast.cast import greedy_tokens
-from sglang_cast.hardware import cpu_name, isa_class
-from sglang_cast.engine.build import EMBEDDED_DRAFT
-from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_draft, load_target
-from sglang_cast.models import llama
-from sglang_cast.models.attention import AttentionBatch
-from sglang_cast.models.compiled import compile_models
-from sglang_cast.models.gguf_convert import read_q4_1_linears
-from sglang_cast.models.loader import embedded_gguf_path
-from sglang_cast.models.numerics import judge_paths, kernel_paths_per_position
-from sglang_cast.models.weights import (
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from sglang_cast.cast import greedy_tokens  # noqa: E402
+from sglang_cast.hardware import cpu_name, isa_class  # noqa: E402
+from sglang_cast.engine.build import EMBEDDED_DRAFT  # noqa: E402
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_draft, load_target  # noqa: E402
+from sglang_cast.models import llama  # noqa: E402
+from sglang_cast.models.attention import AttentionBatch  # noqa: E402
+from sglang_cast.models.compiled import compile_models  # noqa: E402
+from sglang_cast.models.gguf_convert import read_q4_1_linears  # noqa: E402
+from sglang_cast.models.loader import embedded_gguf_path  # noqa: E402
+from sglang_cast.models.numerics import judge_paths, kernel_paths_per_position  # noqa: E402
+from sglang_cast.models.weights import (  # noqa: E402
     ACTIVATION_DTYPE,
     Format,
     Int4Groups,
@@ -62,6 +64,7 @@ from sglang_cast.models.weights import (
     apply_weight_format,
     pack_linear,
 )
+from tools.benchkit.cli import require_positive  # noqa: E402
 
 KERNEL_ROWS = (1, 2, 4, 8, 16, 32)
 FORWARD_ROWS = (1, 8, 16)
@@ -461,9 +464,7 @@ def main() -> None:
         "--compile", default="", help="comma list of variants to also run with compiled layers"
     )
     args = parser.parse_args()
-    for name in ("reps", "iters", "context", "num_prompts", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')}: must be >= 1")
+    require_positive(parser, args, "reps", "iters", "context", "num_prompts", "threads")
     skip = set(filter(None, args.skip.split(",")))
     specs = args.variants.split(",")
     if "fp32" not in specs:

@@ -87,28 +87,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-class ForwardClock:
-    """Wall time inside the runner's forwards, around its two forward methods."""
-
-    def __init__(self, runner: SpeculativeRunner) -> None:
-        self.ms = 0.0
-        for name in ("target_forward", "draft_forward"):
-            setattr(runner, name, self._timed(getattr(runner, name)))
-
-    def _timed(self, forward):
-        def timed(*args):
-            started = time.perf_counter()
-            out = forward(*args)
-            self.ms += (time.perf_counter() - started) * 1e3
-            return out
-        return timed
-
-
+# The runner's two forwards: what ``outside_forwards_ms`` subtracts from each step.
+FORWARDS = [(SpeculativeRunner, "target_forward"), (SpeculativeRunner, "draft_forward")]
 # What ``--breakdown`` times: (owner, attribute), the owner a class or the module whose
 # global the caller looks the function up in.  The policies' ``keep``/``grow`` are added
 # per plan class (`_plan_methods`).
-BREAKDOWN = [(SpeculativeRunner, name) for name in ("iterate", "target_forward", "draft_forward", "verify",
-                                                      "_commit_target", "_commit_draft", "feed_backlog")]
+BREAKDOWN = FORWARDS + [(SpeculativeRunner, name) for name in ("iterate", "verify", "_commit_target",
+                                                                "_commit_draft", "feed_backlog")]
 BREAKDOWN += [(runner_module, name) for name in ("grow_tree", "decide_verified", "select_verified", "read_back")]
 BREAKDOWN += [(cast_expand, "ranked_children"), (DraftExpander, "expand"), (DraftTree, "add_layer")]
 
@@ -119,9 +104,11 @@ def _plan_methods() -> list[tuple[type, str]]:
 
 
 class StageTimer:
-    """Exclusive wall µs per timed function (`BREAKDOWN`), while installed."""
+    """Exclusive wall µs per timed function of ``targets`` ((owner, attribute) pairs),
+    while installed: a function's time less that of the timed functions it calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, targets: list[tuple[object, str]]) -> None:
+        self.targets = targets
         self.us: collections.Counter[str] = collections.Counter()
         self._children: list[float] = []  # per open call: time spent in timed callees
 
@@ -140,8 +127,7 @@ class StageTimer:
 
     @contextlib.contextmanager
     def installed(self):
-        targets = BREAKDOWN + _plan_methods()
-        saved = [(owner, name, vars(owner)[name]) for owner, name in targets]
+        saved = [(owner, name, vars(owner)[name]) for owner, name in self.targets]
         try:
             for owner, name, function in saved:
                 setattr(owner, name, self._timed(function, f"{owner.__name__.rsplit('.', 1)[-1]}.{name}"))
@@ -161,20 +147,23 @@ def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
     engine.generate(PROMPTS, params)  # untimed: first use of every shape
     breakdown = None
-    if args.breakdown:  # before the wrappers below: they are put on the runner instance, over the class's
-        log, timer = StepLog(), StageTimer()
+    if args.breakdown:
+        log, timer = StepLog(), StageTimer(BREAKDOWN + _plan_methods())
         with timer.installed():
             engine.generate(PROMPTS * 2, params, on_step=log)
         breakdown = {label: us / len(log.records) for label, us in timer.us.most_common()}
-    clock = ForwardClock(engine.runner)
     outside, depth = [], 0.0
-    for _ in range(args.rounds):
-        log, clock.ms = StepLog(), 0.0
-        engine.generate(PROMPTS * 2, params, on_step=log)
-        records = log.records
-        outside.append((sum(r.step_ms for r in records) - clock.ms) / len(records))
-        depth = statistics.fmean(r.depth for r in records)
-    label_ranges(engine.runner)
+    clock = StageTimer(FORWARDS)
+    with clock.installed():
+        for _ in range(args.rounds):
+            log = StepLog()
+            clock.us.clear()
+            engine.generate(PROMPTS * 2, params, on_step=log)
+            records = log.records
+            forward_ms = sum(clock.us.values()) / 1e3
+            outside.append((sum(r.step_ms for r in records) - forward_ms) / len(records))
+            depth = statistics.fmean(r.depth for r in records)
+    label_ranges(engine.runner)  # on the instance: after the class-level timers are gone
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         engine.generate(PROMPTS, params)
     _, ops = outside_forwards(prof.events())
