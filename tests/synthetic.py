@@ -52,7 +52,7 @@ class PathModel:
                 top = torch.sort(p, descending=True, stable=True)
                 probs[b, i] = top.values[:top_k]
                 tokens[b, i] = top.indices[:top_k]
-        return probs, tokens
+        return probs.numpy(), tokens.numpy()  # host arrays, as an Expander hands them
 
     def argmax_for(self, tree: DraftTree, node_ids: torch.Tensor) -> torch.Tensor:
         return torch.tensor([[self.target_argmax(path_of(tree, b, int(i))) for i in row]

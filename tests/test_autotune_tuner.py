@@ -30,7 +30,7 @@ class ChainDraft:
         rest = torch.tensor([0.06, 0.03, 0.01][: top_k - 1], dtype=torch.float64)
         probs = torch.cat([torch.tensor([0.9], dtype=torch.float64), rest]).expand(batch, n, top_k)
         tokens = torch.arange(top_k).expand(batch, n, top_k)
-        return probs.clone(), tokens.clone()
+        return probs.numpy().copy(), tokens.numpy().copy()
 
 
 def chain_costs() -> CostModel:
@@ -45,7 +45,7 @@ def chain_trace(batch: int = 1, accepted: int = ACCEPTED):
     recorder = RecordingExpander(ChainDraft(), plan.top_k)
     tree = grow_tree(plan, recorder, torch.full((batch,), 5))
     # Target: token 0 after every node above depth ACCEPTED, a token nobody drafted below.
-    argmax = torch.where(tree.depths < accepted, 0, VOCAB - 1)
+    argmax = torch.where(torch.from_numpy(tree.depths) < accepted, 0, VOCAB - 1)
     return recorder.finish(tree, torch.full((batch,), 50), argmax)
 
 

@@ -3,6 +3,7 @@ nodes, same order, on random draft distributions and on issue 29's tiny case."""
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,8 +64,8 @@ class ConstantChildren:
 
     def expand(self, tree, frontier, top_k):
         batch, n = tree.batch_size, len(frontier)
-        probs = torch.tensor([0.5, 0.4], dtype=torch.float64)[:top_k].expand(batch, n, -1)
-        return probs, torch.tensor([1, 2])[:top_k].expand(batch, n, -1)
+        probs = np.broadcast_to(np.array([0.5, 0.4])[:top_k], (batch, n, top_k))
+        return probs, np.broadcast_to(np.array([1, 2])[:top_k], (batch, n, top_k))
 
 
 def test_issue_29_tiny_case():

@@ -285,11 +285,12 @@ def test_training_time_test_matches_engine_tree_drafting():
     # depth 1: a and its sibling b; depth 2: c under b, then d under a (a layer's nodes
     # come in rank order, not in their parents' order)
     a, b, c, d = 50, 51, 77, 78
-    expander.expand(tree, range(0, 1), 2)
-    level1 = tree.add_layer(torch.tensor([[a, b]]), torch.tensor([[0, 0]]), torch.tensor([[0.5, 0.4]]))
-    expander.expand(tree, level1, 2)
-    level2 = tree.add_layer(torch.tensor([[c, d]]), torch.tensor([list(reversed(level1))]), torch.tensor([[0.3, 0.2]]))
-    expander.expand(tree, level2, 2)
+    with torch.inference_mode():  # as the engine drafts
+        expander.expand(tree, range(0, 1), 2)
+        level1 = tree.add_layer([[a, b]], [[0, 0]], [[0.5, 0.4]])
+        expander.expand(tree, level1, 2)
+        level2 = tree.add_layer([[c, d]], [list(reversed(level1))], [[0.3, 0.2]])
+        expander.expand(tree, level2, 2)
 
     features = data_features(target, prompt)
     for chain, checks in (([b, c], [(1, n, 1), (2, n + 1, 0)]), ([a, d], [(1, n, 0), (2, n + 1, 1)])):

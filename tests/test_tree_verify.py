@@ -1,14 +1,16 @@
 import random
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, ancestor_mask, select_verified, target_probs,
-                              verify_greedy, verify_sampling)
+from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, select_verified,
+                              target_probs, verify_greedy, verify_sampling)
 from sglang_cast.cast import verify as verify_module
+from sglang_cast.cast.tree import ancestor_matrix
 from synthetic import path_of, random_tree, root_to_leaf_paths
 
 
@@ -49,8 +51,8 @@ def test_a_tree_grown_in_an_earlier_trees_storage_is_that_of_fresh_storage():
     reused, fresh = grow(room=old.storage), grow()
     assert reused.storage is old.storage
     for name in ("tokens", "parents", "values", "depths", "ancestors"):
-        assert torch.equal(getattr(reused, name), getattr(fresh, name)), name
-    assert torch.equal(reused.ancestors, ancestor_mask(fresh.parents))
+        assert np.array_equal(getattr(reused, name), getattr(fresh, name)), name
+    assert np.array_equal(reused.ancestors, ancestor_matrix(fresh.parents))
 
 
 def test_ancestor_mask_positions_and_paths():
@@ -180,7 +182,7 @@ def test_ancestor_mask_of_a_chain_is_causal():
 @given(seed=st.integers(0, 10**6), batch=st.integers(1, 3), size=st.integers(1, 30))
 def test_incremental_ancestors_equal_the_walk(seed, batch, size):
     tree = random_tree(random.Random(seed), batch, size)
-    assert torch.equal(tree.ancestors, ancestor_mask(tree.parents))
+    assert np.array_equal(tree.ancestors, ancestor_matrix(tree.parents))
     chosen = select_verified(tree, random.Random(seed).randrange(tree.size))
     assert torch.equal(chosen.ancestor_mask(), ancestor_mask(chosen.parents))
 
@@ -218,7 +220,17 @@ def test_verifying_no_node_gives_the_root_alone():
     tree = random_tree(random.Random(3), 3, 9)
     root = select_verified(tree, 0)
     assert root.node_ids.tolist() == [[0]] * 3 and root.parents.tolist() == [[-1]] * 3
-    assert torch.equal(root.tokens, tree.tokens[:, :1]) and root.depths.tolist() == [[0]] * 3
+    assert root.tokens.tolist() == tree.tokens[:, :1].tolist() and root.depths.tolist() == [[0]] * 3
     assert root.values.tolist() == [[1.0]] * 3 and root.ancestor_mask().tolist() == [[[True]]] * 3
     result = verify_greedy(root, torch.tensor([[5], [6], [7]]))
     assert result.num_accepted.tolist() == [0, 0, 0] and result.bonus.tolist() == [5, 6, 7]
+
+
+def test_the_roots_verified_tree_equals_selecting_no_node_of_a_roots_tree():
+    """Plain decoding's verified tree is made from the roots alone (`VerifyTree.of_roots`,
+    where the roots are); it must be what the host tree of the roots selects."""
+    roots = torch.tensor([4, 8, 15])
+    made, selected = VerifyTree.of_roots(roots), select_verified(DraftTree.from_roots(roots), 0)
+    for name in ("node_ids", "tokens", "parents", "depths", "values"):
+        assert torch.equal(getattr(made, name), getattr(selected, name)), name
+    assert torch.equal(made.ancestor_mask(), selected.ancestor_mask()) and made.max_depth == selected.max_depth == 0

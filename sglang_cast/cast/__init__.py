@@ -1,5 +1,5 @@
 """CAST core: cost tables, Algorithm 1, policies, tree bookkeeping, verification
-and trace replay.  Pure torch; imports nothing from the engines or the server."""
+and trace replay.  Pure torch and NumPy; imports nothing from the engines or the server."""
 
 from .algorithm1 import largest_valid_index
 from .costs import CostModel, CostTable, select_bucket

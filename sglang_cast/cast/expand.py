@@ -11,58 +11,57 @@ leaves and cost no draft forward.  An ``Expander`` supplies the children — fro
 the draft model in an engine, from a recorded trace in replay — so the decisions
 are made by one piece of code.
 
-Where the decisions run: the policies compute on host float64 (their cost rows are
-host tensors), while the tree lives on the drafting device.  Each decision therefore
-gets one host copy of exactly what it reads, made here: the layer's candidate values
-for ``keep``, the tree for ``verify_count`` (`decide_verified`).  On a CPU engine
-both copies are the tensors themselves.
+The tree and the decisions live on the host (cast/tree.py): an ``Expander`` hands
+back each layer's children as host arrays (one copy per layer from a device), and
+the ranking, the policy's ``keep`` and the tree's new layer are NumPy and Python on
+the host.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-import torch
+import numpy as np
 
 from .policies import IterationPlan
-from .tree import DraftTree, TreeStorage, node_slice, to_host
+from .tree import DraftTree, TreeStorage, node_slice
 
 
 class Expander(Protocol):
-    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``top_k`` children of the ``frontier`` nodes (ids, the same in every
-        sequence): draft probabilities and tokens, each ``[B, n, top_k]``, best first."""
+        sequence): draft probabilities (float64) and tokens (int64), each ``[B, n,
+        top_k]`` host arrays, best first."""
         ...
 
 
-def ranked_children(tree: DraftTree, frontier: range, child_probs: torch.Tensor,
-                    child_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def ranked_children(tree: DraftTree, frontier: range, child_probs: np.ndarray,
+                    child_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All children of ``frontier`` by value, best first: ``(values, tokens, parent
     ids)``, each ``[B, n·K]``.  Ties keep the earlier parent and the more probable
     child (stable sort)."""
     batch, n, k = child_probs.shape
-    parent_values = tree.values[:, node_slice(frontier)].unsqueeze(-1)  # [B, n, 1]
-    values = (parent_values * child_probs.to(tree.values.dtype)).view(batch, n * k)
-    values, order = torch.sort(values, dim=1, descending=True, stable=True)
-    parents = torch.div(order, k, rounding_mode="floor").add_(frontier.start)
-    return values, child_tokens.reshape(batch, n * k).gather(1, order), parents
+    values = (tree.values[:, node_slice(frontier), None] * child_probs).reshape(batch, n * k)
+    order = (-values).argsort(axis=1, kind="stable")
+    rows = tree.storage.rows
+    return values[rows, order], child_tokens.reshape(batch, n * k)[rows, order], order // k + frontier.start
 
 
-def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor,
-              room: TreeStorage | None = None) -> DraftTree:
-    """Grow one draft tree per sequence under ``plan``'s decisions (in ``room``, an
-    earlier tree's storage, when it fits: `DraftTree.from_roots`).
+def grow_tree(plan: IterationPlan, expander: Expander, root_tokens, room: TreeStorage | None = None) -> DraftTree:
+    """Grow one draft tree per sequence from ``root_tokens`` (``[B]``, on the host)
+    under ``plan``'s decisions (in ``room``, an earlier tree's storage, when it fits:
+    `DraftTree.from_roots`).
 
     The frontier is always the kept prefix of the newest layer: consecutive node ids,
     the same in every sequence, so it is a ``range`` and reading it is a slice."""
     if plan.max_depth == 0:
-        return DraftTree.from_roots(root_tokens)
+        return DraftTree.from_roots(root_tokens, room=room)
     tree = DraftTree.from_roots(root_tokens, capacity=1 + plan.bucket.shape.pool_size, room=room)
     frontier, layer = range(0, 1), 1
     while True:
         probs, tokens = expander.expand(tree, frontier, plan.top_k)
         values, child_tokens, parents = ranked_children(tree, frontier, probs, tokens)  # [B, n·K]
-        keep = plan.keep(layer, to_host(values[:, : plan.top_k]))  # the layer's candidates: the best K
+        keep = plan.keep(layer, values[:, : plan.top_k])  # the layer's candidates: the best K
         # Every child enters the rerank pool; the kept ones (the first ``keep``) are the next frontier.
         frontier = tree.add_layer(child_tokens, parents, values)[:keep]
         if not plan.grow(layer):
@@ -71,6 +70,5 @@ def grow_tree(plan: IterationPlan, expander: Expander, root_tokens: torch.Tensor
 
 
 def decide_verified(plan: IterationPlan, tree: DraftTree) -> int:
-    """How many ranked nodes per sequence to verify: the plan's rerank on a host copy
-    of ``tree`` (one device-to-host copy)."""
-    return plan.verify_count(tree.host_copy())
+    """How many ranked nodes per sequence to verify: the plan's rerank."""
+    return plan.verify_count(tree)

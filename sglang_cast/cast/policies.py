@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-import torch
+import numpy as np
 
 from .algorithm1 import largest_valid_index
 from .settings import BucketSettings, PolicySettings
@@ -84,17 +84,18 @@ class DepthRatios:
         return self._fifos[layer]
 
 
-def batch_utility(sorted_values: torch.Tensor) -> list[float]:
+def batch_utility(sorted_values) -> list[float]:
     """``u_k = (1/B) Σ_j Σ_{s<=k} v^(j)(s)`` for host values sorted best first,
-    ``[B, N]``, as host floats: one read of the values, then a few dozen float
-    operations (the policies decide on floats; docs/design/cast.md §4)."""
-    rows = sorted_values.double().tolist()
+    ``[B, N]`` (an array or a host tensor), as host floats: one read of the values,
+    then a few dozen float operations (the policies decide on floats;
+    docs/design/cast.md §4)."""
+    rows = np.asarray(sorted_values, dtype=np.float64).tolist()
     return list(itertools.accumulate(sum(column) / len(rows) for column in zip(*rows)))
 
 
-def ranked_values(tree: DraftTree, limit: int) -> torch.Tensor:
+def ranked_values(tree: DraftTree, limit: int) -> np.ndarray:
     """Each sequence's non-root node values in rank order, at most ``limit`` of them."""
-    return tree.values.gather(1, tree.ranked_nodes()[:, :limit])
+    return tree.values[tree.storage.rows, tree.ranked_nodes()[:, :limit]]
 
 
 @dataclass
@@ -193,13 +194,13 @@ class IterationPlan:
         self._charge_expansion(layer)
         return True
 
-    def predict_depth(self, root_values: torch.Tensor) -> int:
+    def predict_depth(self, root_values) -> int:
         """How many layers this plan is expected to draft, known before any draft forward.
 
         An engine that must fix the draft's shape up front (the SGLang worker picks a
         pre-built runtime state per depth) asks this.  Layer 1's candidates are known
         before drafting: the root's best children, ``root_values`` ``[B, N]`` sorted
-        best first.  Deeper layers are predicted with the numbers depth pruning itself
+        best first (host values).  Deeper layers are predicted with the numbers depth pruning itself
         trusts: layer ``i + 1``'s candidate values are layer ``i``'s scaled by
         ``mean(A_i)``.  A probe copy of this plan runs ``keep``/``grow`` on them, so the
         prediction is this policy's own rule, and neither this plan nor the policy's
@@ -209,7 +210,7 @@ class IterationPlan:
             return 0
         probe = replace(self, kept=[], utility=[], draft_cost=[], draft_ms=0.0, draft_forward_ms=0.0, verified=0,
                         learns=False)
-        values, layer = root_values[:, : self.top_k].double(), 1
+        values, layer = np.asarray(root_values, dtype=np.float64)[:, : self.top_k], 1
         while True:
             probe.keep(layer, values)
             if not probe.grow(layer):  # every policy's grow stops at max_depth
@@ -217,7 +218,9 @@ class IterationPlan:
             values = values * self.depth_ratios.mean(layer)
             layer += 1
 
-    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+    def keep(self, layer: int, candidate_values) -> int:
+        """How many of this layer's candidates (``[B, N]`` host values sorted best first)
+        every sequence keeps."""
         raise NotImplementedError
 
     def grow(self, layer: int) -> bool:
@@ -315,7 +318,7 @@ class VanillaPlan(IterationPlan):
 class Eagle2Plan(IterationPlan):
     """EAGLE-2: ``K`` nodes per layer, fixed depth ``H``, the best ``m - 1`` verified."""
 
-    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+    def keep(self, layer: int, candidate_values) -> int:
         n = min(self.top_k, candidate_values.shape[1])
         self.kept.append(n)
         return n
@@ -341,7 +344,7 @@ class CastPlan(IterationPlan):
     prune_depth = True
     rerank = True
 
-    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+    def keep(self, layer: int, candidate_values) -> int:
         utility = batch_utility(candidate_values)
         cost = self._draft_row(layer, len(utility))
         if self.prune_breadth:
@@ -400,7 +403,7 @@ class GoodputPlan(IterationPlan):
     def _tree_size(self) -> tuple[int, float]:
         return sum(self.kept), sum(self.utility)
 
-    def keep(self, layer: int, candidate_values: torch.Tensor) -> int:
+    def keep(self, layer: int, candidate_values) -> int:
         utility = batch_utility(candidate_values)
         count = len(utility)
         nodes, expected = self._tree_size()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from .expand import grow_tree
@@ -42,7 +43,7 @@ class TraceIteration:
     """One recorded iteration of a batch (all tensors on the CPU)."""
 
     context_lens: torch.Tensor  # [B] committed tokens in the target cache
-    tree: DraftTree  # full expansion, node 0 = root
+    tree: DraftTree  # full expansion, node 0 = root (host arrays)
     child_tokens: torch.Tensor  # [B, T, K] draft top-K children of each node, NO_TOKEN if not expanded
     child_probs: torch.Tensor  # [B, T, K] their draft probabilities, 0 if not expanded
     target_argmax: torch.Tensor  # [B, T] target's greedy next token after each node
@@ -58,8 +59,8 @@ class TraceIteration:
     def verdicts(self) -> torch.Tensor:
         """``[B, T]``: does the target, at the node's parent, pick the node's token?
         (The root is True.)"""
-        parent_argmax = self.target_argmax.gather(1, self.tree.parents.clamp(min=0))
-        return (self.tree.tokens == parent_argmax) | (self.tree.parents < 0)
+        parents, tokens = torch.from_numpy(self.tree.parents), torch.from_numpy(self.tree.tokens)
+        return (tokens == self.target_argmax.gather(1, parents.clamp(min=0))) | (parents < 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,18 +85,9 @@ class TraceIteration:
                    "target_argmax"} - set(data)
         if missing:
             raise ValueError(f"trace iteration: missing field(s) {sorted(missing)}")
-        parents = torch.tensor(data["parents"], dtype=torch.long)
-        depths = torch.zeros_like(parents)
-        for i in range(1, parents.shape[1]):  # parents precede children
-            depths[:, i] = depths.gather(1, parents[:, i : i + 1].clamp(min=0)).squeeze(1) + 1
         return cls(
             context_lens=torch.tensor(data["context_lens"], dtype=torch.long),
-            tree=DraftTree(
-                tokens=torch.tensor(data["tokens"], dtype=torch.long),
-                parents=parents,
-                values=torch.tensor(data["values"], dtype=torch.float64),
-                depths=depths,
-            ),
+            tree=DraftTree.from_nodes(data["tokens"], data["parents"], data["values"]),
             child_tokens=torch.tensor(data["child_tokens"], dtype=torch.long),
             child_probs=torch.tensor(data["child_probs"], dtype=torch.float64),
             target_argmax=torch.tensor(data["target_argmax"], dtype=torch.long),
@@ -108,34 +100,34 @@ class ReplayExpander:
 
     def __init__(self, trace: TraceIteration) -> None:
         self.trace = trace
-        self.record = torch.zeros((trace.batch_size, 1), dtype=torch.long)
+        self.child_tokens, self.child_probs = trace.child_tokens.numpy(), trace.child_probs.numpy()  # [B, T, K]
+        self.record = np.zeros((trace.batch_size, 1), dtype=np.int64)
         self.unrecorded = 0
 
-    def record_ids(self, tree: DraftTree) -> torch.Tensor:
+    def record_ids(self, tree: DraftTree) -> np.ndarray:
         """Recorded node id of every node of ``tree`` (``[B, T]``, -1 if unknown)."""
         known = self.record.shape[1]
         if tree.size > known:
-            rec = self.trace.tree
-            parent_rec = self.record.gather(1, tree.parents[:, known:])
+            rec, rows = self.trace.tree, tree.storage.rows
+            parent_rec = self.record[rows, tree.parents[:, known:]]  # [B, new]
             tokens = tree.tokens[:, known:]
-            match = ((rec.parents.unsqueeze(1) == parent_rec.unsqueeze(2))
-                     & (rec.tokens.unsqueeze(1) == tokens.unsqueeze(2))
-                     & (parent_rec >= 0).unsqueeze(2))
-            found = torch.where(match.any(dim=2), match.int().argmax(dim=2), torch.full_like(tokens, -1))
-            self.record = torch.cat([self.record, found], dim=1)
+            match = ((rec.parents[:, None, :] == parent_rec[:, :, None])
+                     & (rec.tokens[:, None, :] == tokens[:, :, None])
+                     & (parent_rec >= 0)[:, :, None])  # [B, new, recorded]
+            found = np.where(match.any(axis=2), match.argmax(axis=2), -1)
+            self.record = np.concatenate([self.record, found], axis=1)
         return self.record
 
-    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         if top_k > self.trace.top_k:
             raise ValueError(f"top_k {top_k} exceeds the recording's top_k {self.trace.top_k}")
-        rec = self.record_ids(tree)[:, node_slice(frontier)]
-        safe = rec.clamp(min=0)
-        index = safe.unsqueeze(-1).expand(-1, -1, self.trace.top_k)
-        tokens = self.trace.child_tokens.gather(1, index)[..., :top_k]
-        probs = self.trace.child_probs.gather(1, index)[..., :top_k]
-        missing = (rec < 0).unsqueeze(-1) | (tokens == NO_TOKEN)
-        self.unrecorded += int(missing.any(dim=-1).sum())
-        return probs.masked_fill(missing, 0.0), tokens.masked_fill(missing, NO_TOKEN)
+        rec = self.record_ids(tree)[:, node_slice(frontier)]  # [B, n]
+        rows = tree.storage.rows
+        tokens = self.child_tokens[rows, np.maximum(rec, 0), :top_k]  # [B, n, k]
+        probs = self.child_probs[rows, np.maximum(rec, 0), :top_k]
+        missing = (rec < 0)[:, :, None] | (tokens == NO_TOKEN)
+        self.unrecorded += int(missing.any(axis=2).sum())
+        return np.where(missing, 0.0, probs), np.where(missing, NO_TOKEN, tokens)
 
 
 class RecordingExpander:
@@ -145,11 +137,11 @@ class RecordingExpander:
     def __init__(self, inner, top_k: int) -> None:
         self.inner = inner
         self.top_k = top_k
-        self.children: list[tuple[range, torch.Tensor, torch.Tensor]] = []
+        self.children: list[tuple[range, np.ndarray, np.ndarray]] = []
 
-    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         probs, tokens = self.inner.expand(tree, frontier, top_k)
-        self.children.append((frontier, probs.cpu(), tokens.cpu()))
+        self.children.append((frontier, probs, tokens))
         return probs, tokens
 
     def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor) -> TraceIteration:
@@ -157,10 +149,9 @@ class RecordingExpander:
         child_tokens = torch.full((batch, size, self.top_k), NO_TOKEN, dtype=torch.long)
         child_probs = torch.zeros((batch, size, self.top_k), dtype=torch.float64)
         for frontier, probs, tokens in self.children:
-            child_tokens[:, node_slice(frontier)] = tokens.long()
-            child_probs[:, node_slice(frontier)] = probs.double()
-        cpu_tree = DraftTree(tree.tokens.cpu(), tree.parents.cpu(), tree.values.cpu(), tree.depths.cpu())
-        return TraceIteration(context_lens.cpu(), cpu_tree, child_tokens, child_probs, target_argmax.cpu())
+            child_tokens[:, node_slice(frontier)] = torch.from_numpy(tokens)
+            child_probs[:, node_slice(frontier)] = torch.from_numpy(probs)
+        return TraceIteration(context_lens.cpu(), tree.copy(), child_tokens, child_probs, target_argmax.cpu())
 
 
 @dataclass
@@ -204,11 +195,11 @@ def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
     tree = grow_tree(plan, expander, trace.tree.tokens[:, 0])
     verified = plan.verify_count(tree)
     vtree = select_verified(tree, verified)
-    record = expander.record_ids(tree).gather(1, vtree.node_ids)
+    record = torch.from_numpy(expander.record_ids(tree)).gather(1, vtree.node_ids)
     argmax = trace.target_argmax.gather(1, record.clamp(min=0)).masked_fill(record < 0, NO_MATCH)
     result = verify_greedy(vtree, argmax)
     accepted = result.num_accepted.tolist()
-    depth = int(tree.depths.max())
+    depth = tree.layers
     draft_ms, verify_ms = charge(plan, verified, depth, max(accepted))
     return IterationOutcome(accepted, verified, depth, draft_ms, verify_ms, expander.unrecorded)
 

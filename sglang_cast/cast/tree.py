@@ -1,166 +1,73 @@
 """Draft-tree bookkeeping for a batch (docs/design/cast.md §4–§5).
 
 Every sequence in a batch grows the same number of nodes per layer (one ``n_i`` for
-the batch keeps tensors rectangular), so a batch of trees is a handful of
-``[B, T]`` tensors.  Node 0 of every sequence is the root: the last committed
-token, value 1, depth 0.  Nodes are appended layer by layer, so node ids are in
-creation order and depth never decreases with id.
+the batch keeps arrays rectangular), so a batch of trees is a handful of ``[B, T]``
+arrays.  Node 0 of every sequence is the root: the last committed token, value 1,
+depth 0.  Nodes are appended layer by layer, so node ids are in creation order and
+depth never decreases with id.
+
+The tree lives on the host, in NumPy arrays.  Every decision made on it (which
+children to keep, which nodes to verify) is the host's, and its bookkeeping is a few
+dozen small array operations per layer: a NumPy operation on a few dozen numbers
+costs 0.1–1 µs, a torch one 1–4 µs of dispatch on a CPU and a kernel launch on a GPU
+(docs/benchmarks.md, "Host work between the forwards").  What a forward needs of the
+tree (its tokens, positions and attention mask) is handed to the device as that
+forward's input; what the draft proposes comes back in one copy per layer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 
 def node_slice(ids: range) -> slice:
-    """Consecutive node ids as the slice that reads them from a ``[B, T, ...]`` field:
-    a view, no gather (and no kernel launch on a GPU)."""
+    """Consecutive node ids as the slice that reads them from a ``[B, T, ...]`` field
+    (a view, no gather)."""
     return slice(ids.start, ids.stop)
 
 
-def to_host(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` on the host for a policy decision: one device-to-host copy, or the
-    tensor itself when it is already there (the one crossing point, cast/expand.py)."""
-    return tensor.cpu()
-
-
-@dataclass
-class DraftTree:
-    """A batch of draft trees: ``tokens``, ``parents`` (-1 for the root), ``values``
-    (product of draft probabilities along the path) and ``depths``, all ``[B, T]``."""
-
-    tokens: torch.Tensor
-    parents: torch.Tensor
-    values: torch.Tensor
-    depths: torch.Tensor
-    # [B, T, T] ancestor-or-self matrix, kept up to date layer by layer so that tree
-    # attention masks never need a walk over the nodes in the hot path.
-    ancestors: torch.Tensor | None = None
-    # False for `host_copy`'s trees: they answer policy decisions (values, ranks) only,
-    # so they carry no ancestor matrix and cannot grow.
-    with_ancestors: bool = True
-    # Layers added since the root, known on the host: a bound on every node's depth
-    # that verification loops to without reading ``depths`` back from the device.
-    # Derived from ``depths`` (a host read) when a tree is built from tensors.
-    layers: int | None = None
-    # Preallocated room the fields above are views of (`TreeStorage`), so a new layer
-    # is written in place: a handful of copies instead of re-concatenating every field
-    # and the whole ancestor matrix per layer (on a GPU each op is a launch).
-    storage: TreeStorage | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.ancestors is None and self.with_ancestors:
-            self.ancestors = ancestor_mask(self.parents)
-        if self.layers is None:
-            self.layers = int(self.depths.max())
-
-    @classmethod
-    def from_roots(cls, root_tokens: torch.Tensor, capacity: int = 1, room: TreeStorage | None = None) -> DraftTree:
-        """Trees of the roots alone, with room for ``capacity`` nodes per sequence
-        (root included; more is allocated when a layer needs it).  ``room``, an earlier
-        tree's storage, is written over when it fits (that tree is given up): an engine
-        drafts a tree of the same batch and size every iteration."""
-        batch, device = root_tokens.shape[0], root_tokens.device
-        if capacity <= 1:  # plain decoding's tree: no room to prepare
-            return cls(tokens=root_tokens.view(batch, 1).long(),
-                       parents=torch.full((batch, 1), -1, dtype=torch.long, device=device),
-                       values=torch.ones((batch, 1), dtype=torch.float64, device=device),
-                       depths=torch.zeros((batch, 1), dtype=torch.long, device=device),
-                       ancestors=torch.ones((batch, 1, 1), dtype=torch.bool, device=device), layers=0)
-        if room is not None and room.fits(batch, capacity, device):
-            room.clear()
-        else:
-            room = TreeStorage.allocate(batch, capacity, device)
-        room.tokens[:, 0] = root_tokens.view(-1)
-        return room.tree(1, layers=0)
-
-    def host_copy(self) -> DraftTree:
-        """This tree on the host for a policy decision: the policies compute on host
-        float64 (their cost rows live there), so a device tree crosses once, in one
-        packed copy (token ids and depths are exact in float64).  A tree already on
-        the host is returned as is."""
-        return self if self.values.device.type == "cpu" else self.copy_to_host()
-
-    def copy_to_host(self) -> DraftTree:
-        """`host_copy`'s device-to-host copy, made whatever the device."""
-        packed = to_host(torch.stack([self.tokens.double(), self.parents.double(), self.values.double(),
-                                      self.depths.double()]))
-        tokens, parents, values, depths = packed.unbind(0)
-        return DraftTree(tokens.long(), parents.long(), values, depths.long(), with_ancestors=False,
-                         layers=self.layers)
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.tokens.shape[0])
-
-    @property
-    def size(self) -> int:
-        """Nodes per sequence, root included."""
-        return int(self.tokens.shape[1])
-
-    def add_layer(self, tokens: torch.Tensor, parents: torch.Tensor, values: torch.Tensor) -> range:
-        """Append one layer (``[B, n]`` each; ``parents`` are node ids) and return the
-        new node ids, the same in every sequence (the tree is rectangular)."""
-        first, n = self.size, tokens.shape[1]
-        end = first + n
-        depth = self.depths.gather(1, parents) + 1
-        parent_rows = self.ancestors.gather(1, parents.unsqueeze(-1).expand(-1, -1, first))  # [B, n, first]
-        storage = self.storage
-        if storage is None or storage.capacity < end:
-            storage = TreeStorage.holding(self, max(end, 2 * first))
-        storage.tokens[:, first:end] = tokens
-        storage.parents[:, first:end] = parents
-        storage.values[:, first:end] = values
-        storage.depths[:, first:end] = depth
-        storage.ancestors[:, first:end, :first] = parent_rows  # the diagonal (self) is preset
-        grown = storage.tree(end, self.layers + 1)
-        self.tokens, self.parents, self.values, self.depths = grown.tokens, grown.parents, grown.values, grown.depths
-        self.ancestors, self.layers, self.storage = grown.ancestors, grown.layers, storage
-        return range(first, end)
-
-    def ranked_nodes(self) -> torch.Tensor:
-        """Non-root node ids per sequence, best first: value descending, ties by
-        smaller depth, then creation order (docs/design/cast.md §5).  Because a child's value
-        never exceeds its parent's and ids grow with depth, a stable sort on value
-        over ids already yields that order, so every prefix is a valid subtree."""
-        values = self.values[:, 1:]
-        order = torch.sort(values, dim=1, descending=True, stable=True).indices
-        return order + 1
+def host_ints(values) -> np.ndarray:
+    """Token ids or node ids (a list, a host tensor or an array) as an int64 array."""
+    return np.asarray(values, dtype=np.int64)
 
 
 @dataclass
 class TreeStorage:
-    """Room for ``capacity`` nodes per sequence: the ``[B, capacity]`` fields and the
-    ``[B, capacity, capacity]`` ancestor matrix a `DraftTree`'s tensors are views of.
-    Unwritten ancestor rows are False but for the diagonal (each node is its own
-    ancestor), so writing a layer sets only its rows' columns of earlier nodes.  The
-    root's parent (-1), value (1) and depth (0) are written once: layers never
-    overwrite node 0."""
+    """Room for ``capacity`` nodes per sequence: the ``[B, capacity]`` arrays and the
+    ``[B, capacity, capacity]`` ancestor matrix a `DraftTree` reads the first nodes
+    of.  The root's parent (-1), value (1), depth (0) and ancestor row are written at
+    allocation and never again: layers start at node 1.  A layer writes its nodes'
+    whole rows up to its last node, so a later tree in the same room never sees an
+    earlier tree's nodes (rows past a tree's size are never read)."""
 
-    tokens: torch.Tensor
-    parents: torch.Tensor
-    values: torch.Tensor
-    depths: torch.Tensor
-    ancestors: torch.Tensor
+    tokens: np.ndarray  # [B, C] int64
+    parents: np.ndarray  # [B, C] int64, -1 for the root
+    values: np.ndarray  # [B, C] float64
+    depths: np.ndarray  # [B, C] int64
+    ancestors: np.ndarray  # [B, C, C] bool: ancestors[b, i, j] is True when j is i or one of its ancestors
+    rows: np.ndarray  # [B, 1] the batch index, for gathering one column per row
 
     @classmethod
-    def allocate(cls, batch: int, capacity: int, device: torch.device) -> TreeStorage:
-        storage = cls(tokens=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                      parents=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                      values=torch.zeros((batch, capacity), dtype=torch.float64, device=device),
-                      depths=torch.zeros((batch, capacity), dtype=torch.long, device=device),
-                      ancestors=torch.empty((batch, capacity, capacity), dtype=torch.bool, device=device))
+    def allocate(cls, batch: int, capacity: int) -> TreeStorage:
+        storage = cls(tokens=np.zeros((batch, capacity), dtype=np.int64),
+                      parents=np.zeros((batch, capacity), dtype=np.int64),
+                      values=np.zeros((batch, capacity), dtype=np.float64),
+                      depths=np.zeros((batch, capacity), dtype=np.int64),
+                      ancestors=np.zeros((batch, capacity, capacity), dtype=bool),
+                      rows=np.arange(batch).reshape(batch, 1))
         storage.parents[:, 0] = -1
         storage.values[:, 0] = 1.0
-        storage.clear()
+        storage.ancestors[:, 0, 0] = True
         return storage
 
     @classmethod
     def holding(cls, tree: DraftTree, capacity: int) -> TreeStorage:
         """Room for ``capacity`` nodes, holding a copy of ``tree``'s nodes."""
-        storage = cls.allocate(tree.batch_size, capacity, tree.tokens.device)
+        storage = cls.allocate(tree.batch_size, capacity)
         size = tree.size
         for name in ("tokens", "parents", "values", "depths"):
             getattr(storage, name)[:, :size] = getattr(tree, name)
@@ -169,23 +76,114 @@ class TreeStorage:
 
     @property
     def capacity(self) -> int:
-        return int(self.tokens.shape[1])
+        return self.tokens.shape[1]
 
-    def fits(self, batch: int, capacity: int, device: torch.device) -> bool:
+    def fits(self, batch: int, capacity: int) -> bool:
         """Can a tree of ``batch`` sequences and up to ``capacity`` nodes live here?"""
-        return self.tokens.shape[0] == batch and self.capacity >= capacity and self.tokens.device == device
+        return self.tokens.shape[0] == batch and self.capacity >= capacity
 
-    def clear(self) -> None:
-        """Forget every node but the roots: the ancestor matrix back to the identity
-        (a layer writes only its rows' columns of earlier nodes, so an earlier tree's
-        rows would otherwise show through)."""
-        self.ancestors.zero_()
-        self.ancestors.diagonal(dim1=1, dim2=2).fill_(True)
 
-    def tree(self, size: int, layers: int) -> DraftTree:
-        """The first ``size`` nodes as a `DraftTree` of views."""
-        return DraftTree(self.tokens[:, :size], self.parents[:, :size], self.values[:, :size], self.depths[:, :size],
-                         ancestors=self.ancestors[:, :size, :size], layers=layers, storage=self)
+@dataclass
+class DraftTree:
+    """A batch of draft trees: the first ``size`` nodes of ``storage``.  Its fields
+    ``tokens``, ``parents`` (-1 for the root), ``values`` (product of draft
+    probabilities along the path) and ``depths`` are ``[B, T]`` host arrays, and
+    ``ancestors`` the ``[B, T, T]`` ancestor-or-self matrix, kept up to date layer by
+    layer so that tree attention masks never need a walk over the nodes."""
+
+    storage: TreeStorage = field(repr=False)
+    size: int  # nodes per sequence, root included
+    # Layers added since the root: a bound on every node's depth, known without a read.
+    layers: int
+    _ranked: np.ndarray | None = field(default=None, repr=False)  # `ranked_nodes`, until the next layer
+
+    @classmethod
+    def from_roots(cls, root_tokens, capacity: int = 1, room: TreeStorage | None = None) -> DraftTree:
+        """Trees of the roots alone (``[B]`` token ids on the host), with room for
+        ``capacity`` nodes per sequence (root included; more is allocated when a layer
+        needs it).  ``room``, an earlier tree's storage, is written over when it fits
+        (that tree is given up): an engine drafts a tree of the same batch and size
+        every iteration."""
+        roots = host_ints(root_tokens).reshape(-1)
+        if room is None or not room.fits(len(roots), capacity):
+            room = TreeStorage.allocate(len(roots), max(capacity, 1))
+        room.tokens[:, 0] = roots
+        return cls(room, size=1, layers=0)
+
+    @classmethod
+    def from_nodes(cls, tokens, parents, values) -> DraftTree:
+        """A tree of given nodes (``[B, T]`` each, array-like; every parent before its
+        child), such as a stored trace's; depths and ancestors are derived."""
+        parents = host_ints(parents)
+        tree = cls.from_roots(host_ints(tokens)[:, 0], capacity=parents.shape[1])
+        storage = tree.storage
+        storage.tokens[:] = host_ints(tokens)
+        storage.parents[:] = parents
+        storage.values[:] = np.asarray(values, dtype=np.float64)
+        for i in range(1, parents.shape[1]):
+            storage.depths[:, i] = storage.depths[storage.rows[:, 0], parents[:, i]] + 1
+        storage.ancestors[:] = ancestor_matrix(parents)
+        tree.size, tree.layers = parents.shape[1], int(storage.depths.max())
+        return tree
+
+    def copy(self) -> DraftTree:
+        """A copy in storage of its own: an engine's tree lives one iteration (the next
+        is written into its storage)."""
+        return DraftTree(TreeStorage.holding(self, self.size), self.size, self.layers)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.storage.tokens[:, : self.size]
+
+    @property
+    def parents(self) -> np.ndarray:
+        return self.storage.parents[:, : self.size]
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.storage.values[:, : self.size]
+
+    @property
+    def depths(self) -> np.ndarray:
+        return self.storage.depths[:, : self.size]
+
+    @property
+    def ancestors(self) -> np.ndarray:
+        return self.storage.ancestors[:, : self.size, : self.size]
+
+    @property
+    def batch_size(self) -> int:
+        return self.storage.tokens.shape[0]
+
+    def add_layer(self, tokens, parents, values) -> range:
+        """Append one layer (``[B, n]`` each, array-like; ``parents`` are node ids) and
+        return the new node ids, the same in every sequence (the tree is rectangular)."""
+        tokens, parents = host_ints(tokens), host_ints(parents)
+        first, n = self.size, tokens.shape[1]
+        end = first + n
+        if self.storage.capacity < end:
+            self.storage = TreeStorage.holding(self, max(end, 2 * first))
+        storage, rows = self.storage, self.storage.rows
+        storage.tokens[:, first:end] = tokens
+        storage.parents[:, first:end] = parents
+        storage.values[:, first:end] = values
+        storage.depths[:, first:end] = storage.depths[rows, parents] + 1
+        # A node's ancestors are its parent's and itself: its whole row up to ``end``.
+        storage.ancestors[:, first:end, :first] = storage.ancestors[rows, parents, :first]
+        storage.ancestors[:, first:end, first:end] = np.eye(n, dtype=bool)
+        self.size, self.layers, self._ranked = end, self.layers + 1, None
+        return range(first, end)
+
+    def ranked_nodes(self) -> np.ndarray:
+        """Non-root node ids per sequence, best first (``[B, T - 1]``): value
+        descending, ties by smaller depth, then creation order (docs/design/cast.md
+        §5).  Because a child's value never exceeds its parent's and ids grow with
+        depth, a stable sort on value over ids already yields that order, so every
+        prefix is a valid subtree.  Sorted once per tree: the rerank and the verified
+        subtree both read it."""
+        if self._ranked is None:
+            self._ranked = (-self.values[:, 1:]).argsort(axis=1, kind="stable") + 1
+        return self._ranked
 
 
 @dataclass
@@ -201,15 +199,29 @@ class VerifyTree:
     mask: torch.Tensor | None = None  # [B, n, n] ancestor-or-self; derived from parents if absent
     max_depth: int | None = None  # host bound on ``depths`` (the drafted layers); read back if absent
 
+    @classmethod
+    def of_roots(cls, roots: torch.Tensor) -> VerifyTree:
+        """The roots alone (``[B]`` tokens, on any device): plain decoding's verified
+        tree, made where the roots are."""
+        batch, device = roots.shape[0], roots.device
+        zeros = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        return cls(node_ids=zeros, tokens=roots.view(batch, 1), parents=torch.full_like(zeros, -1), depths=zeros,
+                   values=torch.ones((batch, 1), dtype=torch.float64, device=device),
+                   mask=torch.ones((batch, 1, 1), dtype=torch.bool, device=device), max_depth=0)
+
     @property
     def num_tokens(self) -> int:
         return int(self.tokens.shape[1])
 
+    def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> VerifyTree:
+        """This tree with ``fn`` applied to each of its tensors (an engine sends them
+        to its device with it)."""
+        return VerifyTree(*(fn(t) for t in (self.node_ids, self.tokens, self.parents, self.depths, self.values,
+                                            self.ancestor_mask())), max_depth=self.max_depth)
+
     def rows(self, index: torch.Tensor) -> VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
-        return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
-                                                                self.depths, self.values, self.ancestor_mask())),
-                          max_depth=self.max_depth)
+        return self.apply(lambda t: t.index_select(0, index))
 
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
@@ -224,43 +236,39 @@ class VerifyTree:
 
 
 def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
-    """Root plus each sequence's top-``num_nodes`` ranked nodes (a valid subtree)."""
+    """Root plus each sequence's top-``num_nodes`` ranked nodes (a valid subtree), as
+    host tensors (an engine sends them to its device for the verify forward)."""
     if not 0 <= num_nodes <= tree.size - 1:
         raise ValueError(f"num_nodes must be in [0, {tree.size - 1}], got {num_nodes}")
-    batch = tree.batch_size
-    root = torch.zeros((batch, 1), dtype=torch.long, device=tree.tokens.device)
-    if num_nodes == 0:  # the root alone (plain decoding): views of the tree's first node
-        return VerifyTree(node_ids=root, tokens=tree.tokens[:, :1], parents=tree.parents[:, :1],
-                          depths=tree.depths[:, :1], values=tree.values[:, :1], mask=tree.ancestors[:, :1, :1],
-                          max_depth=0)
-    node_ids = torch.cat([root, tree.ranked_nodes()[:, :num_nodes]], dim=1)
-    # Map each chosen node's parent id to its position in node_ids.
-    local_of = torch.full((batch, tree.size), -1, dtype=torch.long, device=node_ids.device)
-    local_of.scatter_(1, node_ids, torch.arange(node_ids.shape[1], device=node_ids.device).expand(batch, -1))
-    parent_ids = tree.parents.gather(1, node_ids)
-    # Every ranked prefix is a subtree (`DraftTree.ranked_nodes`), so every chosen node's
-    # parent is chosen too (tests/test_tree_verify.py checks it; no host read here).
-    parents = torch.where(parent_ids < 0, parent_ids, local_of.gather(1, parent_ids.clamp(min=0)))
-    n = node_ids.shape[1]
-    rows = tree.ancestors.gather(1, node_ids.unsqueeze(-1).expand(-1, -1, tree.size))
-    return VerifyTree(
-        node_ids=node_ids,
-        tokens=tree.tokens.gather(1, node_ids),
-        parents=parents,
-        depths=tree.depths.gather(1, node_ids),
-        values=tree.values.gather(1, node_ids),
-        mask=rows.gather(2, node_ids.unsqueeze(1).expand(-1, n, -1)),
-        max_depth=tree.layers,
-    )
+    batch, count, rows = tree.batch_size, num_nodes + 1, tree.storage.rows
+    node_ids = np.zeros((batch, count), dtype=np.int64)
+    node_ids[:, 1:] = tree.ranked_nodes()[:, :num_nodes]
+    # Map each chosen node's parent id to its position in node_ids.  Every ranked prefix
+    # is a subtree (`DraftTree.ranked_nodes`), so every chosen node's parent is chosen too
+    # (tests/test_tree_verify.py checks it).
+    local_of = np.full((batch, tree.size), -1, dtype=np.int64)
+    local_of[rows, node_ids] = np.arange(count)
+    parent_ids = tree.parents[rows, node_ids]
+    parents = np.where(parent_ids < 0, -1, local_of[rows, np.maximum(parent_ids, 0)])
+    mask = tree.ancestors[rows[:, :, None], node_ids[:, :, None], node_ids[:, None, :]]  # [B, n, n]
+    return VerifyTree(node_ids=torch.from_numpy(node_ids), tokens=torch.from_numpy(tree.tokens[rows, node_ids]),
+                      parents=torch.from_numpy(parents), depths=torch.from_numpy(tree.depths[rows, node_ids]),
+                      values=torch.from_numpy(tree.values[rows, node_ids]), mask=torch.from_numpy(mask),
+                      max_depth=tree.layers)
+
+
+def ancestor_matrix(parents: np.ndarray) -> np.ndarray:
+    """Ancestor-or-self matrix ``[B, n, n]`` for parent lists ``[B, n]`` in which every
+    parent precedes its child (-1 for the root): one walk over the nodes."""
+    batch, n = parents.shape
+    mask = np.zeros((batch, n, n), dtype=bool)
+    mask[:, np.arange(n), np.arange(n)] = True
+    rows = np.arange(batch)
+    for i in range(1, n):
+        mask[:, i] |= mask[rows, np.maximum(parents[:, i], 0)] & (parents[:, i] >= 0)[:, None]
+    return mask
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
-    """Ancestor-or-self mask ``[B, n, n]`` for local parent lists in which every
-    parent precedes its child."""
-    batch, n = parents.shape
-    eye = torch.eye(n, dtype=torch.bool, device=parents.device)
-    mask = eye.unsqueeze(0).repeat(batch, 1, 1)
-    rows = torch.arange(batch, device=parents.device)
-    for i in range(1, n):
-        mask[:, i] |= mask[rows, parents[:, i].clamp(min=0)] & (parents[:, i] >= 0).view(-1, 1)
-    return mask
+    """`ancestor_matrix` of a tensor of parents, on its device."""
+    return torch.from_numpy(ancestor_matrix(parents.cpu().numpy())).to(parents.device)

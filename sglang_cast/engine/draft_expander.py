@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ..cast import DraftTree
@@ -32,14 +33,16 @@ class DraftExpander:
     ``to_target`` maps the head's token ids to the target's.  ``slots`` ``[B]`` is a
     host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device.
 
-    A frontier node's feature is its parent's draft output, and every parent was in
-    the frontier expanded just before: ``grow_tree`` expands the kept prefix of the
-    newest layer, consecutive node ids.  So only that frontier's outputs are kept,
-    ``[B, n_prev, h]``, and a parent's row is its id minus the frontier's first id;
-    and every frontier node sits at the newest layer's depth (``tree.layers``), one
-    position past its parent's, known on the host.  The draft cache holds the nodes
-    of every frontier expanded so far (``scratch``, host ids); a node attends to those
-    of them that are its ancestors."""
+    The tree is on the host (cast/tree.py): each draft forward's inputs are read off it
+    and sent to the device, and each layer's children come back in one copy.  A
+    frontier node's feature is its parent's draft output, and every parent was in the
+    frontier expanded just before: ``grow_tree`` expands the kept prefix of the newest
+    layer, consecutive node ids.  So only that frontier's outputs are kept, ``[B,
+    n_prev, h]`` on the device, and a parent's row is its id minus the frontier's
+    first id; and every frontier node sits at the newest layer's depth
+    (``tree.layers``), one position past its parent's.  The draft cache holds the
+    nodes of every frontier expanded so far (``scratch``, their ids); a node attends to
+    those of them that are its ancestors."""
 
     def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
                  context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
@@ -47,28 +50,34 @@ class DraftExpander:
         self.to_target = to_target
         self.slots = slots
         self.context_lens = context_lens
+        self.device = root_logits.device
         self.root_logits = root_logits
         self.last_frontier = range(0, 1)  # the root
         self.last_hidden = root_hidden.unsqueeze(1)  # [B, n_prev, h], rows of ``last_frontier``
         self.scratch: list[int] = []
 
-    def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _send(self, host: np.ndarray) -> torch.Tensor:
+        return to_device(torch.from_numpy(host), self.device)
+
+    def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``top_k`` most probable children of each row of ``logits`` ``[B, n, V]``
+        and their target token ids, on the host in one copy (float64 holds the ids exactly)."""
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, top_k, dim=-1, sorted=True)
-        return top.values.double(), self.to_target(top.indices)
+        host = torch.cat([top.values.double(), self.to_target(top.indices).double()], dim=-1).cpu().numpy()
+        return host[..., :top_k], host[..., top_k:].astype(np.int64)
 
-    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         if tree.size == 1:
             return self._top_children(self.root_logits.unsqueeze(1), top_k)
         nodes, n = node_slice(frontier), len(frontier)
         width = self.last_hidden.shape[-1]
-        parent_rows = tree.parents[:, nodes] - self.last_frontier.start  # [B, n] rows of ``last_hidden``
+        parent_rows = self._send(tree.parents[:, nodes] - self.last_frontier.start)  # [B, n] rows of ``last_hidden``
         features = self.last_hidden.gather(1, parent_rows.unsqueeze(-1).expand(-1, -1, width))
         positions = (self.context_lens.view(-1, 1) + (tree.layers - 1)).expand(-1, n)  # the newest layer's depth
         self.scratch.extend(frontier)
-        scratch = to_device(torch.tensor(self.scratch), tree.ancestors.device)
-        mask = tree.ancestors[:, nodes].index_select(2, scratch)  # [B, n, scratch]
+        mask = tree.ancestors[:, nodes].take(self.scratch, axis=2)  # [B, n, scratch]
         # ``hidden`` may be a view of a graph's output: read (gathered) before the next replay.
-        hidden, logits = self.step(tree.tokens[:, nodes], features, positions, self.slots, mask)
+        hidden, logits = self.step(self._send(tree.tokens[:, nodes]), features, positions, self.slots, self._send(mask))
         self.last_frontier, self.last_hidden = frontier, hidden
         return self._top_children(logits, top_k)

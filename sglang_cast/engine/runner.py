@@ -15,10 +15,11 @@ One iteration (``SpeculativeRunner.iterate``):
 The runner executes; every decision about the tree comes from the policy.
 
 Host and device: the runner keeps what the host must know on the host (slots, the
-caches' lengths, the accepted paths) and reads the device back only where a decision
-needs device data: one copy per policy decision (cast/expand.py) and one stacked copy
-of the verification's outcome per iteration (`read_back`).  Everything else it sends
-to the device asynchronously (`models.kv_cache.to_device`).
+caches' lengths, the draft tree, the accepted paths) and reads the device back only
+where a decision needs device data: one copy of each drafted layer's children
+(engine/draft_expander.py) and one stacked copy of the verification's outcome per
+iteration (`read_back`).  Everything else it sends to the device asynchronously
+(`models.kv_cache.to_device`): the draft forwards' inputs and the verified tree.
 """
 
 from __future__ import annotations
@@ -138,19 +139,23 @@ class Batch:
     device_slots: torch.Tensor  # [B] the same, on the device
     context: torch.Tensor  # [B] tokens committed in the target cache, on the device
     context_max: int  # the longest of them, known on the host
-    roots: torch.Tensor  # [B] last committed token, not yet seen by the target (device)
+    roots: list[int]  # [B] last committed token, not yet seen by the target
 
 
 @dataclass(frozen=True)
 class Drafted:
-    """A strategy's draft: the nodes the target verifies, whether the draft head grew
-    a tree (then its cache must catch up on the accepted tokens), and the full tree
-    (valid for this iteration: the next tree is written into its storage, so copy what
-    must outlive it, ``DraftTree.copy_to_host``)."""
+    """A strategy's draft: the nodes the target verifies (on the runner's device) and
+    the full tree the draft head grew, ``None`` when it grew none (valid for this
+    iteration: the next tree is written into its storage, so copy what must outlive
+    it, ``DraftTree.copy``)."""
 
     vtree: VerifyTree
-    speculated: bool
-    tree: DraftTree
+    tree: DraftTree | None
+
+    @property
+    def speculated(self) -> bool:
+        """Did the draft head draft (then its cache must catch up on the accepted tokens)?"""
+        return self.tree is not None
 
 
 @dataclass(frozen=True)
@@ -224,13 +229,12 @@ class PolicySpeculation:
     def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
         speculate = runner.draft is not None and plan.max_depth > 0
-        if speculate:
-            runner.feed_backlog(batch.requests)
-            tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
-            runner.tree_storage = tree.storage
-        else:
-            tree = DraftTree.from_roots(batch.roots)
-        return Drafted(select_verified(tree, decide_verified(plan, tree)), speculate, tree)
+        if not speculate:
+            return Drafted(VerifyTree.of_roots(runner.on_device(batch.roots)), None)
+        runner.feed_backlog(batch.requests)
+        tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
+        runner.tree_storage = tree.storage
+        return Drafted(runner.send_tree(select_verified(tree, decide_verified(plan, tree))), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         return read_back(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
@@ -306,9 +310,13 @@ class SpeculativeRunner:
         if self.draft is not None:
             self.draft_cache.reset(slot)
 
-    def _on_device(self, values: list) -> torch.Tensor:
+    def on_device(self, values: list) -> torch.Tensor:
         """A host list as a device tensor, sent without waiting for the device."""
         return to_device(torch.tensor(values), self.device)
+
+    def send_tree(self, vtree: VerifyTree) -> VerifyTree:
+        """A verified tree selected on the host, on the device (sent without waiting)."""
+        return vtree.apply(lambda t: to_device(t, self.device))
 
     # ------------------------------------------------------------------ forwards
     def target_forward(self, tokens, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
@@ -341,7 +349,7 @@ class SpeculativeRunner:
         host_slots = torch.tensor(slots)
         hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask)
         self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
-        last = self._on_device([c - 1 for c in counts]).view(-1, 1, 1)
+        last = self.on_device([c - 1 for c in counts]).view(-1, 1, 1)
         rows = to_device(host_slots, self.device)
         self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
         self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
@@ -360,7 +368,7 @@ class SpeculativeRunner:
         slots = torch.tensor([r.slot for r in requests])
         lengths = torch.tensor([len(r.prompt_ids) for r in requests])
         batch, n = len(requests), int(lengths.max())
-        prompts = self._on_device([pad_right(list(r.prompt_ids), n) for r in requests])
+        prompts = self.on_device([pad_right(list(r.prompt_ids), n) for r in requests])
         positions = torch.arange(n, device=self.device).expand(batch, n)
         logits, features = self._prefill_forward(prompts, positions, slots, causal_tree_mask(batch, n, self.device),
                                                  to_device(lengths - 1, self.device))
@@ -404,7 +412,7 @@ class SpeculativeRunner:
         slots = torch.tensor(slot_ids)
         context = self.target_cache.lens[slots]
         batch = Batch(requests, slot_ids, slots, to_device(slots, self.device), to_device(context, self.device),
-                      int(context.max()), self._on_device([r.root for r in requests]))
+                      int(context.max()), [r.root for r in requests])
         clock.mark()
         drafted = self.speculation.draft(self, batch)
         clock.mark()
@@ -441,7 +449,7 @@ class SpeculativeRunner:
         slots = [r.slot for r in behind]
         counts = [len(tokens) for tokens, _ in pending]
         width = max(counts)
-        tokens = self._on_device([pad_right(t, width) for t, _ in pending])
+        tokens = self.on_device([pad_right(t, width) for t, _ in pending])
         features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
         start = to_device(self.draft_cache.lens[slots], self.device)
         self._draft_catch_up(slots, tokens, features, start, counts)
@@ -468,8 +476,8 @@ class SpeculativeRunner:
         features, committed = commit.features, commit.accepted.committed
         if commit.drafted.speculated:
             width = len(offsets[0])
-            next_tokens = self._on_device([pad_right(c, width) for c in committed])
-            kept = self._on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
+            next_tokens = self.on_device([pad_right(c, width) for c in committed])
+            kept = self.on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
             self._draft_catch_up(commit.batch.slot_ids, next_tokens, features.gather(1, kept), commit.batch.context,
                                  counts)
             return
@@ -493,9 +501,9 @@ class SpeculativeRunner:
         parts = []
         for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg))),
                              (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
-            index = self._on_device(rows)
+            index = self.on_device(rows)
             parts.append(verify(vtree.rows(index), logits.index_select(0, index)))
-        return merge_rows(parts, self._on_device(greedy + sampled))
+        return merge_rows(parts, self.on_device(greedy + sampled))
 
 
 def merge_rows(parts: list[VerifyResult], order: torch.Tensor) -> VerifyResult:
