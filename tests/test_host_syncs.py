@@ -8,14 +8,15 @@ every result computed from it.  Reading a `DeviceData` into Python (``int()``,
 is what synchronises host and device on a GPU; ``.cpu()`` is the deliberate crossing
 and hands back plain host data (``.numpy()`` of device data is a read).  The draft
 tree lives on the host, so an iteration may cross once per drafted layer (its
-children, for that layer's ``keep``) and once to read verification back.
+children, for that layer's ``keep``) and once to read the target's greedy tokens for
+verification.
 """
 
 import pytest
 import torch
 
 from sglang_cast.cast import SamplingParams, make_policy
-from sglang_cast.engine import Engine, draft_expander, tracing
+from sglang_cast.engine import Engine, draft_expander
 from sglang_cast.engine import runner as runner_module
 from sglang_cast.models import attention, kv_cache
 
@@ -71,7 +72,7 @@ def mark_engine(engine: Engine) -> None:
 def device_marked(monkeypatch):
     """Every host-to-device transfer of the engine hands back `DeviceData`."""
     marked = lambda host, device: on_device(host)  # noqa: E731
-    for module in (kv_cache, attention, runner_module, tracing, draft_expander):
+    for module in (kv_cache, attention, runner_module, draft_expander):
         monkeypatch.setattr(module, "to_device", marked)
     Ledger.reads, Ledger.crossings = [], 0
 

@@ -26,7 +26,7 @@ def live_iteration(policy, model, roots, context):
     tree = grow_tree(plan, model, roots)
     vtree = select_verified(tree, plan.verify_count(tree))
     result = verify_greedy(vtree, model.argmax_for(tree, vtree.node_ids))
-    return result.num_accepted.tolist(), plan
+    return result.num_accepted, plan
 
 
 def record_iteration(model, roots, context):

@@ -94,7 +94,7 @@ FORWARDS = [(SpeculativeRunner, "target_forward"), (SpeculativeRunner, "draft_fo
 # per plan class (`_plan_methods`).
 BREAKDOWN = FORWARDS + [(SpeculativeRunner, name) for name in ("iterate", "verify", "_commit_target",
                                                                 "_commit_draft", "feed_backlog")]
-BREAKDOWN += [(runner_module, name) for name in ("grow_tree", "decide_verified", "select_verified", "read_back")]
+BREAKDOWN += [(runner_module, name) for name in ("grow_tree", "decide_verified", "select_verified", "accepted_from")]
 BREAKDOWN += [(cast_expand, "ranked_children"), (DraftExpander, "expand"), (DraftTree, "add_layer")]
 
 

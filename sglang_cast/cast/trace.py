@@ -198,7 +198,7 @@ def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
     record = torch.from_numpy(expander.record_ids(tree)).gather(1, vtree.node_ids)
     argmax = trace.target_argmax.gather(1, record.clamp(min=0)).masked_fill(record < 0, NO_MATCH)
     result = verify_greedy(vtree, argmax)
-    accepted = result.num_accepted.tolist()
+    accepted = result.num_accepted
     depth = tree.layers
     draft_ms, verify_ms = charge(plan, verified, depth, max(accepted))
     return IterationOutcome(accepted, verified, depth, draft_ms, verify_ms, expander.unrecorded)

@@ -17,7 +17,6 @@ forward's input; what the draft proposes comes back in one copy per layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,7 +188,9 @@ class DraftTree:
 @dataclass
 class VerifyTree:
     """The nodes one target forward verifies, root first, then the chosen nodes in
-    rank order (parents before children).  ``parents`` index into this list."""
+    rank order (parents before children).  ``parents`` index into this list.  Host
+    tensors: an engine sends the forward's inputs (tokens, positions, mask) to its
+    device, and verification reads the rest on the host."""
 
     node_ids: torch.Tensor  # [B, n] ids in the DraftTree
     tokens: torch.Tensor  # [B, n]
@@ -200,28 +201,25 @@ class VerifyTree:
     max_depth: int | None = None  # host bound on ``depths`` (the drafted layers); read back if absent
 
     @classmethod
-    def of_roots(cls, roots: torch.Tensor) -> VerifyTree:
-        """The roots alone (``[B]`` tokens, on any device): plain decoding's verified
-        tree, made where the roots are."""
-        batch, device = roots.shape[0], roots.device
-        zeros = torch.zeros((batch, 1), dtype=torch.long, device=device)
-        return cls(node_ids=zeros, tokens=roots.view(batch, 1), parents=torch.full_like(zeros, -1), depths=zeros,
-                   values=torch.ones((batch, 1), dtype=torch.float64, device=device),
-                   mask=torch.ones((batch, 1, 1), dtype=torch.bool, device=device), max_depth=0)
+    def of_roots(cls, roots) -> VerifyTree:
+        """The roots alone (``[B]`` token ids): plain decoding's verified tree, without
+        a draft tree to select it from."""
+        tokens = torch.as_tensor(roots, dtype=torch.long).view(-1, 1)
+        zeros = torch.zeros_like(tokens)
+        return cls(node_ids=zeros, tokens=tokens, parents=torch.full_like(zeros, -1), depths=zeros,
+                   values=torch.ones(tokens.shape, dtype=torch.float64),
+                   mask=torch.ones((tokens.shape[0], 1, 1), dtype=torch.bool), max_depth=0)
 
     @property
     def num_tokens(self) -> int:
         return int(self.tokens.shape[1])
 
-    def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> VerifyTree:
-        """This tree with ``fn`` applied to each of its tensors (an engine sends them
-        to its device with it)."""
-        return VerifyTree(*(fn(t) for t in (self.node_ids, self.tokens, self.parents, self.depths, self.values,
-                                            self.ancestor_mask())), max_depth=self.max_depth)
-
-    def rows(self, index: torch.Tensor) -> VerifyTree:
+    def rows(self, index: list[int]) -> VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
-        return self.apply(lambda t: t.index_select(0, index))
+        index = torch.tensor(index)
+        return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
+                                                                self.depths, self.values, self.ancestor_mask())),
+                          max_depth=self.max_depth)
 
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its

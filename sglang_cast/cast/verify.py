@@ -17,56 +17,45 @@ from .tree import VerifyTree
 
 @dataclass
 class VerifyResult:
-    accepted: torch.Tensor  # [B, max_accepted] local node indices, -1 padded
-    num_accepted: torch.Tensor  # [B] draft tokens accepted (bonus excluded)
-    bonus: torch.Tensor  # [B] token sampled from the target after the path
+    """What verification decided, per sequence, on the host: the accepted path (local
+    node indices of the ``VerifyTree``, root excluded, in depth order) and the bonus
+    token drawn from the target after it."""
+
+    paths: list[list[int]]
+    bonus: list[int]
+
+    @property
+    def num_accepted(self) -> list[int]:
+        """Draft tokens accepted per sequence (the bonus excluded)."""
+        return [len(path) for path in self.paths]
 
     def accepted_tokens(self, tree: VerifyTree, batch_index: int) -> list[int]:
         """Accepted draft tokens followed by the bonus token."""
-        count = int(self.num_accepted[batch_index])
-        path = self.accepted[batch_index, :count]
-        return tree.tokens[batch_index, path].tolist() + [int(self.bonus[batch_index])]
+        tokens = tree.tokens[batch_index].tolist()
+        return [tokens[i] for i in self.paths[batch_index]] + [self.bonus[batch_index]]
 
 
-def _pack(paths: list[list[int]], bonus: list[int], device: torch.device) -> VerifyResult:
-    width = max([len(p) for p in paths] + [1])
-    accepted = torch.full((len(paths), width), -1, dtype=torch.long)
-    for b, path in enumerate(paths):
-        accepted[b, : len(path)] = torch.tensor(path, dtype=torch.long)
-    return VerifyResult(
-        accepted=accepted.to(device),
-        num_accepted=torch.tensor([len(p) for p in paths], dtype=torch.long, device=device),
-        bonus=torch.tensor(bonus, dtype=torch.long, device=device),
-    )
-
-
-def verify_greedy(tree: VerifyTree, target_argmax: torch.Tensor) -> VerifyResult:
+def verify_greedy(tree: VerifyTree, target_argmax) -> VerifyResult:
     """The longest verified path whose every token is the target's argmax after its
-    parent (``target_argmax[b, i]``: the target's greedy next token after node ``i``).
+    parent (``target_argmax[b, i]``: the target's greedy next token after node ``i``,
+    ``[B, n]`` on the host: an engine's one read of its verification).
 
-    A node is accepted when it and all its ancestors match, read off the ancestor
-    mask in one step for every node at once: no loop over layers, nothing read back
-    from the device, and the same handful of ops whatever the depth.  Siblings carry
-    distinct tokens (a top-k's), so the accepted nodes form one path; in local order
-    (parents first) they are in depth order.  ``accepted`` has one column per drafted
-    layer (``tree.max_depth``, known on the host), -1 past each row's path."""
-    batch, n = tree.tokens.shape
-    if n == 1:  # plain decoding: the root alone, its bonus the target's argmax
-        return VerifyResult(accepted=torch.full((batch, 1), -1, dtype=torch.long, device=tree.tokens.device),
-                            num_accepted=torch.zeros(batch, dtype=torch.long, device=tree.tokens.device),
-                            bonus=target_argmax[:, 0])
-    depth = tree.max_depth if tree.max_depth is not None else int(tree.depths.max())
-    parents = tree.parents.clamp(min=0)
-    matches = (tree.tokens == target_argmax.gather(1, parents)) | (tree.parents < 0)  # the root always
-    on_path = ~(tree.ancestor_mask() & ~matches.unsqueeze(1)).any(dim=2)  # [B, n]
-    local = torch.arange(n, device=tree.tokens.device).expand(batch, n)
-    # Path nodes first, in local order; n marks "no node" and becomes -1.
-    ordered = torch.where(on_path, local, n)[:, 1:].sort(dim=1).values
-    width = max(depth, 1)
-    accepted = torch.nn.functional.pad(ordered, (0, max(0, width - ordered.shape[1])), value=n)[:, :width]
-    last = torch.where(on_path, local, 0).amax(dim=1, keepdim=True)  # the deepest accepted node
-    return VerifyResult(accepted=accepted.masked_fill(accepted == n, -1), num_accepted=on_path.sum(dim=1) - 1,
-                        bonus=target_argmax.gather(1, last).squeeze(1))
+    One pass over each sequence's nodes in local order: parents come before their
+    children, so the walk meets the path's next node after the node it stands on, and
+    siblings carry distinct tokens (a top-k's), so at most one child matches.  A
+    handful of Python per node, where the same rule as tensor ops was ~20 ops (on a GPU,
+    launches) whatever the tree's size."""
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    paths, bonus = [], []
+    for row_tokens, row_parents, row_argmax in zip(tokens, parents, target_argmax.tolist(), strict=True):
+        path, node = [], 0
+        for i in range(1, len(row_tokens)):
+            if row_parents[i] == node and row_tokens[i] == row_argmax[node]:
+                path.append(i)
+                node = i
+        paths.append(path)
+        bonus.append(row_argmax[node])
+    return VerifyResult(paths, bonus)
 
 
 def reject(probs: torch.Tensor, token: int) -> torch.Tensor:
@@ -112,4 +101,4 @@ def verify_sampling(tree: VerifyTree, target_logits: torch.Tensor,
             path.append(chosen)
             current = chosen
         paths.append(path)
-    return _pack(paths, bonus, tree.tokens.device)
+    return VerifyResult(paths, bonus)

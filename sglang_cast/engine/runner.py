@@ -17,9 +17,9 @@ The runner executes; every decision about the tree comes from the policy.
 Host and device: the runner keeps what the host must know on the host (slots, the
 caches' lengths, the draft tree, the accepted paths) and reads the device back only
 where a decision needs device data: one copy of each drafted layer's children
-(engine/draft_expander.py) and one stacked copy of the verification's outcome per
-iteration (`read_back`).  Everything else it sends to the device asynchronously
-(`models.kv_cache.to_device`): the draft forwards' inputs and the verified tree.
+(engine/draft_expander.py) and one of the target's greedy tokens per iteration
+(`verify`).  Everything else it sends to the device asynchronously
+(`models.kv_cache.to_device`): the draft forwards' and the verify forward's inputs.
 """
 
 from __future__ import annotations
@@ -138,14 +138,15 @@ class Batch:
     slots: torch.Tensor  # [B] the same, a host tensor
     device_slots: torch.Tensor  # [B] the same, on the device
     context: torch.Tensor  # [B] tokens committed in the target cache, on the device
-    context_max: int  # the longest of them, known on the host
+    host_context: torch.Tensor  # [B] the same, on the host
+    context_max: int  # the longest of them
     roots: list[int]  # [B] last committed token, not yet seen by the target
 
 
 @dataclass(frozen=True)
 class Drafted:
-    """A strategy's draft: the nodes the target verifies (on the runner's device) and
-    the full tree the draft head grew, ``None`` when it grew none (valid for this
+    """A strategy's draft: the nodes the target verifies (host tensors) and the full
+    tree the draft head grew, ``None`` when it grew none (valid for this
     iteration: the next tree is written into its storage, so copy what must outlive
     it, ``DraftTree.copy``)."""
 
@@ -173,27 +174,13 @@ class Accepted:
     trace: TraceIteration | None = None
 
 
-def read_back(vtree: VerifyTree, result: VerifyResult, trace: TraceIteration | None = None) -> Accepted:
-    """The iteration's one device-to-host copy: per row the accepted count, the bonus,
-    the verified tree's depth and value sum, the accepted node indices and their
-    tokens, stacked into one float64 tensor (token ids and counts are exact in it)."""
-    accepted = result.accepted  # [B, D], -1 past each path
-    width = accepted.shape[1]
-    path_tokens = vtree.tokens.gather(1, accepted.clamp(min=0))
-    columns = [result.num_accepted.view(-1, 1), result.bonus.view(-1, 1), vtree.depths.amax(dim=1, keepdim=True),
-               vtree.values[:, 1:].sum(dim=1, keepdim=True), accepted, path_tokens]
-    rows = torch.cat([c.to(torch.float64) for c in columns], dim=1).cpu().tolist()
-    paths, bonus, committed, depths, values = [], [], [], [], []
-    for row in rows:
-        count = int(row[0])
-        path = [int(i) for i in row[4 : 4 + count]]
-        tokens = [int(t) for t in row[4 + width : 4 + width + count]]
-        paths.append(path)
-        bonus.append(int(row[1]))
-        committed.append(tokens + [int(row[1])])
-        depths.append(int(row[2]))
-        values.append(row[3])
-    return Accepted(paths, bonus, committed, max(depths), values, trace)
+def accepted_from(vtree: VerifyTree, result: VerifyResult, trace: TraceIteration | None = None) -> Accepted:
+    """Verification's outcome with what it commits: per row the accepted draft tokens
+    and the bonus, the verified tree's depth and value sum (all on the host)."""
+    rows = vtree.tokens.tolist()
+    committed = [[tokens[i] for i in path] + [bonus] for tokens, path, bonus in zip(rows, result.paths, result.bonus)]
+    return Accepted(result.paths, result.bonus, committed, int(vtree.depths.max()),
+                    vtree.values[:, 1:].sum(dim=1).tolist(), trace)
 
 
 @dataclass(frozen=True)
@@ -230,14 +217,14 @@ class PolicySpeculation:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
         speculate = runner.draft is not None and plan.max_depth > 0
         if not speculate:
-            return Drafted(VerifyTree.of_roots(runner.on_device(batch.roots)), None)
+            return Drafted(VerifyTree.of_roots(batch.roots), None)
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
         runner.tree_storage = tree.storage
-        return Drafted(runner.send_tree(select_verified(tree, decide_verified(plan, tree))), tree)
+        return Drafted(select_verified(tree, decide_verified(plan, tree)), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
-        return read_back(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
+        return accepted_from(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
 
 
 class SpeculativeRunner:
@@ -314,9 +301,15 @@ class SpeculativeRunner:
         """A host list as a device tensor, sent without waiting for the device."""
         return to_device(torch.tensor(values), self.device)
 
-    def send_tree(self, vtree: VerifyTree) -> VerifyTree:
-        """A verified tree selected on the host, on the device (sent without waiting)."""
-        return vtree.apply(lambda t: to_device(t, self.device))
+    def verify_inputs(self, batch: Batch, vtree: VerifyTree) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The verify forward's tokens and positions ``[B, n]`` and tree mask ``[B, n, n]``
+        on the device, from the host tree (plain decoding's root-only tree: the roots,
+        at the first free positions, each seeing itself)."""
+        if vtree.num_tokens == 1:
+            mask = torch.ones((len(batch.roots), 1, 1), dtype=torch.bool, device=self.device)
+            return self.on_device(batch.roots).view(-1, 1), batch.context.view(-1, 1), mask
+        return tuple(to_device(t, self.device) for t in (vtree.tokens, vtree.positions(batch.host_context),
+                                                         vtree.ancestor_mask()))
 
     # ------------------------------------------------------------------ forwards
     def target_forward(self, tokens, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
@@ -412,13 +405,12 @@ class SpeculativeRunner:
         slots = torch.tensor(slot_ids)
         context = self.target_cache.lens[slots]
         batch = Batch(requests, slot_ids, slots, to_device(slots, self.device), to_device(context, self.device),
-                      int(context.max()), [r.root for r in requests])
+                      context, int(context.max()), [r.root for r in requests])
         clock.mark()
         drafted = self.speculation.draft(self, batch)
         clock.mark()
-        vtree = drafted.vtree
-        logits, features = self.target_forward(vtree.tokens, vtree.positions(batch.context), slots,
-                                               vtree.ancestor_mask())
+        tokens, positions, mask = self.verify_inputs(batch, drafted.vtree)
+        logits, features = self.target_forward(tokens, positions, slots, mask)
         accepted = self.speculation.accept(self, batch, drafted, logits)
         commit = Commit(batch, drafted, features, accepted)
         offsets, counts = self._commit_target(commit)
@@ -433,7 +425,7 @@ class SpeculativeRunner:
         stages = clock.read()
         record = IterationRecord(
             batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
-            verified=vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
+            verified=drafted.vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
             verified_value=accepted.verified_value, draft_ms=stages[1] + stages[3], verify_ms=stages[2],
             step_ms=sum(stages),
         )
@@ -488,30 +480,20 @@ class SpeculativeRunner:
             feats.append(first[b])
 
     def verify(self, requests: list[Request], vtree: VerifyTree, logits: torch.Tensor) -> VerifyResult:
-        """Accepted local node indices and bonus token per sequence, on the device:
-        greedy rows are verified together on the argmax (no host read), sampling rows
-        with their own samplers (on the host, where their random streams live)."""
+        """Accepted local node indices and bonus token per sequence: greedy rows on the
+        target's greedy tokens (one host copy of them), sampling rows with their own
+        samplers (on the host, where their random streams live)."""
         greedy = [b for b, r in enumerate(requests) if r.params.greedy]
         sampled = [b for b, r in enumerate(requests) if not r.params.greedy]
         if not sampled:
-            return verify_greedy(vtree, greedy_tokens(logits))
+            return verify_greedy(vtree, greedy_tokens(logits).cpu())
         samplers = [requests[b].sampler for b in sampled]
         if not greedy:
             return verify_sampling(vtree, logits, samplers)
-        parts = []
-        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg))),
+        paths, bonus = [[] for _ in requests], [0 for _ in requests]
+        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg).cpu())),
                              (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
-            index = self.on_device(rows)
-            parts.append(verify(vtree.rows(index), logits.index_select(0, index)))
-        return merge_rows(parts, self.on_device(greedy + sampled))
-
-
-def merge_rows(parts: list[VerifyResult], order: torch.Tensor) -> VerifyResult:
-    """One result for the whole batch from results of sub-batches whose rows, in
-    order, are the batch rows ``order`` (paths padded with -1 to a common width)."""
-    width = max(p.accepted.shape[1] for p in parts)
-    accepted = torch.cat([torch.nn.functional.pad(p.accepted, (0, width - p.accepted.shape[1]), value=-1)
-                          for p in parts])
-    inverse = torch.argsort(order)
-    return VerifyResult(accepted=accepted[inverse], num_accepted=torch.cat([p.num_accepted for p in parts])[inverse],
-                        bonus=torch.cat([p.bonus for p in parts])[inverse])
+            part = verify(vtree.rows(rows), logits.index_select(0, self.on_device(rows)))
+            for b, path, token in zip(rows, part.paths, part.bonus):
+                paths[b], bonus[b] = path, token
+        return VerifyResult(paths, bonus)

@@ -12,8 +12,7 @@ import torch
 
 from ..cast import (Policy, RecordingExpander, VerifyResult, greedy_tokens, grow_tree, replay_iteration, select_verified,
                     verify_greedy)
-from ..models.kv_cache import to_device
-from .runner import Accepted, Batch, Drafted, SpeculativeRunner, read_back
+from .runner import Accepted, Batch, Drafted, SpeculativeRunner, accepted_from
 
 
 class TraceRecording:
@@ -29,21 +28,20 @@ class TraceRecording:
         runner.feed_backlog(batch.requests)
         self._recorder = RecordingExpander(runner.expander(batch), plan.top_k)
         tree = grow_tree(plan, self._recorder, batch.roots)
-        return Drafted(runner.send_tree(select_verified(tree, tree.size - 1)), tree)
+        return Drafted(select_verified(tree, tree.size - 1), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree
-        argmax = greedy_tokens(logits)  # [B, n]
-        by_node = torch.empty_like(argmax).scatter_(1, vtree.node_ids, argmax)  # [B, T]
-        trace = self._recorder.finish(drafted.tree, batch.context, by_node)
+        argmax = greedy_tokens(logits).cpu()  # [B, n], the iteration's one host copy
+        by_node = torch.empty((argmax.shape[0], drafted.tree.size), dtype=argmax.dtype)
+        by_node.scatter_(1, vtree.node_ids, argmax)  # [B, T]
+        trace = self._recorder.finish(drafted.tree, batch.host_context, by_node)
         self._recorder = None
         outcome = replay_iteration(trace, runner.policy)
         full = verify_greedy(vtree, argmax)
         # A policy may accept a candidate the full tree never kept (verified through its
         # parent's argmax, but with no K/V of its own); commit only what was fed.
-        wanted = to_device(torch.tensor(outcome.num_accepted), argmax.device)
-        count = torch.minimum(wanted, full.num_accepted)
-        last = full.accepted.gather(1, (count - 1).clamp(min=0).view(-1, 1)).squeeze(1)
-        last = torch.where(count > 0, last, torch.zeros_like(last))
-        bonus = argmax.gather(1, last.view(-1, 1)).squeeze(1)
-        return read_back(vtree, VerifyResult(full.accepted, count, bonus), trace)
+        paths = [path[:wanted] for path, wanted in zip(full.paths, outcome.num_accepted)]
+        rows = argmax.tolist()
+        bonus = [row[path[-1] if path else 0] for row, path in zip(rows, paths)]
+        return accepted_from(vtree, VerifyResult(paths, bonus), trace)
