@@ -297,7 +297,7 @@ class SpeculativeRunner:
         if self.draft is not None:
             self.draft_cache.reset(slot)
 
-    def on_device(self, values: list) -> torch.Tensor:
+    def _on_device(self, values: list) -> torch.Tensor:
         """A host list as a device tensor, sent without waiting for the device."""
         return to_device(torch.tensor(values), self.device)
 
@@ -307,7 +307,7 @@ class SpeculativeRunner:
         at the first free positions, each seeing itself)."""
         if vtree.num_tokens == 1:
             mask = torch.ones((len(batch.roots), 1, 1), dtype=torch.bool, device=self.device)
-            return self.on_device(batch.roots).view(-1, 1), batch.context.view(-1, 1), mask
+            return self._on_device(batch.roots).view(-1, 1), batch.context.view(-1, 1), mask
         return tuple(to_device(t, self.device) for t in (vtree.tokens, vtree.positions(batch.host_context),
                                                          vtree.ancestor_mask()))
 
@@ -342,7 +342,7 @@ class SpeculativeRunner:
         host_slots = torch.tensor(slots)
         hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask)
         self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
-        last = self.on_device([c - 1 for c in counts]).view(-1, 1, 1)
+        last = self._on_device([c - 1 for c in counts]).view(-1, 1, 1)
         rows = to_device(host_slots, self.device)
         self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
         self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
@@ -361,7 +361,7 @@ class SpeculativeRunner:
         slots = torch.tensor([r.slot for r in requests])
         lengths = torch.tensor([len(r.prompt_ids) for r in requests])
         batch, n = len(requests), int(lengths.max())
-        prompts = self.on_device([pad_right(list(r.prompt_ids), n) for r in requests])
+        prompts = self._on_device([pad_right(list(r.prompt_ids), n) for r in requests])
         positions = torch.arange(n, device=self.device).expand(batch, n)
         logits, features = self._prefill_forward(prompts, positions, slots, causal_tree_mask(batch, n, self.device),
                                                  to_device(lengths - 1, self.device))
@@ -441,7 +441,7 @@ class SpeculativeRunner:
         slots = [r.slot for r in behind]
         counts = [len(tokens) for tokens, _ in pending]
         width = max(counts)
-        tokens = self.on_device([pad_right(t, width) for t, _ in pending])
+        tokens = self._on_device([pad_right(t, width) for t, _ in pending])
         features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
         start = to_device(self.draft_cache.lens[slots], self.device)
         self._draft_catch_up(slots, tokens, features, start, counts)
@@ -468,8 +468,8 @@ class SpeculativeRunner:
         features, committed = commit.features, commit.accepted.committed
         if commit.drafted.speculated:
             width = len(offsets[0])
-            next_tokens = self.on_device([pad_right(c, width) for c in committed])
-            kept = self.on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
+            next_tokens = self._on_device([pad_right(c, width) for c in committed])
+            kept = self._on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
             self._draft_catch_up(commit.batch.slot_ids, next_tokens, features.gather(1, kept), commit.batch.context,
                                  counts)
             return
@@ -493,7 +493,7 @@ class SpeculativeRunner:
         paths, bonus = [[] for _ in requests], [0 for _ in requests]
         for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg).cpu())),
                              (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
-            part = verify(vtree.rows(rows), logits.index_select(0, self.on_device(rows)))
+            part = verify(vtree.rows(rows), logits.index_select(0, self._on_device(rows)))
             for b, path, token in zip(rows, part.paths, part.bonus):
                 paths[b], bonus[b] = path, token
         return VerifyResult(paths, bonus)
