@@ -198,7 +198,6 @@ class VerifyTree:
     depths: torch.Tensor  # [B, n]
     values: torch.Tensor  # [B, n]
     mask: torch.Tensor | None = None  # [B, n, n] ancestor-or-self; derived from parents if absent
-    max_depth: int | None = None  # host bound on ``depths`` (the drafted layers); read back if absent
 
     @classmethod
     def of_roots(cls, roots) -> VerifyTree:
@@ -208,7 +207,7 @@ class VerifyTree:
         zeros = torch.zeros_like(tokens)
         return cls(node_ids=zeros, tokens=tokens, parents=torch.full_like(zeros, -1), depths=zeros,
                    values=torch.ones(tokens.shape, dtype=torch.float64),
-                   mask=torch.ones((tokens.shape[0], 1, 1), dtype=torch.bool), max_depth=0)
+                   mask=torch.ones((tokens.shape[0], 1, 1), dtype=torch.bool))
 
     @property
     def num_tokens(self) -> int:
@@ -218,8 +217,7 @@ class VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
         index = torch.tensor(index)
         return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
-                                                                self.depths, self.values, self.ancestor_mask())),
-                          max_depth=self.max_depth)
+                                                                self.depths, self.values, self.ancestor_mask())))
 
     def ancestor_mask(self) -> torch.Tensor:
         """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
@@ -251,8 +249,7 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     mask = tree.ancestors[rows[:, :, None], node_ids[:, :, None], node_ids[:, None, :]]  # [B, n, n]
     return VerifyTree(node_ids=torch.from_numpy(node_ids), tokens=torch.from_numpy(tree.tokens[rows, node_ids]),
                       parents=torch.from_numpy(parents), depths=torch.from_numpy(tree.depths[rows, node_ids]),
-                      values=torch.from_numpy(tree.values[rows, node_ids]), mask=torch.from_numpy(mask),
-                      max_depth=tree.layers)
+                      values=torch.from_numpy(tree.values[rows, node_ids]), mask=torch.from_numpy(mask))
 
 
 def ancestor_matrix(parents: np.ndarray) -> np.ndarray:
