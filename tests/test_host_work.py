@@ -47,3 +47,20 @@ def test_bad_flags_are_refused_with_the_flag_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_device_ops_count_what_would_launch_between_the_forwards(tmp_path, monkeypatch):
+    """Plain decoding launches two ops between its forwards (the greedy tokens and
+    their copy to the host); a drafted tree adds each layer's softmax, top-k and copy.  The count
+    must see device data made on the host and sent (a verify that ran on the device
+    again would raise it), and it must leave the engine's modules as they were."""
+    from sglang_cast.engine import draft_expander
+    from sglang_cast.models import kv_cache
+    sent_before = kv_cache.to_device, draft_expander.to_device
+    out = tmp_path / "host.json"
+    assert main(["--policies", "vanilla,cast", "--batch-size", "1", "--max-new-tokens", "6", "--rounds", "1",
+                 "--json", str(out)]) == 0
+    rows = {row["policy"]: row for row in json.loads(out.read_text())["results"]}
+    assert 1 <= rows["vanilla"]["device_ops"] <= 3
+    assert rows["cast"]["device_ops"] > rows["vanilla"]["device_ops"] + 5 * rows["cast"]["depth"]
+    assert (kv_cache.to_device, draft_expander.to_device) == sent_before

@@ -15,7 +15,14 @@ Per (policy, batch size) it reports the median over ``--rounds`` decodes of
   returns when it is done);
 * ``outside_forwards_ops``: top-level aten ops per iteration outside the forwards
   (one extra decode under ``torch.profiler``; views included, each a dispatch);
-* ``depth``: drafted layers per iteration (host work grows with it).
+* ``depth``: drafted layers per iteration (host work grows with it);
+* ``device_ops``: torch ops per iteration outside the forwards on data the engine
+  keeps or sends to its device, views aside: what would launch a kernel (or copy) on
+  a GPU.  One more decode with the caches, the draft's root outputs and everything
+  sent through ``to_device`` marked as device data (`DeviceOps`; the tests'
+  ``DeviceData`` does the same to catch host reads); tensors the engine creates on its
+  device with a factory (``torch.ones(..., device=)``) are not marked, so it is a
+  lower bound.
 
 ``--breakdown`` adds one more decode with a ``perf_counter`` around each engine
 function an iteration calls (`BREAKDOWN`) and reports ``breakdown_us``: exclusive wall
@@ -48,8 +55,10 @@ from sglang_cast.cast import POLICIES, CostModel, DraftTree, PolicySettings, Sam
 from sglang_cast.cast import expand as cast_expand  # noqa: E402
 from sglang_cast.cast import make_policy  # noqa: E402
 from sglang_cast.engine import Engine, StepLog  # noqa: E402
+from sglang_cast.engine import draft_expander as draft_expander_module  # noqa: E402
 from sglang_cast.engine import runner as runner_module  # noqa: E402
 from sglang_cast.engine.draft_expander import DraftExpander  # noqa: E402
+from sglang_cast.models import attention, kv_cache  # noqa: E402
 from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
 from test_device_paths import CharTokenizer, random_pair  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
@@ -137,13 +146,82 @@ class StageTimer:
                 setattr(owner, name, function)
 
 
-def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
+# Torch functions that make a view or read metadata: no kernel launch.
+NO_LAUNCH = frozenset({"view", "view_as", "unsqueeze", "squeeze", "expand", "expand_as", "reshape", "__getitem__",
+                       "size", "dim", "numel", "__len__", "is_contiguous", "stride", "data_ptr", "__get__"})
+# The modules that send host data to the device, each through its own ``to_device`` name.
+SENDERS = [kv_cache, attention, runner_module, draft_expander_module]
+
+
+class DeviceOps(torch.Tensor):
+    """A tensor standing for data on an accelerator: what is computed from it is
+    ``DeviceOps`` too, ``.cpu()`` hands back plain host data, and every op on it
+    (`NO_LAUNCH` aside; the copy to the host included) is counted while ``counting``."""
+
+    counted = 0
+    counting = False
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if DeviceOps.counting and getattr(func, "__name__", "") not in NO_LAUNCH:
+            DeviceOps.counted += 1
+        if func is torch.Tensor.cpu:  # a copy to the host: counted above, plain host data from here
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs).clone()
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def _counted_between_forwards(function, counting: bool):
+    """``function`` with `DeviceOps.counting` set to ``counting`` while it runs."""
+    def wrapped(*args, **kwargs):
+        saved, DeviceOps.counting = DeviceOps.counting, counting
+        try:
+            return function(*args, **kwargs)
+        finally:
+            DeviceOps.counting = saved
+    return wrapped
+
+
+def device_ops(engine: Engine, params: SamplingParams) -> float:
+    """Torch ops per iteration on device data outside the forwards (one decode, `DeviceOps`)."""
+    mark = lambda tensor: tensor.as_subclass(DeviceOps)  # noqa: E731
+    runner = engine.runner
+    for cache in (runner.target_cache, runner.draft_cache):
+        if cache is not None:
+            cache.k, cache.v = mark(cache.k), mark(cache.v)
+    if runner.draft is not None:
+        runner.root_hidden, runner.root_logits = mark(runner.root_hidden), mark(runner.root_logits)
+    methods = {"iterate": True, "target_forward": False, "draft_forward": False}
+    saved = {name: vars(SpeculativeRunner)[name] for name in methods}
+    senders = {module: module.to_device for module in SENDERS}
+    log, DeviceOps.counted = StepLog(), 0
+    try:
+        for name, counting in methods.items():
+            setattr(SpeculativeRunner, name, _counted_between_forwards(saved[name], counting))
+        for module in SENDERS:
+            module.to_device = lambda host, device: mark(host)
+        engine.generate(PROMPTS, params, on_step=log)
+    finally:
+        for name, function in saved.items():
+            setattr(SpeculativeRunner, name, function)
+        for module, function in senders.items():
+            module.to_device = function
+    return DeviceOps.counted / len(log.records)
+
+
+def tiny_engine(policy: str, batch_size: int, args: argparse.Namespace) -> Engine:
+    """The tests' tiny random pair in an engine running ``policy``."""
     torch.manual_seed(0)
     shape = TreeShape(args.top_k, args.max_depth, args.num_verify_tokens)
     settings = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=shape)
     target, draft = random_pair("cpu", torch.float32)
-    engine = Engine(target, CharTokenizer(), draft, make_policy(policy, settings), max_batch_size=batch_size,
-                    context_length=64 + args.max_new_tokens)  # the runner adds the tree's room itself
+    return Engine(target, CharTokenizer(), draft, make_policy(policy, settings), max_batch_size=batch_size,
+                  context_length=64 + args.max_new_tokens)  # the runner adds the tree's room itself
+
+
+def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
+    engine = tiny_engine(policy, batch_size, args)
     params = SamplingParams(max_new_tokens=args.max_new_tokens)
     engine.generate(PROMPTS, params)  # untimed: first use of every shape
     breakdown = None
@@ -168,7 +246,8 @@ def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:
         engine.generate(PROMPTS, params)
     _, ops = outside_forwards(prof.events())
     row = {"policy": policy, "batch_size": batch_size, "outside_forwards_ms": statistics.median(outside),
-           "outside_forwards_ms_rounds": outside, "outside_forwards_ops": ops, "depth": depth}
+           "outside_forwards_ms_rounds": outside, "outside_forwards_ops": ops, "depth": depth,
+           "device_ops": device_ops(tiny_engine(policy, batch_size, args), params)}
     if breakdown is not None:
         row["breakdown_us"] = breakdown
     return row
@@ -181,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(f"{row['policy']:>8} B={row['batch_size']:<3} outside forwards {row['outside_forwards_ms']:.3f} ms "
               f"[{min(row['outside_forwards_ms_rounds']):.3f}-{max(row['outside_forwards_ms_rounds']):.3f}], "
-              f"{row['outside_forwards_ops']:.0f} ops per iteration, depth {row['depth']:.2f}")
+              f"{row['outside_forwards_ops']:.0f} ops per iteration ({row['device_ops']:.0f} on device data), "
+              f"depth {row['depth']:.2f}")
         if "breakdown_us" in row:
             print("    µs per iteration: " + ", ".join(f"{label} {us:.0f}" for label, us in row["breakdown_us"].items()))
     if args.json is not None:
