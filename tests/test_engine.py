@@ -174,6 +174,29 @@ def test_seed_makes_sampling_reproducible():
     assert a == b
 
 
+def test_a_batch_of_greedy_and_sampled_requests_verifies_each_row_its_own_way(monkeypatch):
+    """One iteration verifies its greedy rows on the target's greedy tokens and its
+    sampled rows with their samplers (sub-batches, results put back in row order): the
+    greedy rows decode exactly as plain greedy decoding, the sampled ones reproducibly."""
+    from sglang_cast.engine import runner as runner_module
+
+    calls = []
+    for name in ("verify_greedy", "verify_sampling"):
+        real = getattr(runner_module, name)
+        monkeypatch.setattr(runner_module, name,
+                            lambda tree, *rest, _real=real, _name=name: calls.append((_name, tree.num_tokens > 1))
+                            or _real(tree, *rest))
+    target = tiny_target()
+    greedy, sampled = SamplingParams(max_new_tokens=24), SamplingParams(temperature=0.9, max_new_tokens=24, seed=5)
+    prompts, params = ["hello world", "trees", "speculative decoding"], [greedy, sampled, greedy]
+    mixed = [r.token_ids for r in engine("eagle2", target, max_batch=3).generate(prompts, params)]
+    again = [r.token_ids for r in engine("eagle2", target, max_batch=3).generate(prompts, params)]
+    plain = [r.token_ids for r in engine("vanilla", target).generate(prompts, greedy)]
+    assert ("verify_greedy", True) in calls and ("verify_sampling", True) in calls
+    assert mixed[0] == plain[0] and mixed[2] == plain[2]
+    assert mixed == again and len(mixed[1]) == 24
+
+
 @pytest.mark.parametrize("policy", ["cast", "goodput"])
 def test_replay_of_recorded_traces_matches_the_live_engine(policy):
     """docs/design/cast.md §8: traces recorded by the engine, replayed offline with the same
