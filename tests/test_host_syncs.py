@@ -58,21 +58,26 @@ def on_device(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.as_subclass(DeviceData)
 
 
-def mark_engine(engine: Engine) -> None:
+# The modules that send host data to the device, each through its own ``to_device`` name.
+SENDERS = (kv_cache, attention, runner_module, draft_expander)
+
+
+def mark_engine(engine: Engine, mark=on_device) -> None:
+    """What the engine keeps on its device, marked (``mark``: `on_device` or a subclass's)."""
     runner = engine.runner
     cache = runner.target_cache
-    cache.k, cache.v = on_device(cache.k), on_device(cache.v)
+    cache.k, cache.v = mark(cache.k), mark(cache.v)
     if runner.draft is not None:
         cache = runner.draft_cache
-        cache.k, cache.v = on_device(cache.k), on_device(cache.v)
-        runner.root_hidden, runner.root_logits = on_device(runner.root_hidden), on_device(runner.root_logits)
+        cache.k, cache.v = mark(cache.k), mark(cache.v)
+        runner.root_hidden, runner.root_logits = mark(runner.root_hidden), mark(runner.root_logits)
 
 
 @pytest.fixture
 def device_marked(monkeypatch):
     """Every host-to-device transfer of the engine hands back `DeviceData`."""
     marked = lambda host, device: on_device(host)  # noqa: E731
-    for module in (kv_cache, attention, runner_module, draft_expander):
+    for module in SENDERS:
         monkeypatch.setattr(module, "to_device", marked)
     Ledger.reads, Ledger.crossings = [], 0
 

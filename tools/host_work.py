@@ -19,8 +19,8 @@ Per (policy, batch size) it reports the median over ``--rounds`` decodes of
 * ``device_ops``: torch ops per iteration outside the forwards on data the engine
   keeps or sends to its device, views aside: what would launch a kernel (or copy) on
   a GPU.  One more decode with the caches, the draft's root outputs and everything
-  sent through ``to_device`` marked as device data (`DeviceOps`; the tests'
-  ``DeviceData`` does the same to catch host reads); tensors the engine creates on its
+  sent through ``to_device`` marked as device data (`DeviceOps`, the tests'
+  ``DeviceData``, which catches host reads, counting ops); tensors the engine creates on its
   device with a factory (``torch.ones(..., device=)``) are not marked, so it is a
   lower bound.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny random pair (test_device_paths.random_pair)
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny random pair and device marking
 
 import torch  # noqa: E402
 
@@ -55,12 +55,11 @@ from sglang_cast.cast import POLICIES, CostModel, DraftTree, PolicySettings, Sam
 from sglang_cast.cast import expand as cast_expand  # noqa: E402
 from sglang_cast.cast import make_policy  # noqa: E402
 from sglang_cast.engine import Engine, StepLog  # noqa: E402
-from sglang_cast.engine import draft_expander as draft_expander_module  # noqa: E402
 from sglang_cast.engine import runner as runner_module  # noqa: E402
 from sglang_cast.engine.draft_expander import DraftExpander  # noqa: E402
-from sglang_cast.models import attention, kv_cache  # noqa: E402
 from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
 from test_device_paths import CharTokenizer, random_pair  # noqa: E402
+from test_host_syncs import SENDERS, DeviceData, mark_engine  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.step_profile import FORWARD, ITERATION, label_ranges, outside_forwards  # noqa: E402
 
@@ -149,26 +148,20 @@ class StageTimer:
 # Torch functions that make a view or read metadata: no kernel launch.
 NO_LAUNCH = frozenset({"view", "view_as", "unsqueeze", "squeeze", "expand", "expand_as", "reshape", "__getitem__",
                        "size", "dim", "numel", "__len__", "is_contiguous", "stride", "data_ptr", "__get__"})
-# The modules that send host data to the device, each through its own ``to_device`` name.
-SENDERS = [kv_cache, attention, runner_module, draft_expander_module]
 
 
-class DeviceOps(torch.Tensor):
-    """A tensor standing for data on an accelerator: what is computed from it is
-    ``DeviceOps`` too, ``.cpu()`` hands back plain host data, and every op on it
-    (`NO_LAUNCH` aside; the copy to the host included) is counted while ``counting``."""
+class DeviceOps(DeviceData):
+    """The tests' `DeviceData` (what is computed from it is device data too, ``.cpu()``
+    hands back plain host data), counting every op on it (`NO_LAUNCH` aside; the copy
+    to the host included) while ``counting``."""
 
     counted = 0
     counting = False
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         if DeviceOps.counting and getattr(func, "__name__", "") not in NO_LAUNCH:
             DeviceOps.counted += 1
-        if func is torch.Tensor.cpu:  # a copy to the host: counted above, plain host data from here
-            with torch._C.DisableTorchFunctionSubclass():
-                return func(*args, **kwargs).clone()
         return super().__torch_function__(func, types, args, kwargs)
 
 
@@ -186,12 +179,7 @@ def _counted_between_forwards(function, counting: bool):
 def device_ops(engine: Engine, params: SamplingParams) -> float:
     """Torch ops per iteration on device data outside the forwards (one decode, `DeviceOps`)."""
     mark = lambda tensor: tensor.as_subclass(DeviceOps)  # noqa: E731
-    runner = engine.runner
-    for cache in (runner.target_cache, runner.draft_cache):
-        if cache is not None:
-            cache.k, cache.v = mark(cache.k), mark(cache.v)
-    if runner.draft is not None:
-        runner.root_hidden, runner.root_logits = mark(runner.root_hidden), mark(runner.root_logits)
+    mark_engine(engine, mark)
     methods = {"iterate": True, "target_forward": False, "draft_forward": False}
     saved = {name: vars(SpeculativeRunner)[name] for name in methods}
     senders = {module: module.to_device for module in SENDERS}
