@@ -113,15 +113,13 @@ class DraftTree:
     def from_nodes(cls, tokens, parents, values) -> DraftTree:
         """A tree of given nodes (``[B, T]`` each, array-like; every parent before its
         child), such as a stored trace's; depths and ancestors are derived."""
-        parents = host_ints(parents)
-        tree = cls.from_roots(host_ints(tokens)[:, 0], capacity=parents.shape[1])
+        tokens, parents = host_ints(tokens), host_ints(parents)
+        tree = cls.from_roots(tokens[:, 0], capacity=parents.shape[1])
         storage = tree.storage
-        storage.tokens[:] = host_ints(tokens)
-        storage.parents[:] = parents
+        storage.tokens[:], storage.parents[:] = tokens, parents
         storage.values[:] = np.asarray(values, dtype=np.float64)
-        for i in range(1, parents.shape[1]):
-            storage.depths[:, i] = storage.depths[storage.rows[:, 0], parents[:, i]] + 1
         storage.ancestors[:] = ancestor_matrix(parents)
+        storage.depths[:] = storage.ancestors.sum(axis=2) - 1  # a node's ancestors, itself aside
         tree.size, tree.layers = parents.shape[1], int(storage.depths.max())
         return tree
 
