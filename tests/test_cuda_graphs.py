@@ -9,7 +9,8 @@ import torch
 
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, StepLog
-from sglang_cast.engine.cuda_graphs import DecodeShapes, GraphedForward, GraphKey, StaticInputs, buckets_upto
+from sglang_cast.engine.cuda_graphs import (DecodeShapes, GraphedForward, GraphKey, StaticInputs, buckets_upto,
+                                            held_memory)
 from sglang_cast.models import AttentionBatch, KVCache
 from sglang_cast.models.attention import causal_tree_mask
 from test_device_paths import PROMPTS, CharTokenizer, random_pair
@@ -154,6 +155,16 @@ def test_a_key_that_fails_to_record_is_left_to_eager_and_the_others_still_replay
     assert graphed.stats.failed == 1 and "stream is capturing" in graphed.stats.failures[0]
     assert graphed(*forward_inputs(target, 2, [0], cache)) is None
     assert graphed(*forward_inputs(target, 1, [0], cache)) is not None
+
+
+def test_graph_memory_is_read_with_the_allocator_cache_released(monkeypatch):
+    """Capturing a graph empties the allocator's cache, so a reading that kept cached
+    blocks on one side came out negative on an H200: both sides release it first."""
+    cached = {"bytes": 300 << 20}
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: cached.update(bytes=0))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: (100 << 20) + cached["bytes"])
+    assert held_memory(torch.device("cuda")) == 100 << 20
+    assert held_memory(torch.device("cpu")) == 0
 
 
 def test_graphs_reserve_a_pad_slot_no_request_gets():

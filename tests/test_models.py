@@ -446,6 +446,21 @@ def test_gguf_cache_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert first.parent == tmp_path / "cache" / "models"
 
 
+def test_conversion_pins_special_tokens_to_the_gguf_metadata() -> None:
+    """A transformers version that picks another EOS (one gave id 1, <|im_start|>) is overruled."""
+    from gguf import GGUFReader
+    from transformers import AutoTokenizer
+
+    from sglang_cast.models.gguf_convert import pin_special_tokens
+
+    gguf = loader.embedded_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer.eos_token = tokenizer.bos_token = tokenizer.pad_token = "<|endoftext|>"
+    pin_special_tokens(tokenizer, GGUFReader(gguf))
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 2)
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.unk_token_id == 0
+
+
 # --------------------------------------------------------------------------- slow
 
 

@@ -23,9 +23,9 @@ STEPS=${STEPS:-bench,autotune,bench-cast,breakdown,bench-eager,tests}  # run in 
 TESTS=${TESTS:-tests/test_models.py tests/test_cuda_graphs.py tests/test_graphed_profile.py tests/test_device_paths.py tests/test_near_tie.py tests/test_bench_device.py}
 TESTS_S=${TESTS_S:-60}
 BENCH_S=${BENCH_S:-130}
-EAGER_S=${EAGER_S:-40}
+EAGER_S=${EAGER_S:-30}
 AUTOTUNE_S=${AUTOTUNE_S:-190}
-BREAKDOWN_S=${BREAKDOWN_S:-30}
+BREAKDOWN_S=${BREAKDOWN_S:-40}
 PROMPTS=${PROMPTS:-16}
 NEW_TOKENS=${NEW_TOKENS:-64}  # #34 states its goals at 128: NEW_TOKENS=128 STEPS=bench-cast in a call of its own
 BATCHES=${BATCHES:-1,16}
@@ -107,9 +107,9 @@ run() {
       breakdown)  # where a B = 1 iteration's time goes (torch.profiler), CAST then plain decoding
         step breakdown "$BREAKDOWN_S" bash -c "set -e
           $PY tools/step_profile.py --device cuda --dtype $DTYPE --policy cast --profile $profile \
-            --num-prompts 2 --max-new-tokens 64 --json $KIT/breakdown_cast.json
+            --num-prompts 1 --max-new-tokens 32 --json $KIT/breakdown_cast.json
           $PY tools/step_profile.py --device cuda --dtype $DTYPE --policy vanilla --profile $profile \
-            --num-prompts 2 --max-new-tokens 64 --json $KIT/breakdown_vanilla.json" ;;
+            --num-prompts 1 --max-new-tokens 32 --json $KIT/breakdown_vanilla.json" ;;
       *) echo "error: unknown step '$name' in STEPS (accepted: tests, bench, bench-eager, autotune, bench-cast," \
               "breakdown)" >&2
          exit 2 ;;

@@ -129,11 +129,27 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
             tensors[hf_tensor_name(tensor.name)] = torch.from_numpy(np.ascontiguousarray(weight))
             bar.update()
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        pin_special_tokens(tokenizer, reader)
         bar.update()
     save_file(tensors, out_dir / "model.safetensors", metadata={"format": "pt"})
     (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     # Inline the chat template in tokenizer_config.json rather than chat_template.jinja.
     tokenizer.save_pretrained(out_dir, save_jinja_files=False)
+
+
+def pin_special_tokens(tokenizer: Any, reader: GGUFReader) -> None:
+    """Set the tokenizer's bos / eos / pad / unk tokens to the ids the GGUF metadata names.
+
+    Why: transformers versions disagree on which special tokens their GGUF tokenizer
+    conversion picks (one on a lent GPU machine gave SmolLM2's ``<|im_start|>``, id 1, as
+    EOS, where the file says ``<|im_end|>``, id 2); the file is the one authority, and the
+    saved ``tokenizer_config.json`` then agrees with ``config.json`` on every version.
+    """
+    for role in ("bos", "eos", "padding", "unknown"):
+        token_id = _field(reader, f"tokenizer.ggml.{role}_token_id")
+        if token_id is not None:
+            name = {"padding": "pad", "unknown": "unk"}.get(role, role)
+            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(int(token_id)))
 
 
 def read_q4_1_linears(gguf_path: Path) -> dict[str, Int4Groups]:
