@@ -287,9 +287,9 @@ def add_space(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace-dataset", default=None, help="tune only on traces of this dataset name")
     add_confirm(parser, default_prompts=4, default_tokens=32)
     parser.add_argument("--live-margin", type=float_in(0.001, 10), default=0.15,
-                        help="when a bucket's live CAST or plain rate is off its prediction by more than this "
-                             "fraction, the host overhead is refitted from the live steps, the bucket re-tuned and "
-                             "confirmed once more")
+                        help="when a bucket's live CAST or plain steps take more than this fraction off what the "
+                             "cost model charges for those same steps, the host overhead is refitted from the live "
+                             "steps, the bucket re-tuned and confirmed once more")
     parser.add_argument("--output", type=Path, default=None,
                         help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
 
@@ -612,6 +612,8 @@ def cmd_tune(args) -> int:
                   f"{c.live_over_predicted_at_profile_speed:.0%} at the profile's speed); plain "
                   f"{c.live_plain_tokens_per_s:.2f} live vs {c.predicted_plain_tokens_per_s:.2f} predicted "
                   f"({c.plain_live_over_predicted:.0%}; {c.plain_live_over_predicted_at_profile_speed:.0%}); "
+                  f"live steps took {c.cast_measured_over_charged:.0%} (CAST) and "
+                  f"{c.plain_measured_over_charged:.0%} (plain) of what the cost model charged for them; "
                   f"live CAST/plain {c.live_speedup:.2f}x (predicted "
                   f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
                   f"{c.speed_factor:.2f}x the profiled forward time)")

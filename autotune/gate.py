@@ -11,8 +11,10 @@ plainly, so its run checks the plain prediction the profile publishes for it.  T
   machine drifted since profiling: another tenant, clocks), the tuner says so in one
   line: only re-timing the forwards fixes that.  Rates are compared with the drift
   divided out (``Confirmation.beyond``).
-* If CAST or plain decoding still ran more than ``margin`` off its prediction in any
-  bucket, the cost model is wrong for this machine.  The tuner says so in one line,
+* If CAST's or plain decoding's timed steps took more than ``margin`` off what the
+  cost model charges for those same steps in any bucket (``Confirmation.beyond``; not
+  the replayed rates, which also differ by acceptance and batch mix), the cost model is
+  wrong for this machine.  The tuner says so in one line,
   refits the host overhead with the live runs' own whole steps added to the stored
   ones (``refit``), re-tunes the buckets that missed with the refitted costs
   (``retune``) and confirms every bucket once more — once: a second miss
@@ -77,11 +79,11 @@ def drift_line(drifted: dict[int, float], margin: float) -> str:
 
 def mismatch_line(misses: dict[int, Confirmation], margin: float, then: str) -> str:
     detail = "; ".join(
-        f"bucket <= {size}: CAST {c.live_cast_tokens_per_s:.1f} live vs {c.predicted_cast_tokens_per_s:.1f} "
-        f"predicted tokens/s ({c.live_over_predicted_at_profile_speed:.0%}), plain {c.live_plain_tokens_per_s:.1f} "
-        f"vs {c.predicted_plain_tokens_per_s:.1f} ({c.plain_live_over_predicted_at_profile_speed:.0%})"
+        f"bucket <= {size}: CAST's {len(c.cast_steps)} steps took {c.cast_measured_over_charged:.0%} of their "
+        f"charge, plain decoding's {len(c.plain_steps)} {c.plain_measured_over_charged:.0%}"
         for size, c in misses.items())
-    return f"live differs from predicted by more than ±{margin:.0%} at the profile's speed ({detail}): {then}"
+    return (f"live steps differ from what the cost model charges for them by more than ±{margin:.0%} at the "
+            f"profile's speed ({detail}): {then}")
 
 
 def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveCheck, refit: Refit | None,

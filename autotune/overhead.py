@@ -93,6 +93,14 @@ def forward_ms(plan: IterationPlan, verified: int, max_accepted: int) -> float:
     return sum(charge(plan, verified, len(plan.kept), max_accepted, host=False))
 
 
+def charged_ms(step: TimedStep, costs: CostModel) -> float:
+    """What ``costs`` charge for a timed step: its forwards (``forward_ms``, from the
+    forward tables) plus the host work the overhead table fits for its batch size,
+    context, depth and verified count.  Over the same steps as a live run, it sets the
+    cost model against the clock whatever the run's mix of batch sizes and depths."""
+    return step.forward_ms + costs.host(step.batch_size, step.context_len).iteration_ms(step.depth, step.verified)
+
+
 def run_steps(engine: Engine, prompts: list[str], params: SamplingParams, warmup: int = 0,
               limit: int | None = None) -> list[TimedStep]:
     """Decode ``prompts`` on ``engine`` step by step, timing each whole step with a

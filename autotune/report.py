@@ -68,12 +68,16 @@ def overhead_table(table: OverheadTable | None) -> str:
 
 
 def live_table(live: list[dict]) -> str:
-    """The live gate per bucket: predicted vs live tokens/s of CAST and plain decoding."""
+    """The live gate per bucket: predicted vs live tokens/s of CAST and plain decoding, and
+    the live steps' ms over what the cost model charged for them (``-``: a publication
+    from before that was recorded)."""
     rows = [[c["batch_size"], c["predicted_cast_tokens_per_s"], c["live_cast_tokens_per_s"],
              c["cast_live_over_predicted"], c["predicted_plain_tokens_per_s"], c["live_plain_tokens_per_s"],
-             c["plain_live_over_predicted"], c["live_speedup"], "yes" if c["speculate"] else "no"] for c in live]
+             c["plain_live_over_predicted"], c.get("cast_measured_over_charged", "-"),
+             c.get("plain_measured_over_charged", "-"), c["live_speedup"], "yes" if c["speculate"] else "no"]
+            for c in live]
     return format_table(["B", "CAST pred", "CAST live", "live/pred", "plain pred", "plain live", "live/pred",
-                         "live CAST/plain", "speculate"], rows)
+                         "CAST steps/charged", "plain steps/charged", "live CAST/plain", "speculate"], rows)
 
 
 def setups_table(store: Store) -> str:

@@ -70,7 +70,7 @@ class TuneConfig:
     confirm_prompts: int = 4  # 0 skips the live gate
     confirm_max_new_tokens: int = 32
     live_rounds: int = 3  # interleaved rounds of CAST and of plain decoding per bucket
-    live_margin: float = 0.15  # |live / predicted - 1| beyond which the overhead is refitted once
+    live_margin: float = 0.15  # |live steps' ms / their charge - 1| beyond which the overhead is refitted once
     context_length: int = 2048
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
     # --backend sglang: the runtime states the published profile names, chosen by replaying the tuned policy

@@ -10,7 +10,7 @@ from autotune.confirm import Confirmation, confirm_live
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.gate import live_gate
-from autotune.overhead import LIVE
+from autotune.overhead import LIVE, charged_ms
 from autotune.prompts import load_prompts
 from autotune.report import show
 from autotune.store import Store, TimedStep
@@ -51,15 +51,27 @@ def tuned_bucket(size: int, replayed: float = 100.0, vanilla: float = 50.0) -> B
 
 
 def planted(batch: int, predicted_cast: float, predicted_plain: float, live_cast: float, live_plain: float,
-            plain_residual_ms: float = PLAIN_HOST_MS, speed: float = 1.0) -> Confirmation:
+            plain_residual_ms: float = PLAIN_HOST_MS, speed: float = 1.0,
+            charged_over_predicted: float = 1.0) -> Confirmation:
     """A confirmation with the given rates (two identical rounds each) and live steps
     whose plain residual is ``plain_residual_ms`` and speculative residual 2 ms at the
-    profile's speed, on a machine running ``speed`` times slower (its steps too)."""
+    profile's speed, on a machine running ``speed`` times slower (its steps too).
+
+    The cost model's charges for those steps are planted so that the steps run off
+    their charges as the live rates run off the predicted ones (a method at half its
+    predicted rate took twice its charge), times ``charged_over_predicted``: a replay
+    whose iterations are not the live run's (another batch mix) predicts rates that far
+    off while every step costs what it was charged."""
     cast_steps = tuple(TimedStep(batch, 40, 2, 4, 3 * batch, 12.0 * speed, 10.0) for _ in range(4))
     plain_steps = tuple(TimedStep(batch, 40, 0, 0, batch, (11.0 + plain_residual_ms) * speed, 11.0)
                         for _ in range(4))
+
+    def charge(steps, live, predicted):
+        return sum(s.step_ms for s in steps) * live / predicted * charged_over_predicted
+
     return Confirmation(batch, batch, 2, 3, predicted_cast, predicted_plain, (live_cast,) * 2, (live_plain,) * 2,
-                        2.0, 2.5, speed, cast_steps, plain_steps)
+                        2.0, 2.5, speed, charge(cast_steps, live_cast, predicted_cast),
+                        charge(plain_steps, live_plain, predicted_plain), cast_steps, plain_steps)
 
 
 def config_for(tmp_path, **overrides) -> TuneConfig:
@@ -180,10 +192,28 @@ def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
                      said.append)
     assert gate.results == results and gate.refit is None and not said and not refits
     assert gate.live_summaries()[0]["speculate"] is True
-    # 16 % off its prediction: beyond a 15 % margin, within a 20 % one.
-    assert planted(1, 100.0, 50.0, 116.0, 50.0).beyond(0.15)
-    assert not planted(1, 100.0, 50.0, 116.0, 50.0).beyond(0.20)
-    assert planted(1, 100.0, 50.0, 100.0, 41.0).beyond(0.15)  # plain decoding off its prediction counts too
+    # Rates as replayed, but every step 1.16x its charge: beyond a 15 % margin, within a 20 % one.
+    slow_steps = planted(1, 100.0, 50.0, 100.0, 50.0, charged_over_predicted=1 / 1.16)
+    assert slow_steps.live_over_predicted == pytest.approx(1.0)
+    assert slow_steps.cast_measured_over_charged == pytest.approx(1.16)
+    assert slow_steps.beyond(0.15) and not slow_steps.beyond(0.20)
+    assert planted(1, 100.0, 50.0, 100.0, 41.0).beyond(0.15)  # plain decoding's steps off their charge count too
+
+
+def test_rates_off_their_replayed_prediction_with_steps_at_their_charge_are_no_miss():
+    """The H200 case: replay of the tuning traces (a shrinking batch) predicted plain
+    decoding 27 % slow while every live step cost what it was charged: no refit."""
+    mix = planted(16, 2350.0, 2500.0, 3225.0, 3437.0, charged_over_predicted=2500.0 / 3437.0)
+    assert mix.plain_live_over_predicted == pytest.approx(3437.0 / 2500.0)
+    assert mix.plain_measured_over_charged == pytest.approx(1.0)
+    assert mix.cast_measured_over_charged == pytest.approx(1.0, abs=0.01)
+    assert not mix.beyond(0.15)
+    gate = live_gate([tuned_bucket(16)], StandInCosts(), lambda settings, size: mix,
+                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15,
+                     lambda line: pytest.fail(line))
+    assert gate.refit is None and gate.results[0].off_by == "live"  # CAST lost live: off, all the same
+    summary = gate.live_summaries()[0]
+    assert summary["plain_measured_over_charged"] == pytest.approx(1.0)
 
 
 def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_never_turns_it_on():
@@ -212,7 +242,7 @@ def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_neve
     gate = live_gate([on, off], StandInCosts(), check, refit, retune, 0.15, said.append)
     assert calls == [1, 2, 1, 2]  # both buckets confirmed, then both again after the refit
     assert refits == [[1, 2]] and retuned == [2]
-    assert len(said) == 1 and "bucket <= 2" in said[0] and "plain 44.0" not in said[0] and "(50%)" in said[0]
+    assert len(said) == 1 and "bucket <= 2" in said[0] and "plain decoding's 4 200%" in said[0]
     # Live below plain in an off bucket is noise between two plain decoders: it stays off by replay.
     assert [r.off_by for r in gate.results] == [None, "replay"]
     assert [row["max_batch_size"] for row in gate.live_summaries()] == [1, 2]
@@ -242,7 +272,11 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     assert all(r > 0 for r in check.live_cast_rounds + check.live_plain_rounds)
     assert all(s.depth == 0 and s.verified == 0 and s.tokens == s.batch_size for s in check.plain_steps)
     assert any(s.depth > 0 for s in check.cast_steps)
+    # The cost check charges exactly the steps that ran, each with its own batch, depth and verified count.
+    assert check.charged_cast_ms == pytest.approx(sum(charged_ms(s, costs) for s in check.cast_steps))
+    assert check.charged_plain_ms == pytest.approx(sum(charged_ms(s, costs) for s in check.plain_steps))
     summary = check.summary()
+    assert summary["cast_measured_over_charged"] > 0 and summary["plain_measured_over_charged"] > 0
     assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}
     assert summary["live_speedup"] == pytest.approx(check.live_cast_tokens_per_s / check.live_plain_tokens_per_s,
                                                     rel=1e-3)
