@@ -13,7 +13,9 @@
 # One device call may run 600 s: each step has its own cap (seconds, environment), so a step that runs out is
 # recorded as timed out (exit 124) and the next one still runs. STEPS picks steps and their order, e.g. a fourth call
 #   source .gpu/p3/on_device.sh && STEPS=autotune,bench-cast bash tools/gpu_kit.sh run
-# Sizes are environment variables too; the caps' sum (580 s) fits one call (docs/native_gpu.md).
+# Sizes are environment variables too; the caps' sum (580 s) fits one call (docs/native_gpu.md). A fourth call
+# right after the third (the machine keeps /tmp only while warm) measures #34's goals on the profile it tuned:
+#   source .gpu/p3/on_device.sh && NEW_TOKENS=128 BENCH_S=150 STEPS=bench-cast,bench-batches bash tools/gpu_kit.sh run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +34,10 @@ BATCHES=${BATCHES:-1,16}
 ROUNDS=${ROUNDS:-3}
 EAGER_PROMPTS=${EAGER_PROMPTS:-4}  # eager decoding runs ~10x slower: a smaller workload, batch 1
 EAGER_TOKENS=${EAGER_TOKENS:-32}
+SWEEP_S=${SWEEP_S:-120}
+SWEEP_BATCHES=${SWEEP_BATCHES:-4,8,32,64}  # #34: CAST never below 0.98x plain at B <= 64
+SWEEP_PROMPTS=${SWEEP_PROMPTS:-64}
+SWEEP_TOKENS=${SWEEP_TOKENS:-32}
 OUT_DIR=${OUT:-/tmp/gpu_kit_out}  # what comes back from the device: gpu_kit.tar.gz (+ gpu_kit_db.tar.gz)
 KIT=/tmp/gpu_kit  # the kit's files, packed into OUT_DIR after every step
 
@@ -62,7 +68,15 @@ pack() {  # a device call returns at most 8 files: everything travels as two arc
   return 0
 }
 
+KNOWN_STEPS=(tests bench bench-eager autotune bench-cast bench-batches breakdown)
+
 run() {
+  IFS=, read -ra names <<< "$STEPS"
+  for name in "${names[@]}"; do  # every name checked before the first step runs
+    if [[ " ${KNOWN_STEPS[*]} " != *" $name "* ]]; then
+      echo "error: unknown step '$name' in STEPS (accepted: ${KNOWN_STEPS[*]})" >&2; exit 2
+    fi
+  done
   mkdir -p "$KIT" "$OUT_DIR" && : > "$KIT/steps.tsv"
   if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "error: no CUDA device here; the kit runs on a lent GPU machine (docs/native_gpu.md)" >&2; exit 2
@@ -70,11 +84,12 @@ run() {
   local label profile name
   label=$("$PY" -c "from sglang_cast.server.launch_args import hardware_label; print(hardware_label('cuda'))")
   profile=profiles/$label.yaml; [[ -f $profile ]] || profile=profiles/h100.yaml
+  # A profile an earlier call's autotune step tuned on this (still warm) machine.
+  [[ -f $KIT/profile.yaml ]] && profile=$KIT/profile.yaml
   local common=(--dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size "$BATCHES"
                 --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" --rounds "$ROUNDS")
   local tune=(--device cuda --dtype "$DTYPE" --db "$KIT/autotune.db" --quiet)
   local buckets=$BATCHES
-  IFS=, read -ra names <<< "$STEPS"
   for name in "${names[@]}"; do
     case $name in
       tests)
@@ -104,15 +119,17 @@ run() {
       bench-cast)  # on the profile autotune just tuned (else profiles/<label>.yaml)
         step bench-cast "$BENCH_S" "$PY" tools/bench.py --methods vanilla,cast,goodput --profile "$profile" \
           "${common[@]}" --json "$KIT/bench_cast.json" --markdown "$KIT/bench_cast.md" ;;
+      bench-batches)  # the other batch sizes of #34's "never below 0.98x at B <= 64", on the tuned profile
+        step bench-batches "$SWEEP_S" "$PY" tools/bench.py --methods vanilla,cast --profile "$profile" \
+          --dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size "$SWEEP_BATCHES" \
+          --num-prompts "$SWEEP_PROMPTS" --max-new-tokens "$SWEEP_TOKENS" --rounds "$ROUNDS" \
+          --json "$KIT/bench_batches.json" --markdown "$KIT/bench_batches.md" ;;
       breakdown)  # where a B = 1 iteration's time goes (torch.profiler), CAST then plain decoding
         step breakdown "$BREAKDOWN_S" bash -c "set -e
           $PY tools/step_profile.py --device cuda --dtype $DTYPE --policy cast --profile $profile \
             --num-prompts 1 --max-new-tokens 32 --json $KIT/breakdown_cast.json
           $PY tools/step_profile.py --device cuda --dtype $DTYPE --policy vanilla --profile $profile \
             --num-prompts 1 --max-new-tokens 32 --json $KIT/breakdown_vanilla.json" ;;
-      *) echo "error: unknown step '$name' in STEPS (accepted: tests, bench, bench-eager, autotune, bench-cast," \
-              "breakdown)" >&2
-         exit 2 ;;
     esac
   done
   record "$label" "$profile"
