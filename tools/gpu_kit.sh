@@ -31,6 +31,7 @@ BREAKDOWN_S=${BREAKDOWN_S:-40}
 PROMPTS=${PROMPTS:-16}
 NEW_TOKENS=${NEW_TOKENS:-64}  # #34 states its goals at 128: NEW_TOKENS=128 STEPS=bench-cast in a call of its own
 BATCHES=${BATCHES:-1,16}
+TUNE_BUCKETS=${TUNE_BUCKETS:-1,4,16}  # traces, trials and the live gate per bucket (B 2-4 had none: they took 16's)
 ROUNDS=${ROUNDS:-3}
 EAGER_PROMPTS=${EAGER_PROMPTS:-4}  # eager decoding runs ~10x slower: a smaller workload, batch 1
 EAGER_TOKENS=${EAGER_TOKENS:-32}
@@ -89,7 +90,7 @@ run() {
   local common=(--dataset datasets/mt_bench.jsonl --device cuda --dtype "$DTYPE" --batch-size "$BATCHES"
                 --num-prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" --rounds "$ROUNDS")
   local tune=(--device cuda --dtype "$DTYPE" --db "$KIT/autotune.db" --quiet)
-  local buckets=$BATCHES
+  local buckets=$TUNE_BUCKETS
   for name in "${names[@]}"; do
     case $name in
       tests)
@@ -110,7 +111,7 @@ run() {
           --json "$KIT/bench_eager.json" --markdown "$KIT/bench_eager.md" ;;
       autotune)  # forwards timed as graph replays; traces and the step design on autotune/prompts.txt
         step autotune "$AUTOTUNE_S" bash -c "set -e
-          $PY -m autotune profile --gpu $label ${tune[*]} --batch-sizes 1,4,$((${BATCHES##*,})) --ctx-bucket 512 \
+          $PY -m autotune profile --gpu $label ${tune[*]} --batch-sizes $buckets --ctx-bucket 512 \
             --ctx-buckets 1 --max-n 64 --n-points 1,2,4,8,16,32,64 --draft-max-n 16 --warmup 1 --repeats 3
           $PY -m autotune collect ${tune[*]} --num-prompts 16 --max-new-tokens 64 --batch-size $buckets
           $PY -m autotune tune --gpu $label ${tune[*]} --buckets $buckets --trials 30 --confirm-prompts 16 \
