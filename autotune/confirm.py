@@ -13,7 +13,7 @@ steps' ms; each method's live rate is the median of its rounds.
 Two comparisons come out of it, for two different questions:
 
 * **Is the cost model right?**  Each timed step is charged by the cost model
-  (``overhead.charged_ms``: its forwards from the tables plus the fitted host work
+  (``overhead.step_charge_ms``: its forwards from the tables plus the fitted host work
   for its batch size, context, depth and verified count), and the steps' measured ms
   are set against those charges (``measured_over_charged``).  This is what the gate
   refits on (``Confirmation.beyond``): only host terms can be refitted, and only a
@@ -43,7 +43,7 @@ from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
 
 from .errors import AutotuneError
 from .models import ModelPair
-from .overhead import at_speed, charged_ms, reference_ms, reference_point, run_steps, speed_factor
+from .overhead import at_speed, reference_ms, reference_point, run_steps, speed_factor, step_charge_ms
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
 from .tuner import replay_settings
@@ -207,6 +207,6 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
         live_plain_rounds=tuple(round_rate(steps) for steps in runs[1]),
         predicted_tau=predicted.tau, live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
         speed_factor=speed_factor(before, after, table_ms),
-        charged_cast_ms=sum(charged_ms(s, settings.costs) for s in cast_steps),
-        charged_plain_ms=sum(charged_ms(s, settings.costs) for s in plain_steps),
+        charged_cast_ms=sum(step_charge_ms(s, settings.costs) for s in cast_steps),
+        charged_plain_ms=sum(step_charge_ms(s, settings.costs) for s in plain_steps),
         cast_steps=tuple(cast_steps), plain_steps=tuple(plain_steps))

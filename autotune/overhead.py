@@ -5,8 +5,8 @@ The forward tables time the model calls alone; an iteration also pays host work
 (the policy's decisions, tree bookkeeping, masks and positions, accept/commit per
 row, syncs).  Here a step is timed whole — ``Engine.step()`` between two reads of
 ``start_clock``, which synchronises the device on both sides — and the forwards the
-tables charge for that very step (``forward_ms``: ``charge`` against the cost model
-without its overhead, on the step's own plan ``policy.last_plan``) are subtracted.
+tables charge for that very step (``cast.charged_ms`` on the step's own plan
+``policy.last_plan``, its forwards part) are subtracted.
 What is left is one ``StepSample``; ``cast.fit_overhead`` turns many of them into
 the four host terms.
 
@@ -32,8 +32,7 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from sglang_cast.cast import CostModel, CostTable, PolicySettings, SamplingParams, TreeShape, charge, make_policy
-from sglang_cast.cast.policies import IterationPlan
+from sglang_cast.cast import CostModel, CostTable, PolicySettings, SamplingParams, TreeShape, charged_ms, make_policy
 from sglang_cast.engine import Engine
 from sglang_cast.engine.timing import start_clock
 
@@ -87,13 +86,7 @@ class StepDesign:
         return (None, *self.shapes)
 
 
-def forward_ms(plan: IterationPlan, verified: int, max_accepted: int) -> float:
-    """What the forward tables alone charge for the step ``plan`` ran (``charge`` with
-    ``host=False``): subtracted from the timed step, it leaves the host work."""
-    return sum(charge(plan, verified, len(plan.kept), max_accepted, host=False))
-
-
-def charged_ms(step: TimedStep, costs: CostModel) -> float:
+def step_charge_ms(step: TimedStep, costs: CostModel) -> float:
     """What ``costs`` charge for a timed step: its forwards (``forward_ms``, from the
     forward tables) plus the host work the overhead table fits for its batch size,
     context, depth and verified count.  Over the same steps as a live run, it sets the
@@ -125,7 +118,7 @@ def run_steps(engine: Engine, prompts: list[str], params: SamplingParams, warmup
             plan, record = engine.policy.last_plan, step.record
             timed.append(TimedStep(record.batch_size, record.context_len, len(plan.kept), record.verified,
                                    sum(record.accepted) + record.batch_size, elapsed,
-                                   forward_ms(plan, record.verified, max(record.accepted))))
+                                   charged_ms(plan, record.verified, max(record.accepted))[1]))
     finally:
         for request in requests:
             if not request.finished:

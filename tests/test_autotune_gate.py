@@ -10,7 +10,7 @@ from autotune.confirm import Confirmation, confirm_live
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.gate import live_gate
-from autotune.overhead import LIVE, charged_ms
+from autotune.overhead import LIVE, step_charge_ms
 from autotune.prompts import load_prompts
 from autotune.report import show
 from autotune.store import Store, TimedStep
@@ -273,8 +273,8 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     assert all(s.depth == 0 and s.verified == 0 and s.tokens == s.batch_size for s in check.plain_steps)
     assert any(s.depth > 0 for s in check.cast_steps)
     # The cost check charges exactly the steps that ran, each with its own batch, depth and verified count.
-    assert check.charged_cast_ms == pytest.approx(sum(charged_ms(s, costs) for s in check.cast_steps))
-    assert check.charged_plain_ms == pytest.approx(sum(charged_ms(s, costs) for s in check.plain_steps))
+    assert check.charged_cast_ms == pytest.approx(sum(step_charge_ms(s, costs) for s in check.cast_steps))
+    assert check.charged_plain_ms == pytest.approx(sum(step_charge_ms(s, costs) for s in check.plain_steps))
     summary = check.summary()
     assert summary["cast_measured_over_charged"] > 0 and summary["plain_measured_over_charged"] > 0
     assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}

@@ -9,10 +9,10 @@ import torch
 
 from autotune.costs import measured_costs
 from autotune.grid import ProfileGrid
-from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, forward_ms, run_step_profile, shape_key
+from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, run_step_profile, shape_key
 from autotune.prompts import load_prompts
 from autotune.store import Store, TimedStep
-from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, grow_tree, make_policy
+from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, charged_ms, grow_tree, make_policy
 from test_autotune_pipeline import GRID, SETUP, fill, tiny_pair
 from test_autotune_tuner import ChainDraft, chain_costs
 from test_overhead import overhead
@@ -45,9 +45,9 @@ def test_a_step_charged_with_host_work_is_measured_against_its_forwards_alone(po
     forwards = (sum(base.draft(1, plan.layer_context(layer), plan.kept[layer - 1]) for layer in range(1, depth))
                 + base.draft(1, 50, 2) + base.target(1, 50, verified + 1))
     assert depth > 1 and sum(charge(plan, verified, depth, 1)) > forwards + 5.0  # the plan charges host work
-    assert forward_ms(plan, verified, 1) == pytest.approx(forwards)
+    assert charged_ms(plan, verified, 1)[1] == pytest.approx(forwards)
     plain = make_policy("vanilla", PolicySettings.single(CostModel(base.target, base.draft, host))).begin(1, 50)
-    assert forward_ms(plain, 0, 0) == pytest.approx(base.target(1, 50, 1))
+    assert charged_ms(plain, 0, 0)[1] == pytest.approx(base.target(1, 50, 1))
 
 
 def test_profile_times_plain_and_every_shape_at_every_batch_size_and_resumes(tmp_path):

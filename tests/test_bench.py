@@ -95,6 +95,9 @@ def test_bench_measures_every_method_and_checks_greedy_outputs(pair):
         assert record.speedup_vs_vanilla == pytest.approx(record.tokens_per_s / vanilla.tokens_per_s)
         assert record.speedup_vs_vanilla_rounds == pytest.approx(
             [a / b for a, b in zip(record.tokens_per_s_rounds, vanilla.tokens_per_s_rounds)])
+        # The cost model's charge for the iterations that ran, beside what they took.
+        assert record.step_ms > 0 and record.charged_step_ms > 0
+        assert (record.charged_step_ms > vanilla.charged_step_ms) is (record.method != "vanilla")  # trees cost more
     eagle2 = next(r for r in records if r.method == "eagle2")
     assert eagle2.shape == {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60}
     assert eagle2.mean_verified_tokens == pytest.approx(59, abs=1)  # EAGLE-2's budget on a deep tree

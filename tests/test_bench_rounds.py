@@ -154,3 +154,6 @@ def test_host_time_is_the_step_outside_the_draft_and_verify_clocks():
 
     stats = summarise(Round([[1, 2]], 1.0, [record(14.0), record(14.5)]))
     assert stats["host_ms"] == pytest.approx(1.25)
+    assert stats["step_ms"] == pytest.approx(14.25) and stats["charged_step_ms"] is None  # no plans: no charge
+    charged = summarise(Round([[1, 2]], 1.0, [record(14.0), record(14.5)], charged_ms=[13.0, 15.0]))
+    assert charged["charged_step_ms"] == pytest.approx(14.0)

@@ -9,7 +9,7 @@ from .policies import POLICIES, IterationPlan, Policy, make_policy
 from .sampling import RequestSampler, SamplingParams, greedy_tokens, target_probs
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
 from .trace import (TRACE_FORMAT, IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge,
-                    replay, replay_iteration)
+                    charged_ms, replay, replay_iteration)
 from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
 from .verify import VerifyResult, verify_greedy, verify_sampling
 
@@ -18,7 +18,7 @@ __all__ = [
     "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
     "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
-    "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "replay",
+    "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "charged_ms", "replay",
     "replay_iteration",
     "DraftTree", "VerifyTree", "ancestor_mask", "select_verified",
     "VerifyResult", "verify_greedy", "verify_sampling",

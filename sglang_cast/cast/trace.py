@@ -188,6 +188,16 @@ def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int,
     return layers + catch_up, float(costs.verify_row(batch, context, verified + 1)[verified])
 
 
+def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
+    """``(charged ms, forwards ms)`` of a finished iteration that ran under ``plan``
+    (``Policy.last_plan``): `charge` with the plan's costs, and with its forward tables
+    alone.  What live checks (the server's calibration, ``autotune``'s timed steps, the
+    bench) set against the measured step."""
+    depth = len(plan.kept)
+    return (sum(charge(plan, verified, depth, max_accepted)),
+            sum(charge(plan, verified, depth, max_accepted, host=False)))
+
+
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
     context = int(trace.context_lens.max())
     plan = policy.begin(trace.batch_size, context)

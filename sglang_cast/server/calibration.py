@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any
 
-from ..cast import CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charge, fit_overhead
+from ..cast import CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charged_ms, fit_overhead
 from .config import LiveGateConfig
 
 log = logging.getLogger(__name__)
@@ -105,14 +105,6 @@ class IterationCost:
         """The host work this iteration really did: live minus the forwards the tables charge."""
         return StepSample(self.batch_size, self.context_len, self.depth, self.verified,
                           self.live_ms - self.forwards_ms)
-
-
-def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
-    """(predicted ms, forwards ms) of an iteration that ran under ``plan``: ``cast.charge``
-    with the plan's costs, and with its forward tables alone."""
-    depth = len(plan.kept)
-    return (sum(charge(plan, verified, depth, max_accepted)),
-            sum(charge(plan, verified, depth, max_accepted, host=False)))
 
 
 def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verified: int, accepted: list[int],

@@ -25,11 +25,11 @@ pair with a device synchronisation before the clock is read on GPU.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from sglang_cast.cast import SamplingParams
-from sglang_cast.engine import Engine, IterationRecord, StepLog
+from sglang_cast.cast import IterationPlan, SamplingParams, charged_ms
+from sglang_cast.engine import Engine, IterationRecord, StepLog, StepOutput
 from sglang_cast.engine.timing import start_clock
 
 MIN_ROUNDS = 3
@@ -43,6 +43,9 @@ class Round:
     outputs: list[list[int]]  # new tokens per prompt
     seconds: float
     history: list[IterationRecord]  # the engine's iteration records; empty for the llama.cpp anchor
+    # What the cost model charged for each of ``history``'s iterations (``cast.charged_ms``
+    # on the plan it ran under): the cost model's claim, beside each record's measured step_ms.
+    charged_ms: list[float] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -122,11 +125,23 @@ class EngineRunner:
         self.engine.generate(self.prompts, self.params)
 
     def run(self) -> Round:
-        log = StepLog()
+        log, plans = StepLog(), []
+
+        def on_step(step: StepOutput) -> None:
+            log(step)
+            if step.record is not None:
+                plans.append(self.engine.policy.last_plan)
+
         stop = start_clock(self.device)
-        results = self.engine.generate(self.prompts, self.params, on_step=log)
+        results = self.engine.generate(self.prompts, self.params, on_step=on_step)
         seconds = stop() / 1000
-        return Round([r.token_ids for r in results], seconds, log.records)
+        return Round([r.token_ids for r in results], seconds, log.records, charges(plans, log.records))
+
+
+def charges(plans: list[IterationPlan], records: list[IterationRecord]) -> list[float]:
+    """What the cost model charged for each iteration, on the plan it ran under; worked
+    out after the clock stopped, so the timed decode does not pay for it."""
+    return [charged_ms(plan, r.verified, max(r.accepted))[0] for plan, r in zip(plans, records)]
 
 
 def sampling(prompts: int, temperature: float, max_new_tokens: int) -> list[SamplingParams]:
@@ -148,4 +163,8 @@ def summarise(done: Round) -> dict:
         # What an iteration spends outside the draft and verify clocks (batch set-up, appending and
         # detokenising the tokens): the whole step minus both, the host time issue #34 bounds.
         "host_ms": statistics.fmean(r.host_ms for r in history) if history else 0.0,
+        # The whole step measured, and what the cost model charged for it (a prediction
+        # checked live in the same run: their ratio is the cost model's error here).
+        "step_ms": statistics.fmean(r.step_ms for r in history) if history else 0.0,
+        "charged_step_ms": statistics.fmean(done.charged_ms) if done.charged_ms else None,
     }
