@@ -9,7 +9,7 @@ import torch
 
 from autotune.costs import measured_costs
 from autotune.grid import ProfileGrid
-from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, run_step_profile, shape_key
+from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, run_step_profile, shape_key, step_charge_ms
 from autotune.prompts import load_prompts
 from autotune.store import Store, TimedStep
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, charged_ms, grow_tree, make_policy
@@ -46,8 +46,13 @@ def test_a_step_charged_with_host_work_is_measured_against_its_forwards_alone(po
                 + base.draft(1, 50, 2) + base.target(1, 50, verified + 1))
     assert depth > 1 and sum(charge(plan, verified, depth, 1)) > forwards + 5.0  # the plan charges host work
     assert charged_ms(plan, verified, 1)[1] == pytest.approx(forwards)
+    # A stored step (no plan) is charged the same: its forwards plus the host terms.
+    step = TimedStep(1, 50, depth, verified, 2, 0.0, charged_ms(plan, verified, 1)[1])
+    assert step_charge_ms(step, plan.settings.costs) == pytest.approx(charged_ms(plan, verified, 1)[0])
     plain = make_policy("vanilla", PolicySettings.single(CostModel(base.target, base.draft, host))).begin(1, 50)
     assert charged_ms(plain, 0, 0)[1] == pytest.approx(base.target(1, 50, 1))
+    plain_step = TimedStep(1, 50, 0, 0, 1, 0.0, charged_ms(plain, 0, 0)[1])
+    assert step_charge_ms(plain_step, plain.settings.costs) == pytest.approx(charged_ms(plain, 0, 0)[0])
 
 
 def test_profile_times_plain_and_every_shape_at_every_batch_size_and_resumes(tmp_path):

@@ -145,11 +145,10 @@ def pin_special_tokens(tokenizer: Any, reader: GGUFReader) -> None:
     EOS, where the file says ``<|im_end|>``, id 2); the file is the one authority, and the
     saved ``tokenizer_config.json`` then agrees with ``config.json`` on every version.
     """
-    for role in ("bos", "eos", "padding", "unknown"):
-        token_id = _field(reader, f"tokenizer.ggml.{role}_token_id")
+    for gguf_role, role in (("bos", "bos"), ("eos", "eos"), ("padding", "pad"), ("unknown", "unk")):
+        token_id = _field(reader, f"tokenizer.ggml.{gguf_role}_token_id")
         if token_id is not None:
-            name = {"padding": "pad", "unknown": "unk"}.get(role, role)
-            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(int(token_id)))
+            setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(int(token_id)))
 
 
 def read_q4_1_linears(gguf_path: Path) -> dict[str, Int4Groups]:
