@@ -65,7 +65,7 @@ import torch
 
 from sglang_cast.cast import BucketSettings, CostModel, CostTable, PolicySettings, Thresholds, TreeShape
 from sglang_cast.engine.build import default_draft_path
-from sglang_cast.models.loader import EMBEDDED_NAME, read_json, resolve_model_dir
+from sglang_cast.models.loader import EMBEDDED_NAME, model_config_json, read_json
 from sglang_cast.profile import Profile
 from sglang_cast.sglang_plugin.memory_plan import ModelShape, tp_size_problem
 
@@ -212,7 +212,7 @@ def analytic_profile(label: str, model_path: str | None = None, draft_path: str 
         gpu = ANALYTIC_GPUS[label]
     try:
         # The sizes alone: the roofline does not depend on RoPE scaling or other details the native engine checks.
-        config = ModelShape.from_config(read_json(resolve_model_dir(model_path) / "config.json"))
+        config = ModelShape.from_config(model_config_json(model_path))
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
     unshardable = tp_size_problem(config.heads, config.kv_heads, tp_size)

@@ -46,18 +46,19 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sglang_cast.cast import TRACE_FORMAT, StepSample, TraceIteration
 from sglang_cast.engine.timing import Timing
+from sglang_cast.models.loader import cache_root
 
 from .errors import RUNTIME, AutotuneError
 
 DEFAULT_TIMEOUT_S = 30.0
 NATIVE = "native"  # the backend of every measurement taken before backends were recorded
 BACKENDS = (NATIVE, "sglang")
-CACHE_ENV = "SGLANG_CAST_CACHE"
 
 
 def default_db_path() -> Path:
-    """``$SGLANG_CAST_CACHE/autotune.db`` or ``~/.cache/sglang_cast/autotune.db``."""
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/sglang_cast").expanduser() / "autotune.db"
+    """``autotune.db`` in the project's cache (`loader.cache_root`: ``$SGLANG_CAST_CACHE``
+    or ``~/.cache/sglang_cast``)."""
+    return cache_root() / "autotune.db"
 
 
 def package_version() -> str:

@@ -77,10 +77,14 @@ def test_analytic_tp4_on_h200_writes_a_profile_keyed_by_its_layout(tmp_path, mon
     assert 0.25 < four.target(1, 512, 1) / one.target(1, 512, 1) < 0.3
 
 
-def test_a_tp_size_the_model_cannot_shard_is_one_line(tmp_path, capsys):
+def test_a_tp_size_the_model_cannot_shard_is_one_line(tmp_path, capsys, monkeypatch):
+    """On a fresh machine too: the check reads the embedded GGUF's sizes from its metadata,
+    so no conversion runs (and prints its progress) before the one-line error."""
+    monkeypatch.setenv("SGLANG_CAST_CACHE", str(tmp_path / "empty-cache"))
     # The embedded SmolLM2-135M has 9 attention heads.
     assert main(["analytic", "--gpu", "h100", "--tp-size", "2", "--output", str(tmp_path / "x.yaml")]) == 2
     assert capsys.readouterr().err.strip() == (
         "cast-autotune analytic: error: --tp-size: 9 attention heads do not divide over 2 GPUs (SGLang shards "
         "attention by heads); use a --tp-size that divides 9")
     assert not (tmp_path / "x.yaml").exists()
+    assert not (tmp_path / "empty-cache").exists()

@@ -3,14 +3,12 @@ growing output equals decoding it whole, at every step, while each step decodes
 only the new tokens and a few of context."""
 
 import random
-from pathlib import Path
 
 import pytest
 
 from sglang_cast.cast import RequestSampler, SamplingParams
 from sglang_cast.engine.requests import IncrementalText, Request
-
-SMOLLM = Path.home() / ".cache/sglang_cast/models/SmolLM2-135M-Instruct"
+from sglang_cast.models.loader import resolve_model_dir
 
 
 class SentencePieceLike:
@@ -46,12 +44,11 @@ def test_sentencepiece_like_text_equals_whole_decode_and_decodes_a_bounded_tail(
     assert tokenizer.decoded_tokens <= 2 * len(ids) + 2 * IncrementalText.CONTEXT * steps
 
 
-@pytest.mark.skipif(not (SMOLLM / "tokenizer.json").is_file(), reason="SmolLM2 tokenizer not converted yet")
 @pytest.mark.parametrize("seed", range(3))
 def test_byte_level_text_equals_whole_decode_with_split_characters(seed):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(SMOLLM)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_dir(None))  # converted here on a fresh machine
     sample = "Zürich 東京 naïve café — emoji 🎉🧪 and plain words, numbers 12345. <|im_end|> done"
     ids = tokenizer.encode(sample) * 3
     for text, prefix in grow(tokenizer.decode, ids, random.Random(seed)):

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gguf import GGUFReader
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from .config import ModelConfig
-from .gguf_convert import convert_gguf, read_q4_1_linears
+from .gguf_convert import convert_gguf, gguf_hf_config, read_q4_1_linears
 from .llama import LlamaModel
 from .weights import Format, WeightFormat, apply_weight_format
 
@@ -187,6 +188,18 @@ def resolve_model_dir(path: str | Path | None) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"model path not found (expected an HF directory or .gguf): {path}")
     return path
+
+
+def model_config_json(path: str | Path | None) -> dict[str, Any]:
+    """The HF ``config.json`` of ``path`` without converting anything: a GGUF's comes
+    from its metadata (what its conversion would write), so a command that only needs
+    the model's sizes can check its arguments before any model work starts."""
+    gguf = gguf_source(path)
+    if gguf is not None:
+        if not gguf.is_file():
+            raise FileNotFoundError(f"GGUF file not found: {gguf}")
+        return gguf_hf_config(GGUFReader(gguf))
+    return read_json(resolve_model_dir(path) / "config.json")
 
 
 def gguf_source(path: str | Path | None) -> Path | None:

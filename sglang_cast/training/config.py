@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
+from sglang_cast.models.loader import cache_root
 
 PACKAGE = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = PACKAGE / "assets" / "smollm2-135m-eagle"
 DEFAULT_BENCHMARKS = PACKAGE.parent / "datasets"  # the repository's datasets/
-DEFAULT_WORK_DIR = Path("~/.cache/sglang_cast/train_draft")
+DEFAULT_WORK_DIR = cache_root() / "train_draft"
 EVAL_DATASETS = ("mt_bench", "humaneval")
 
 
