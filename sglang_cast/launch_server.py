@@ -58,27 +58,43 @@ def fall_back_without_draft(args: LaunchArgs) -> LaunchArgs:
     return dataclasses.replace(args, algorithm="NONE")
 
 
+def sglang_profile(args: LaunchArgs, parser: OneLineParser) -> str | None:
+    """CAST/GOODPUT inside SGLang: ``--cast-profile``, else this hardware's profile
+    tuned through SGLang (``profiles/sglang/<label>.yaml``), else the native engine's
+    (`resolve_profile`; the worker's start-up log names the profile it runs)."""
+    from .profile import PROFILE_DIR, find_profile
+
+    if args.policy not in COST_AWARE or args.cast_profile is not None:
+        return str(args.cast_profile) if args.cast_profile else None
+    found = find_profile(hardware_label(args.device), PROFILE_DIR / "sglang")
+    return str(found if found is not None else resolve_profile(args, parser).path)
+
+
 def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
-    """``--backend sglang``: our flags in SGLang's spelling, checked before SGLang loads."""
+    """``--backend sglang``: our flags in SGLang's spelling, checked before SGLang loads.
+    Without ``--model-path`` it serves the embedded model with its shipped head."""
     import argparse
 
+    from .engine.build import default_draft_path
     from .sglang_plugin.launch import launch_sglang, validate
 
+    args = fall_back_without_draft(args)
+    draft = args.draft_path if args.algorithm == "NONE" else args.draft_path or default_draft_path(args.model_path)
     namespace = argparse.Namespace(
-        model_path=args.model_path, speculative_draft_model_path=args.draft_path,
+        model_path=args.model_path, speculative_draft_model_path=str(draft) if draft else None,
         speculative_algorithm=args.algorithm, speculative_num_steps=args.shape.max_depth,
         speculative_eagle_topk=args.shape.top_k, speculative_num_draft_tokens=args.shape.num_verify_tokens,
-        cast_profile=str(args.cast_profile) if args.cast_profile else None, host=args.host, port=args.port,
+        cast_profile=sglang_profile(args, parser), host=args.host, port=args.port,
         max_running_requests=args.max_running_requests, context_length=args.context_length,
         api_key=args.api_key, admin_api_key=args.admin_api_key, mem_fraction_static=args.mem_fraction_static,
-        device=args.device, tp_size=args.tp_size, dp_size=args.dp_size, pp_size=args.pp_size,
+        device=args.device, dtype=args.dtype, tp_size=args.tp_size, dp_size=args.dp_size, pp_size=args.pp_size,
         disable_cuda_graph=not args.cuda_graph,
     )
     try:
         validate(namespace)
-    except ValueError as err:
+        launch_sglang(namespace)
+    except ValueError as err:  # launch_sglang's refusals come before SGLang loads anything
         parser.error(str(err))
-    launch_sglang(namespace)
 
 
 def main(argv: list[str] | None = None) -> None:

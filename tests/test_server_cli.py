@@ -1,4 +1,4 @@
-"""The launch command line: --help, the not-yet-available SGLang backend, and
+"""The launch command line: --help, the SGLang backend's checks, and
 one-line errors (exit code 2, no traceback) for every invalid combination."""
 
 import subprocess
@@ -31,8 +31,9 @@ def test_help_explains_every_flag():
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--backend", "sglang"], "runs on CUDA GPUs only"),
-    (["--backend", "sglang", "--device", "cuda", "--model-path", "m"], "needs --speculative-draft-model-path"),
+    (["--backend", "sglang", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"], "give all of"),
+    (["--backend", "sglang", "--device", "cuda", "--model-path", "m", "--speculative-algorithm", "CAST"],
+     "needs --speculative-draft-model-path"),
 ])
 def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     result = run_cli(*argv)

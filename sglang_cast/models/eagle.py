@@ -56,6 +56,9 @@ class DraftConfig:
         if self.layout == "eagle3":
             cfg["architectures"] = [EAGLE3_ARCHITECTURE]
             cfg["draft_vocab_size"] = self.draft_vocab_size
+            # The head's own lm_head [draft_vocab, hidden]: SGLang's LlamaForCausalLMEagle3 reads
+            # this flag and, when true, drafts through the target's embedding instead of loading it.
+            cfg["tie_word_embeddings"] = False
         return cfg
 
 
@@ -368,4 +371,8 @@ def save_draft(model: DraftModel, path: str | Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     state = {key: value.detach().contiguous() for key, value in model.state_dict().items()}
     save_file(state, path / "model.safetensors", metadata={"format": "pt"})
-    (path / "config.json").write_text(json.dumps(model.config.to_hf(), indent=2))
+    dtypes = {value.dtype for value in state.values() if value.is_floating_point()}
+    if len(dtypes) != 1:
+        raise ValueError(f"save_draft: one floating dtype per checkpoint expected, got {sorted(map(str, dtypes))}")
+    config = {**model.config.to_hf(), "torch_dtype": str(dtypes.pop()).removeprefix("torch.")}
+    (path / "config.json").write_text(json.dumps(config, indent=2))

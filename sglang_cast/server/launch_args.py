@@ -223,7 +223,8 @@ def build_parser() -> OneLineParser:
                              help=f"--backend sglang only: SGLang's {flag}, {meaning} (default: 1)")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
                          help="native: this package's engine (default); sglang: real SGLang with the CAST "
-                              "plugin (CUDA GPUs only; needs the 'sglang' extra)")
+                              "plugin (needs .venv-sglang, tools/setup_sglang_env.sh): on a CUDA GPU, or on SGLang's CPU engine "
+                              "with --device cpu (the project's stand-ins for the sgl_kernel ops it lacks; docs/gpu.md)")
     serving.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                          help="logging level (default: info)")
     return parser

@@ -4,7 +4,8 @@
 ``argparse.Namespace`` carrying (SGLang's spelling, ``None`` when not given):
 
 =============================  ===============================================
-``model_path``                 target model (HF id or directory), required
+``model_path``                 target model (HF id or directory); ``None``: the
+                               embedded SmolLM2-135M's converted folder
 ``speculative_draft_model_path``  EAGLE / EAGLE-3 head, required unless NONE
 ``speculative_algorithm``      ``NONE`` | ``EAGLE`` | ``CAST`` | ``GOODPUT``
 ``speculative_num_steps``      max depth; CAST/GOODPUT default: the profile's
@@ -19,7 +20,9 @@
                                profile's runtime states need)
 ``api_key``                    SGLang's ``--api-key``
 ``admin_api_key``              SGLang's ``--admin-api-key``
-``device``                     ``cuda`` or ``cuda:N`` (``None`` = ``cuda``)
+``device``                     ``cpu``, ``cuda`` or ``cuda:N`` (``None`` = ``cuda``);
+                               ``cpu`` runs SGLang's CPU engine (`cpu_runtime`)
+``dtype``                      on ``cpu``: SGLang's ``--dtype`` (``None`` = float32)
 ``tp_size``                    SGLang's ``--tp-size`` (GPUs per model copy; the
                                profile must be made for it)
 ``dp_size``                    SGLang's ``--dp-size`` (model copies; each
@@ -36,13 +39,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..profile import load_profile
+from .cpu_runtime import CPU_ATTENTION_BACKEND, enter_cpu_engine, intel_amx_kept
 from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, StaticShape,
                             draft_is_eagle3, require_layout)
 
 ALGORITHMS = ("NONE", "EAGLE", *POLICY_OF_ALGORITHM)
+CPU_DEFAULT_CONTEXT = 8192  # the embedded SmolLM2's max_position_embeddings
 ENTRY_POINT_GROUP = "sglang.srt.plugins"
 SHAPE_FLAGS = (("speculative_num_steps", "--speculative-num-steps", 1),
                ("speculative_eagle_topk", "--speculative-eagle-topk", 1),
@@ -61,14 +68,33 @@ def _algorithm(args: argparse.Namespace) -> str:
     return algorithm
 
 
-def _gpu_index(args: argparse.Namespace) -> int | None:
-    """``None`` for plain ``cuda``, ``N`` for ``cuda:N``; anything else is refused."""
-    device = _get(args, "device") or "cuda"
-    match = re.fullmatch(r"cuda(?::(\d+))?", device)
-    if match is None:
-        raise ValueError(f"--backend sglang runs on CUDA GPUs only (--device cuda or cuda:N), got {device!r}; "
-                         "SGLang's CPU engine needs AVX-512 kernels, so on CPU use --backend native")
-    return int(match.group(1)) if match.group(1) is not None else None
+@dataclass(frozen=True)
+class Device:
+    """Where SGLang runs: its CPU engine or a CUDA GPU (``gpu``: ``N`` of ``cuda:N``)."""
+
+    on_cpu: bool
+    gpu: int | None = None
+    dtype: str = "float32"  # on the CPU: the activations' and weights' dtype (the project's CPU default)
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Device:
+        device = _get(args, "device") or "cuda"
+        if device == "cpu":
+            return cls(on_cpu=True, dtype=_get(args, "dtype") or "float32")
+        match = re.fullmatch(r"cuda(?::(\d+))?", device)
+        if match is None:
+            raise ValueError(f"--device must be cpu, cuda or cuda:N with --backend sglang, got {device!r}")
+        return cls(on_cpu=False, gpu=int(match.group(1)) if match.group(1) is not None else None)
+
+    def sglang_args(self, algorithm: str) -> list[str]:
+        """SGLang's device flags.  On the CPU every algorithm runs the ``intel_amx``
+        backend (EAGLE's tree attention needs it, `cpu_runtime`), so plain decoding,
+        EAGLE and CAST are timed on the same attention; CAST on a GPU runs FlashInfer's
+        custom-mask attention, the backend the plugin is written for."""
+        if self.on_cpu:
+            return ["--device", "cpu", "--attention-backend", CPU_ATTENTION_BACKEND, "--dtype", self.dtype]
+        argv = ["--device", "cuda"] + (["--base-gpu-id", str(self.gpu)] if self.gpu is not None else [])
+        return argv + (["--attention-backend", "flashinfer"] if algorithm in POLICY_OF_ALGORITHM else [])
 
 
 def _check_positive(args: argparse.Namespace) -> None:
@@ -107,11 +133,8 @@ def validate(args: argparse.Namespace) -> None:
     """Refuse what the SGLang backend cannot run, with a message naming the flag.
     Raises ``ValueError`` (a bad profile raises its ``ProfileError`` subclass)."""
     algorithm = _algorithm(args)
-    _gpu_index(args)
+    Device.of(args)
     _check_positive(args)
-    if not _get(args, "model_path"):
-        raise ValueError("--backend sglang needs --model-path (a Hugging Face model id or directory); "
-                         "the embedded default model runs on --backend native only")
     given = [flag for name, flag, _ in SHAPE_FLAGS if _get(args, name) is not None]
     draft = _get(args, "speculative_draft_model_path")
     profile = _get(args, "cast_profile")
@@ -146,18 +169,21 @@ def validate(args: argparse.Namespace) -> None:
 def translate_args(args: argparse.Namespace) -> list[str]:
     """SGLang's command line for ``args`` (call :func:`validate` first)."""
     algorithm = _algorithm(args)
-    argv = ["--model-path", str(args.model_path), "--device", "cuda"]
-    gpu = _gpu_index(args)
-    if gpu is not None:
-        argv += ["--base-gpu-id", str(gpu)]
+    argv = ["--model-path", model_path(args), *Device.of(args).sglang_args(algorithm)]
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
                        ("context_length", "--context-length"), ("api_key", "--api-key"),
                        ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static"),
                        ("tp_size", "--tp-size"), ("dp_size", "--dp-size"), ("pp_size", "--pp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
-    if _get(args, "disable_cuda_graph"):
+    device = Device.of(args)
+    # On the CPU engine: no CUDA graphs, which SGLang's CPU runner never captures but whose
+    # resolved config would still make EAGLE's runtime-state builder ask the intel_amx
+    # backend for graph state (`EAGLEWorkerV2.build_adaptive_runtime_state`: NotImplementedError).
+    if _get(args, "disable_cuda_graph") or device.on_cpu:
         argv.append("--disable-cuda-graph")
+    if device.on_cpu and _get(args, "mem_fraction_static") is None:
+        argv += ["--max-total-tokens", str(cpu_kv_tokens(args))]
     if algorithm == "NONE":
         return argv
     draft = str(args.speculative_draft_model_path)
@@ -169,11 +195,26 @@ def translate_args(args: argparse.Namespace) -> list[str]:
                 argv += [flag, str(_get(args, name))]
         return argv
     shape = static_shape(args)
-    # CAST's tree mask goes through FlashInfer's custom-mask attention, the backend
-    # the plugin is written and documented for.
     return argv + ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", draft,
                    "--speculative-num-steps", str(shape.num_steps), "--speculative-eagle-topk", str(shape.topk),
-                   "--speculative-num-draft-tokens", str(shape.num_draft_tokens), "--attention-backend", "flashinfer"]
+                   "--speculative-num-draft-tokens", str(shape.num_draft_tokens)]
+
+
+def cpu_kv_tokens(args: argparse.Namespace) -> int:
+    """The CPU engine's KV pool: every running request at full context.  SGLang's
+    default on a CPU is a share of all RAM, which it zero-fills at start-up (64 s of a
+    2-core machine's start for ~14 GB; ``--mem-fraction-static`` restores it)."""
+    return (_get(args, "max_running_requests") or 48) * (_get(args, "context_length") or CPU_DEFAULT_CONTEXT)
+
+
+def model_path(args: argparse.Namespace) -> str:
+    """``--model-path``, or the embedded SmolLM2-135M's converted folder (converted
+    on first use: call after :func:`validate`, so a bad flag never waits for it)."""
+    if _get(args, "model_path"):
+        return str(args.model_path)
+    from ..models.loader import resolve_model_dir
+
+    return str(resolve_model_dir(None))
 
 
 def plugin_environment(args: argparse.Namespace) -> dict[str, str]:
@@ -196,7 +237,13 @@ def launch_sglang(args: argparse.Namespace) -> None:
     """Validate, translate and run SGLang's HTTP server in this process (blocks
     until it stops).  Mistakes raise ``ValueError`` before anything is loaded."""
     validate(args)
-    argv = translate_args(args)
+    on_cpu = Device.of(args).on_cpu
+    if on_cpu:
+        enter_cpu_engine()  # before anything imports SGLang
+    try:
+        argv = translate_args(args)
+    except FileNotFoundError as err:  # the embedded model's package missing
+        raise ValueError(f"--model-path: {err}") from None
     if _algorithm(args) in POLICY_OF_ALGORITHM:
         _require_entry_point()
         from .contract import ContractError, check_installed_sglang
@@ -213,8 +260,10 @@ def launch_sglang(args: argparse.Namespace) -> None:
     from sglang.srt.utils import kill_process_tree
 
     load_plugins()  # registers CAST/GOODPUT in this process before the args are resolved
-    server_args = prepare_server_args(argv)
-    try:
-        run_server(server_args)
-    finally:
-        kill_process_tree(os.getpid(), include_parent=False)
+    # SGLang resolves the arguments while it starts the server (not in prepare_server_args).
+    with intel_amx_kept() if on_cpu else nullcontext():
+        server_args = prepare_server_args(argv)
+        try:
+            run_server(server_args)
+        finally:
+            kill_process_tree(os.getpid(), include_parent=False)

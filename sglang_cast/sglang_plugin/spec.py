@@ -19,6 +19,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
 from ..cast import PolicySettings, make_policy
+from .cpu_runtime import CPU_ATTENTION_BACKEND
 from .decider import CastDecider
 from .memory_plan import LaunchSettings, ModelShape, plan_memory
 from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, SGLangSection,
@@ -84,10 +85,16 @@ class CastSpecAlgo(CustomSpecAlgo):
         return self.builtin.build_disagg_draft_input(batch, last_tokens_tensor, future_map)
 
     def handle_server_args(self, server_args: ServerArgs) -> None:
-        """EAGLE's default batch limit when none was given; the rest is checked in
+        """EAGLE's defaults: its batch limit when none was given, and on the CPU no
+        overlap schedule (SGLang's overlap loop runs Triton kernels that have no CPU
+        driver; its own EAGLE turns overlap off there, ``speculative_hook.py``,
+        ``_disable_overlap_schedule_for_cpu``).  The rest is checked in
         :func:`validate_server_args`."""
         if server_args.max_running_requests is None:
             server_args.max_running_requests = 48
+        if server_args.device == "cpu" and not server_args.disable_overlap_schedule:
+            server_args.disable_overlap_schedule = True
+            log.warning("%s on the CPU: overlap schedule off, as for SGLang's EAGLE there", self.name)
 
 
 def validate_server_args(server_args: ServerArgs) -> None:
@@ -103,10 +110,7 @@ def validate_server_args(server_args: ServerArgs) -> None:
     if any(value is None for value in shape_flags):
         problems.append("--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
                         "are required (the largest tree any profile bucket may use)")
-    for flag, value, wanted in (("--attention-backend", server_args.attention_backend, "flashinfer"),
-                                ("--device", server_args.device, "cuda")):
-        if value not in (None, wanted):
-            problems.append(f"{flag} must be {wanted} (got {value!r})")
+    problems += device_problems(server_args.device, server_args.attention_backend)
     if server_args.pp_size not in (None, 1):
         problems.append(f"--pp-size must be 1 (got {server_args.pp_size}): {PP_REFUSAL}")
     if (server_args.attn_dp_size or 1) > 1:
@@ -130,12 +134,36 @@ def validate_server_args(server_args: ServerArgs) -> None:
     check_memory(server_args, loaded.profile.settings, shape, SGLangSection.of(loaded.profile).runtime_states)
 
 
+def device_problems(device: str | None, attention_backend: str | None) -> list[str]:
+    """Where the plugin runs: on a CUDA GPU with FlashInfer's custom-mask attention,
+    or on SGLang's CPU engine with the ``intel_amx`` backend (its only backend that
+    runs EAGLE's tree attention on a CPU; `cpu_runtime`)."""
+    if device == "cpu":
+        if attention_backend not in (None, CPU_ATTENTION_BACKEND):
+            return [f"--attention-backend must be {CPU_ATTENTION_BACKEND} on --device cpu (got {attention_backend!r}; "
+                    "SGLang rewrites intel_amx to torch_native on a CPU without AMX, which its EAGLE refuses: "
+                    "launch with python -m sglang_cast.launch_server --backend sglang --device cpu, which keeps it)"]
+        return []
+    problems = []
+    for flag, value, wanted in (("--attention-backend", attention_backend, "flashinfer"), ("--device", device, "cuda")):
+        if value not in (None, wanted):
+            problems.append(f"{flag} must be {wanted} (got {value!r})")
+    return problems
+
+
 def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: StaticShape,
                  runtime_states: tuple[tuple[int, int], ...] | None) -> None:
     """``cast-autotune preflight``'s check, at startup: refuse, before any weights
     load, a launch whose runtime states would not fit in GPU memory.  Skipped (with
     a warning) when the GPU's size or a model's config.json is not known yet.
-    Per GPU: with ``--tp-size N`` each rank holds 1/N of the weights and KV heads."""
+    Per GPU: with ``--tp-size N`` each rank holds 1/N of the weights and KV heads.
+    On the CPU there is nothing to add to SGLang's own sizing: a runtime state holds
+    no CUDA graphs or FlashInfer wrappers there (the ``intel_amx`` backend keeps no
+    per-state buffers), so SGLang's KV pool is all the states share."""
+    if server_args.device == "cpu":
+        log.info("CAST memory check on the CPU: runtime states add no graph or attention-wrapper memory there; "
+                 "SGLang sizes the KV pool from RAM as for plain decoding")
+        return
     from sglang.srt.utils.common import get_device_memory_capacity
 
     gpu_mib = get_device_memory_capacity(server_args.device or "cuda")

@@ -156,11 +156,26 @@ class StateMemoryHold:
 
 
 def decode_graph_max_batch() -> int:
-    """The largest captured decode batch (0 when decode CUDA graphs are off): the
-    batch every runtime state's graph buffers are sized for."""
-    if check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
+    """The largest captured decode batch (0 when decode CUDA graphs are off, or, as on
+    SGLang's CPU engine, no batch sizes were resolved for them): the batch every
+    runtime state's graph buffers are sized for."""
+    sizes = get_exec().graph.cuda_graph_bs_decode
+    if not sizes or check_cuda_graph_backend(Phase.DECODE, Backend.DISABLED):
         return 0
-    return max(get_exec().graph.cuda_graph_bs_decode)
+    return max(sizes)
+
+
+class CastVerifyInput(EagleVerifyInput):
+    """SGLang's verify input for a CAST tree: its longest root-to-leaf chain is at most
+    the verified width, not ``spec_steps + 1``.  SGLang sizes ``accept_index`` by
+    ``max_tree_depth`` and moves the accepted path to the front of each request's
+    ``draft_token_num`` slots (``eagle_worker_common._compact_accept_to_front``), which
+    fails for a state narrower than its depth, e.g. depth 3 verifying 2 tokens (found
+    running the plugin inside SGLang on the CPU)."""
+
+    @property
+    def max_tree_depth(self) -> int:
+        return min(self.spec_steps, self.draft_token_num - 1) + 1
 
 
 class CastDraftWorker(EagleDraftWorker):
@@ -215,9 +230,11 @@ class CastDraftWorker(EagleDraftWorker):
         width = self.cast.use_width(decide_verified(plan, drafted.tree), drafted.tree.size - 1)
         self.cast.drafted = (plan, len(plan.kept), width - 1)
         layout = verify_layout(drafted, width, self.speculative_num_steps)
-        return build_eagle_verify_input(
+        verify_input = build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
             layout.draft_tokens.to(self.device), None, num_draft_tokens=width, **verify_args)
+        verify_input.__class__ = CastVerifyInput
+        return verify_input
 
 
 class CastWorker(EAGLEWorkerV2):

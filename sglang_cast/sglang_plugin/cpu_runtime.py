@@ -1,0 +1,68 @@
+"""Real SGLang 0.5.23 on a CPU: the three things its CPU engine needs that a plain
+install on an x86 machine without AMX does not give it, and nothing else.
+
+1. ``SGLANG_USE_CPU_ENGINE=1``: without it ``is_cpu()`` is False and SGLang takes
+   its CUDA paths (``srt/utils/common.py``, ``is_cpu``).
+2. The ``sgl_kernel`` ops its CPU path imports with no fallback (the KV pool's
+   index writes, the EAGLE tree kernels, the ``intel_amx`` backend's attention):
+   the project's pure-torch stand-ins (`cpu_standins`), put on ``PYTHONPATH`` so
+   every SGLang process (scheduler, detokenizer, the launcher itself) imports them
+   before SGLang's own modules do.  They are test infrastructure for running SGLang
+   on a CPU, not SGLang's kernels; where a real ``sgl_kernel`` is installed it is used.
+3. ``--attention-backend intel_amx`` kept on a CPU without AMX: SGLang rewrites it to
+   ``torch_native`` there (``srt/arg_groups/overrides.py``,
+   ``_attention_backend_platform_fallbacks``), and its EAGLE refuses ``torch_native``
+   ("EAGLE is not supported in decode attention backend torch_native",
+   ``srt/speculative/draft_utils.py``).  The platform's ``has_amx`` is overridden
+   only while the server's arguments are resolved; the model layers still take their
+   ``forward_native`` paths, because the stand-ins define no ``convert_weight_packed``
+   (``cpu_has_amx_support``).
+
+Nothing here edits SGLang's files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
+CPU_ATTENTION_BACKEND = "intel_amx"
+
+
+def real_sgl_kernel_installed() -> bool:
+    """Whether a real ``sgl_kernel`` (not the stand-in) is importable."""
+    from .cpu_standins import STANDIN_PATH
+
+    spec = importlib.util.find_spec("sgl_kernel")
+    return spec is not None and not str(spec.origin or "").startswith(str(STANDIN_PATH))
+
+
+def enter_cpu_engine(environ: dict[str, str] | None = None) -> None:
+    """Set up this process and the SGLang processes it starts for the CPU engine.
+    Must run before anything imports SGLang (``is_cpu`` is cached on first use)."""
+    environ = os.environ if environ is None else environ
+    environ[CPU_ENGINE_ENV] = "1"
+    if real_sgl_kernel_installed():
+        return
+    from .cpu_standins import STANDIN_PATH
+
+    path = str(STANDIN_PATH)
+    entries = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if path not in entries:
+        environ["PYTHONPATH"] = os.pathsep.join([path, *entries])
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+@contextmanager
+def intel_amx_kept() -> Iterator[None]:
+    """Resolve SGLang's server arguments with ``--attention-backend intel_amx`` left
+    as given on a CPU without AMX (see the module docstring, point 3)."""
+    from sglang.srt.runtime_context import override_platform
+
+    with override_platform(has_amx=True):
+        yield
