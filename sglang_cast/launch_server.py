@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .server.launch_args import LaunchArgs, OneLineParser, build_parser, hardware_label, parse_launch_args
@@ -58,13 +59,13 @@ def fall_back_without_draft(args: LaunchArgs) -> LaunchArgs:
     return dataclasses.replace(args, algorithm="NONE")
 
 
-def sglang_profile(args: LaunchArgs, parser: OneLineParser) -> str | None:
+def sglang_profile(args: LaunchArgs, draft: Path | None, parser: OneLineParser) -> str | None:
     """CAST/GOODPUT inside SGLang: ``--cast-profile``, else this hardware's profile
     tuned through SGLang (``profiles/sglang/<label>.yaml``), else the native engine's
     (`resolve_profile`; the worker's start-up log names the profile it runs)."""
     from .profile import PROFILE_DIR, find_profile
 
-    if args.policy not in COST_AWARE or args.cast_profile is not None:
+    if args.policy not in COST_AWARE or args.cast_profile is not None or draft is None:  # no draft: refused anyway
         return str(args.cast_profile) if args.cast_profile else None
     found = find_profile(hardware_label(args.device), PROFILE_DIR / "sglang")
     return str(found if found is not None else resolve_profile(args, parser).path)
@@ -84,7 +85,7 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
         model_path=args.model_path, speculative_draft_model_path=str(draft) if draft else None,
         speculative_algorithm=args.algorithm, speculative_num_steps=args.shape.max_depth,
         speculative_eagle_topk=args.shape.top_k, speculative_num_draft_tokens=args.shape.num_verify_tokens,
-        cast_profile=sglang_profile(args, parser), host=args.host, port=args.port,
+        cast_profile=sglang_profile(args, draft, parser), host=args.host, port=args.port,
         max_running_requests=args.max_running_requests, context_length=args.context_length,
         api_key=args.api_key, admin_api_key=args.admin_api_key, mem_fraction_static=args.mem_fraction_static,
         device=args.device, dtype=args.dtype, tp_size=args.tp_size, dp_size=args.dp_size, pp_size=args.pp_size,
