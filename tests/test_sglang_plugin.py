@@ -443,7 +443,7 @@ def test_on_the_cpu_every_algorithm_runs_sglangs_cpu_engine_with_the_intel_amx_b
                        cast_profile=profile_path if algorithm == "CAST" else None, **spec)
     validate(args)
     argv = translate_args(args)
-    assert argv[2:8] == ["--device", "cpu", "--attention-backend", "intel_amx", "--dtype", "float32"]
+    assert argv[2:9] == ["--device", "cpu", "--attention-backend", "intel_amx", "--dtype", "float32", "--sleep-on-idle"]
     assert argv.count("--attention-backend") == 1
 
 

@@ -91,8 +91,9 @@ class Device:
         backend (EAGLE's tree attention needs it, `cpu_runtime`), so plain decoding,
         EAGLE and CAST are timed on the same attention; CAST on a GPU runs FlashInfer's
         custom-mask attention, the backend the plugin is written for."""
-        if self.on_cpu:
-            return ["--device", "cpu", "--attention-backend", CPU_ATTENTION_BACKEND, "--dtype", self.dtype]
+        if self.on_cpu:  # an idle scheduler sleeps instead of polling a core SGLang's CPU forwards need
+            return ["--device", "cpu", "--attention-backend", CPU_ATTENTION_BACKEND, "--dtype", self.dtype,
+                    "--sleep-on-idle"]
         argv = ["--device", "cuda"] + (["--base-gpu-id", str(self.gpu)] if self.gpu is not None else [])
         return argv + (["--attention-backend", "flashinfer"] if algorithm in POLICY_OF_ALGORITHM else [])
 
@@ -253,7 +254,12 @@ def launch_sglang(args: argparse.Namespace) -> None:
         except ContractError as err:
             raise ValueError(str(err)) from None
     os.environ.update(plugin_environment(args))
+    run_sglang_server(argv, on_cpu)
 
+
+def run_sglang_server(argv: list[str], on_cpu: bool) -> None:
+    """SGLang's own ``launch_server`` on ``argv`` (SGLang's flags), in this process;
+    on the CPU after `enter_cpu_engine`, with ``intel_amx`` kept (`cpu_runtime`)."""
     from sglang.launch_server import run_server
     from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import prepare_server_args

@@ -1,7 +1,9 @@
 """One real SGLang 0.5.23 server on the CPU, started the way a user starts it
-(``python -m sglang_cast.launch_server --backend sglang --device cpu ...``), for the
-end-to-end tests: a subprocess, ready when ``/health_generate`` answers, its log kept
-in a file so a failing test can say what the server said."""
+(``python -m sglang_cast.launch_server --backend sglang --device cpu ...``, or SGLang's own
+flags through ``sglang_cast.sglang_plugin.cpu_serve``), for the end-to-end tests and
+``tools/bench_sglang_cpu.py``: a subprocess in its own session, ready when
+``/health_generate`` answers, its log kept in a file so a failure can say what the
+server said."""
 
 from __future__ import annotations
 
@@ -25,16 +27,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class SGLangServer:
-    """``with SGLangServer(log, "--speculative-algorithm", "CAST") as server: server.post(...)``."""
+def cpu_launcher(*flags: str) -> list[str]:
+    """The project's launcher on SGLang's CPU engine, with ``flags`` (after ``python -m``)."""
+    return ["sglang_cast.launch_server", "--backend", "sglang", "--device", "cpu", *flags]
 
-    def __init__(self, log_path: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+
+class SGLangServer:
+    """``with SGLangServer(log, cpu_launcher("--speculative-algorithm", "CAST")) as server:
+    server.post(...)``; ``command`` is what follows ``python -m`` (a free ``--port`` is added)."""
+
+    def __init__(self, log_path: Path, command: list[str], env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        self.argv = [sys.executable, "-m", "sglang_cast.launch_server", "--backend", "sglang", "--device", "cpu",
-                     "--port", str(self.port), *flags]
-        self.env = {**os.environ, **(env or {})}
+        self.argv = [sys.executable, "-m", *command, "--port", str(self.port)]
+        # As a user starts it: the test run's TRITON_INTERPRET (Triton's interpreter, for the
+        # plugin's unit tests) would otherwise reach SGLang's processes.
+        inherited = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+        self.env = {**inherited, **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> SGLangServer:
