@@ -59,6 +59,20 @@ def _check_pool(req_to_token: torch.Tensor, pool_len: int, name: str) -> None:
         raise RuntimeError(f"{name}: req_to_token must be [rows, pool_len={pool_len}], got {tuple(req_to_token.shape)}")
 
 
+def _request_slots(name: str, req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
+                   pool_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rows, cols)`` [sum(end - start)] int64: every request's ``req_to_token`` cells
+    ``[start_offset[i], end_offset[i])`` in request order, checked against the pool's
+    width and ``out_cache_loc``'s length."""
+    _check_pool(req_to_token, pool_len, name)
+    lens = end_offset.reshape(-1).to(torch.int64) - start_offset.reshape(-1).to(torch.int64)
+    seg, cols = _ragged(start_offset, lens)
+    if seg.numel() > out_cache_loc.numel():
+        raise RuntimeError(f"{name}: out_cache_loc has {out_cache_loc.numel()} entries but the offsets need "
+                           f"{seg.numel()}")
+    return req_pool_indices.reshape(-1).to(torch.int64)[seg], cols
+
+
 # --------------------------------------------------------- KV-slot bookkeeping
 def assign_req_to_token_pool(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
                              pool_len: int) -> None:
@@ -70,15 +84,9 @@ def assign_req_to_token_pool(req_pool_indices, req_to_token, start_offset, end_o
     req_pool_indices [B]; req_to_token [R, P] (written); start_offset, end_offset [B];
     out_cache_loc [>= sum(end - start)].  Twin: Triton ``assign_req_to_token_pool``
     (``srt/mem_cache/allocation.py``)."""
-    _check_pool(req_to_token, pool_len, "assign_req_to_token_pool")
-    if req_pool_indices.numel() == 0:
-        return
-    seg, col = _ragged(start_offset, end_offset.reshape(-1).to(torch.int64) - start_offset.reshape(-1).to(torch.int64))
-    if seg.numel() > out_cache_loc.numel():
-        raise RuntimeError(f"assign_req_to_token_pool: out_cache_loc has {out_cache_loc.numel()} entries "
-                           f"but the offsets need {seg.numel()}")
-    rows = req_pool_indices.reshape(-1).to(torch.int64)[seg]
-    req_to_token[rows, col] = out_cache_loc.reshape(-1)[: seg.numel()].to(req_to_token.dtype)
+    rows, cols = _request_slots("assign_req_to_token_pool", req_pool_indices, req_to_token, start_offset,
+                                end_offset, out_cache_loc, pool_len)
+    req_to_token[rows, cols] = out_cache_loc.reshape(-1)[: rows.numel()].to(req_to_token.dtype)
 
 
 def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
@@ -91,15 +99,9 @@ def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_o
     req_pool_indices [B]; req_to_token [R, P]; start_offset, end_offset [B];
     out_cache_loc [>= sum(end - start)] (written; the tail is left alone).  Twin: Triton
     ``assign_extend_cache_locs`` (``kernels/ops/speculative/cache_locs.py``)."""
-    _check_pool(req_to_token, pool_len, "assign_extend_cache_locs")
-    if req_pool_indices.numel() == 0:
-        return
-    seg, col = _ragged(start_offset, end_offset.reshape(-1).to(torch.int64) - start_offset.reshape(-1).to(torch.int64))
-    if seg.numel() > out_cache_loc.numel():
-        raise RuntimeError(f"assign_extend_cache_locs: out_cache_loc has {out_cache_loc.numel()} entries "
-                           f"but the offsets need {seg.numel()}")
-    rows = req_pool_indices.reshape(-1).to(torch.int64)[seg]
-    out_cache_loc.view(-1)[: seg.numel()] = req_to_token[rows, col].to(out_cache_loc.dtype)
+    rows, cols = _request_slots("assign_extend_cache_locs", req_pool_indices, req_to_token, start_offset,
+                                end_offset, out_cache_loc, pool_len)
+    out_cache_loc.view(-1)[: rows.numel()] = req_to_token[rows, cols].to(out_cache_loc.dtype)
 
 
 def assign_draft_cache_locs_contiguous(req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len: int,
