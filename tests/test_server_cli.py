@@ -1,6 +1,7 @@
 """The launch command line: --help, the SGLang backend's checks, and
 one-line errors (exit code 2, no traceback) for every invalid combination."""
 
+import os
 import subprocess
 import sys
 
@@ -40,6 +41,21 @@ def test_sglang_backend_checks_flags_before_any_model_loads(argv, message):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert message in result.stderr
+
+
+def test_sglang_backend_outside_sglangs_venv_is_one_line_before_any_model_work(tmp_path):
+    """This venv has SGLang's frontend, not its server runtime (.venv-sglang has): the launch
+    says so in one line, before converting the embedded model."""
+    import importlib.util
+
+    if importlib.util.find_spec("uvloop") is not None:
+        pytest.skip("SGLang's server runtime may import here")
+    result = subprocess.run([sys.executable, "-m", "sglang_cast.launch_server", "--backend", "sglang",
+                             "--speculative-algorithm", "NONE"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "SGLANG_CAST_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "SGLang 0.5.23's server does not import in this Python" in result.stderr
+    assert not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("argv,message", [

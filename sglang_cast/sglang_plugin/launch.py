@@ -37,6 +37,7 @@ mistake is reported before SGLang, torch's CUDA runtime or a model is loaded.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 from contextlib import nullcontext
@@ -169,15 +170,14 @@ def validate(args: argparse.Namespace) -> None:
 
 def translate_args(args: argparse.Namespace) -> list[str]:
     """SGLang's command line for ``args`` (call :func:`validate` first)."""
-    algorithm = _algorithm(args)
-    argv = ["--model-path", model_path(args), *Device.of(args).sglang_args(algorithm)]
+    algorithm, device = _algorithm(args), Device.of(args)
+    argv = ["--model-path", model_path(args), *device.sglang_args(algorithm)]
     for name, flag in (("host", "--host"), ("port", "--port"), ("max_running_requests", "--max-running-requests"),
                        ("context_length", "--context-length"), ("api_key", "--api-key"),
                        ("admin_api_key", "--admin-api-key"), ("mem_fraction_static", "--mem-fraction-static"),
                        ("tp_size", "--tp-size"), ("dp_size", "--dp-size"), ("pp_size", "--pp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
-    device = Device.of(args)
     # On the CPU engine: no CUDA graphs, which SGLang's CPU runner never captures but whose
     # resolved config would still make EAGLE's runtime-state builder ask the intel_amx
     # backend for graph state (`EAGLEWorkerV2.build_adaptive_runtime_state`: NotImplementedError).
@@ -241,10 +241,7 @@ def launch_sglang(args: argparse.Namespace) -> None:
     on_cpu = Device.of(args).on_cpu
     if on_cpu:
         enter_cpu_engine()  # before anything imports SGLang
-    try:
-        argv = translate_args(args)
-    except FileNotFoundError as err:  # the embedded model's package missing
-        raise ValueError(f"--model-path: {err}") from None
+    _require_sglang_runtime()
     if _algorithm(args) in POLICY_OF_ALGORITHM:
         _require_entry_point()
         from .contract import ContractError, check_installed_sglang
@@ -253,8 +250,23 @@ def launch_sglang(args: argparse.Namespace) -> None:
             check_installed_sglang()
         except ContractError as err:
             raise ValueError(str(err)) from None
+    try:
+        argv = translate_args(args)  # converts the embedded model on first use
+    except FileNotFoundError as err:  # the embedded model's package missing
+        raise ValueError(f"--model-path: {err}") from None
     os.environ.update(plugin_environment(args))
     run_sglang_server(argv, on_cpu)
+
+
+def _require_sglang_runtime() -> None:
+    """SGLang's server imports here (its runtime needs .venv-sglang: torch 2.14.1 with
+    torchvision), else one line saying where it does."""
+    try:
+        importlib.import_module("sglang.srt.entrypoints.http_server")
+    except Exception as err:  # noqa: BLE001 - any failure means the same: not SGLang's runtime venv
+        raise ValueError(f"--backend sglang: SGLang 0.5.23's server does not import in this Python "
+                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); run it with "
+                         ".venv-sglang/bin/python (tools/setup_sglang_env.sh creates it)") from None
 
 
 def run_sglang_server(argv: list[str], on_cpu: bool) -> None:
