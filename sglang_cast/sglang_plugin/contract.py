@@ -141,6 +141,10 @@ CONTRACT: tuple[Callable | Fields | Present, ...] = (
     Present("sglang.srt.model_executor.cuda_graph_config", ("Phase.DECODE", "Backend.DISABLED")),
     Present("sglang.srt.layers.moe.utils", ("speculative_moe_backend_context", "speculative_moe_a2a_backend_context")),
     Present(f"{_SPEC}.eagle_info", ("EagleDraftInput", "EagleVerifyInput")),
+    # worker.CastVerifyInput overrides the bound SGLang sizes accept_index by
+    Present(f"{_SPEC}.eagle_info", ("EagleVerifyInput.max_tree_depth",)),
+    # cpu_runtime.intel_amx_kept: the platform fact SGLang's CPU backend fallback reads
+    Callable("sglang.srt.runtime_context", "override_platform"),
     Present("sglang.srt.model_executor.forward_batch_info", ("ForwardBatch",)),
     # profile_forwards.py: `cast-autotune profile --backend sglang` builds SGLang's workers as its
     # scheduler does and times their verify and draft-extend forwards
