@@ -63,6 +63,17 @@ def bench(server: SGLangServer, model: str, concurrency: int, args: argparse.Nam
         return json.loads(out.read_text().splitlines()[-1])
 
 
+def probe_accept_length(server: SGLangServer, new_tokens: int) -> float | None:
+    """SGLang's per-request ``spec_accept_length`` (tokens per verify) of one greedy chat
+    request (bench_serving reads the server's running average, which SGLang's adaptive
+    mode does not report); None for plain decoding."""
+    prompt = ("<|im_start|>user\nExplain how a bicycle stays upright, in a few paragraphs.<|im_end|>\n"
+              "<|im_start|>assistant\n")
+    meta = server.post("/generate", {"text": prompt, "sampling_params": {
+        "max_new_tokens": new_tokens, "temperature": 0.0, "ignore_eos": True}})["meta_info"]
+    return meta.get("spec_accept_length")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -91,21 +102,26 @@ def main() -> None:
         for name in args.configs:
             with SGLangServer(args.out / f"server_{name}_{round_}.log", commands[name]) as server:
                 for concurrency in args.concurrency:
-                    row = {"config": name, "round": round_, "concurrency": concurrency,
-                           **bench(server, model, concurrency, args)}
+                    row = {**bench(server, model, concurrency, args), "config": name, "round": round_,
+                           "concurrency": concurrency}
                     rows.append(row)
                     with records.open("a") as f:
                         f.write(json.dumps(row) + "\n")
                     print(f"round {round_} {name:8s} c={concurrency:2d}: {row['output_throughput']:.2f} tok/s, "
-                          f"TPOT {row['median_tpot_ms']:.1f} ms, accept length {row.get('accept_length')}",
-                          flush=True)
+                          f"TPOT {row['median_tpot_ms']:.1f} ms", flush=True)
+                probe = probe_accept_length(server, args.output_len)
+                rows.append({"config": name, "round": round_, "concurrency": 1, "probe_accept_length": probe})
+                with records.open("a") as f:
+                    f.write(json.dumps(rows[-1]) + "\n")
+                print(f"round {round_} {name:8s} accept length (one greedy mt_bench-style request): {probe}",
+                      flush=True)
     summary = {}
     for name in args.configs:
         for concurrency in args.concurrency:
             mine = [r for r in rows if r["config"] == name and r["concurrency"] == concurrency]
             summary[f"{name}@{concurrency}"] = {
                 key: statistics.median(r[key] for r in mine if r.get(key) is not None)
-                for key in ("output_throughput", "median_tpot_ms", "accept_length")
+                for key in ("output_throughput", "median_tpot_ms", "probe_accept_length")
                 if any(r.get(key) is not None for r in mine)}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
