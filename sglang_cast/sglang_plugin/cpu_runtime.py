@@ -13,8 +13,10 @@ install on an x86 machine without AMX does not give it, and nothing else.
    ``torch_native`` there (``srt/arg_groups/overrides.py``,
    ``_attention_backend_platform_fallbacks``), and its EAGLE refuses ``torch_native``
    ("EAGLE is not supported in decode attention backend torch_native",
-   ``srt/speculative/draft_utils.py``).  The platform's ``has_amx`` is overridden
-   only while the server's arguments are resolved; the model layers still take their
+   ``srt/speculative/draft_utils.py``).  The platform's ``has_amx`` is overridden in
+   the launcher's process while it resolves the arguments and runs the server (SGLang
+   resolves them as the server starts); the scheduler processes never see the
+   override, and the model layers still take their
    ``forward_native`` paths, because the stand-ins define no ``convert_weight_packed``
    (``cpu_has_amx_support``).
 
@@ -41,19 +43,18 @@ def real_sgl_kernel_installed() -> bool:
     return spec is not None and not str(spec.origin or "").startswith(str(STANDIN_PATH))
 
 
-def enter_cpu_engine(environ: dict[str, str] | None = None) -> None:
+def enter_cpu_engine() -> None:
     """Set up this process and the SGLang processes it starts for the CPU engine.
     Must run before anything imports SGLang (``is_cpu`` is cached on first use)."""
-    environ = os.environ if environ is None else environ
-    environ[CPU_ENGINE_ENV] = "1"
+    os.environ[CPU_ENGINE_ENV] = "1"
     if real_sgl_kernel_installed():
         return
     from .cpu_standins import STANDIN_PATH
 
     path = str(STANDIN_PATH)
-    entries = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     if path not in entries:
-        environ["PYTHONPATH"] = os.pathsep.join([path, *entries])
+        os.environ["PYTHONPATH"] = os.pathsep.join([path, *entries])
     if path not in sys.path:
         sys.path.insert(0, path)
 
