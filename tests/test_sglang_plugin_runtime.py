@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-try:
-    import sglang.srt.server_args  # noqa: F401
-except Exception as err:  # noqa: BLE001 - any import failure means "not the SGLang venv"
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
+from sglang_cast.sglang_plugin.launch import sglang_runtime_problem
+
+if (problem := sglang_runtime_problem()) is not None:
+    pytest.skip(f"SGLang 0.5.23's server does not import here ({problem}); run these tests with "
                 ".venv-sglang/bin/python", allow_module_level=True)
 
 from tools.benchkit.sglang_server import SGLangServer, cpu_launcher
@@ -125,23 +125,22 @@ def test_a_speculate_false_bucket_runs_the_zero_step_state_and_speculation_resum
     assert min(alone_accept) > 1.3
 
 
-def test_temperature_sampling_goes_through_casts_non_greedy_verify(cast, eagle3, chat_ids):
-    """Valid tokens from CAST's sampled path; seeded runs repeat exactly when they do under
-    SGLang's own EAGLE-3 (its tree sampling draws coins outside the request's seed)."""
-    vocab = 49152
-    params = dict(temperature=0.8, top_p=0.95, sampling_seed=1234)
-
-    def twice(server):
-        runs = [generate(server, chat_ids[:2], concurrency=1, **params) for _ in range(2)]
-        return runs, [[r["output_ids"] for r in run] for run in runs]
-
-    (cast_runs, cast_ids), (_, eagle_ids) = twice(cast), twice(eagle3)
-    for result in cast_runs[0] + cast_runs[1]:
-        assert len(result["output_ids"]) == NEW_TOKENS and all(0 <= t < vocab for t in result["output_ids"])
+def test_temperature_sampling_through_cast_gives_valid_sampled_tokens(cast, chat_ids):
+    """Valid tokens under temperature, through CAST's speculative iterations, and not
+    the greedy text.  Seeded runs are not asserted to repeat because SGLang does not
+    make them so here: it reads ``sampling_seed`` only under
+    ``--enable-deterministic-inference`` (``SamplingBatchInfo.from_schedule_batch``),
+    which refuses the CPU's ``intel_amx`` backend; and on the CPU engine its verify is
+    greedy whatever the temperature (``eagle_utils._verify_uses_greedy(is_cpu=True)``),
+    so the draws are the first token's and any zero-step iteration's."""
+    vocab, tokens, prompts = 49152, 16, chat_ids[:4]
+    sampled = generate(cast, prompts, concurrency=1, max_new_tokens=tokens, temperature=1.5, sampling_seed=1234)
+    for result in sampled:
+        assert len(result["output_ids"]) == tokens and all(0 <= t < vocab for t in result["output_ids"])
         assert result["meta_info"]["spec_verify_ct"] > 0
-    assert cast_ids[0] != [r["output_ids"] for r in generate(cast, chat_ids[:2], concurrency=1)]  # not greedy
-    if eagle_ids[0] == eagle_ids[1]:
-        assert cast_ids[0] == cast_ids[1]
+    greedy = generate(cast, prompts, concurrency=1, max_new_tokens=tokens)
+    # The temperature was kept: at 1.5 the first draw is the argmax for all four prompts with tiny odds.
+    assert [r["output_ids"] for r in sampled] != [r["output_ids"] for r in greedy]
 
 
 def test_the_openai_client_chats_and_streams_through_cast(cast):

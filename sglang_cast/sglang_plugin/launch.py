@@ -258,15 +258,23 @@ def launch_sglang(args: argparse.Namespace) -> None:
     run_sglang_server(argv, on_cpu)
 
 
-def _require_sglang_runtime() -> None:
-    """SGLang's server imports here (its runtime needs .venv-sglang: torch 2.14.1 with
-    torchvision), else one line saying where it does."""
+def sglang_runtime_problem() -> str | None:
+    """Why SGLang's server does not import in this Python (its runtime needs .venv-sglang:
+    torch 2.14.1 with torchvision, uvloop, ...), or None when it does.  The end-to-end
+    tests skip on the same check the launcher refuses on."""
     try:
         importlib.import_module("sglang.srt.entrypoints.http_server")
     except Exception as err:  # noqa: BLE001 - any failure means the same: not SGLang's runtime venv
-        raise ValueError(f"--backend sglang: SGLang 0.5.23's server does not import in this Python "
-                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); run it with "
-                         ".venv-sglang/bin/python (tools/setup_sglang_env.sh creates it)") from None
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return None
+
+
+def _require_sglang_runtime() -> None:
+    """SGLang's server imports here, else one line saying where it does."""
+    problem = sglang_runtime_problem()
+    if problem is not None:
+        raise ValueError(f"--backend sglang: SGLang 0.5.23's server does not import in this Python ({problem}); "
+                         "run it with .venv-sglang/bin/python (tools/setup_sglang_env.sh creates it)")
 
 
 def run_sglang_server(argv: list[str], on_cpu: bool) -> None:
