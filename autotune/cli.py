@@ -207,7 +207,8 @@ def add_runtime_states(parser: argparse.ArgumentParser) -> None:
                        help="share of replayed iterations to run in exactly their own state (the rest round up)")
     group.add_argument("--gpu-memory-gb", type=float_in(1, 4096), default=None,
                        help="one serving GPU's total memory in GiB, as nvidia-smi reports it (default: this "
-                            "machine's CUDA GPU 0; required when tune runs without one)")
+                            "machine's CUDA GPU 0; without one, the states are sized for SGLang's CPU engine, "
+                            "where they hold no graphs or attention workspaces)")
     group.add_argument("--serve-context-length", type=int_in(1, 1 << 24), default=None,
                        help="SGLang --context-length of the deployment; the states' buffers grow with it (default: "
                             "the target config.json's max_position_embeddings, as SGLang)")
@@ -383,7 +384,9 @@ def current_setup(pair, device: str, backend: str = "native", tp_size: int = 1):
 
 def tune_config(args, label: str, formats: tuple[str, ...] = ("fp32",), runtime_states=None):
     from .workflow import TuneConfig
-    return TuneConfig(label=label, output=args.output or PROFILE_DIR / f"{label}.yaml", buckets=args.buckets,
+    # A profile tuned on SGLang's cost curve is what `launch_server --backend sglang` looks for first.
+    folder = PROFILE_DIR / "sglang" if getattr(args, "backend", "native") == "sglang" else PROFILE_DIR
+    return TuneConfig(label=label, output=args.output or folder / f"{label}.yaml", buckets=args.buckets,
                       trials=args.trials, space=space_from(args), study_prefix=args.study, seed=args.seed,
                       max_traces=args.max_traces, dataset=args.trace_dataset, confirm_prompts=args.confirm_prompts,
                       confirm_max_new_tokens=args.confirm_max_new_tokens, context_length=args.context_length,
@@ -408,21 +411,21 @@ def tuned_pair(args, device: str):
 
 
 def state_sizing(args, device: str):
-    """``tune --backend sglang``: how the published profile's runtime states are sized."""
+    """``tune --backend sglang``: how the published profile's runtime states are sized
+    (for SGLang's CPU engine when tune runs on the CPU without --gpu-memory-gb)."""
     import torch
 
     from sglang_cast.sglang_plugin.memory_plan import GIB
     from sglang_cast.sglang_plugin.state_cover import StateCap
 
-    from .sglang_backend import runtime_state_sizing, sglang_models
+    from .sglang_backend import cpu_state_sizing, runtime_state_sizing, sglang_models
     models = sglang_models(args.model_path, args.draft_path)
+    cap = StateCap(args.max_states, args.max_state_memory, args.state_coverage)
     gpu_gib = args.gpu_memory_gb
     if gpu_gib is None:
         if device != "cuda":
-            raise AutotuneError("--gpu-memory-gb: required with --backend sglang when tune runs without a CUDA GPU "
-                                "(one serving GPU's total memory in GiB, in [1, 4096])", USAGE)
+            return cpu_state_sizing(models, cap)
         gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB
-    cap = StateCap(args.max_states, args.max_state_memory, args.state_coverage)
     return runtime_state_sizing(models, gpu_gib, args.serve_context_length, args.max_running_requests,
                                 args.tp_size, cap)
 
@@ -488,46 +491,60 @@ def measure_overhead(args, store, setup, grid, design, timer) -> None:
 
 def profile_sglang(args) -> None:
     """Measure (or resume) SGLang's own forwards, then its whole iterations for the
-    host-overhead table (dense ``--dtype``; CUDA only: refused before anything loads
-    otherwise)."""
+    host-overhead table (dense ``--dtype``), on a CUDA GPU or, without one, on
+    SGLang's CPU engine; what cannot run is refused before anything loads."""
     import torch
 
     from sglang_cast.hardware import device_name
 
     from .costs import measured_costs
     from .overhead import design_new_tokens
-    from .sglang_backend import check_sglang_backend, in_child_process, sglang_setup, sglang_step_timer
+    from .sglang_backend import (check_sglang_backend, enter_sglang_cpu_engine, in_child_process, sglang_on_cpu,
+                                 sglang_setup, sglang_step_timer)
     models = check_sglang_backend(args.model_path, args.draft_path, args.device, torch.cuda.is_available(),
                                   args.tp_size, torch.cuda.device_count())
-    checked_label(args, "cuda")
-    formats_for(args, "cuda")  # packed formats are refused: SGLang loads the checkpoint's dense weights
+    on_cpu = sglang_on_cpu(args.device, torch.cuda.is_available())
+    device = "cpu" if on_cpu else "cuda"
+    checked_label(args, device)
+    dense_format_only(args)
+    if on_cpu:
+        enter_sglang_cpu_engine()
     store = open_store(args)
     grid = grid_from(args)
-    setup = sglang_setup(models, device_name("cuda"), args.dtype, args.tp_size)
-    # The forwards' workers live in a child process: its exit gives their GPU memory back
+    setup = sglang_setup(models, device_name(device), args.dtype, args.tp_size)
+    # The forwards' workers live in a child process: its exit gives their memory back
     # before the step design's SGLang engines start.
-    in_child_process(profile_sglang_forwards, args, models, setup, grid, what="SGLang's forwards")
+    in_child_process(profile_sglang_forwards, args, models, setup, grid, on_cpu, what="SGLang's forwards")
     if not args.overhead_steps:
         print("host overhead: not measured (--overhead-steps 0)")
         return
     design = step_design(args, grid)
     timer = sglang_step_timer(models, grid, args.dtype, args.tp_size, measured_costs(store, setup, overhead=False).costs,
-                              max(design_new_tokens(design, shape) for shape in design.runs()))
+                              max(design_new_tokens(design, shape) for shape in design.runs()), on_cpu)
     try:
         measure_overhead(args, store, setup, grid, design, timer)
     finally:
         timer.close()
 
 
-def profile_sglang_forwards(args, models, setup, grid) -> None:
+def dense_format_only(args) -> None:
+    """SGLang loads the checkpoint's dense weights: no packed format to profile."""
+    from sglang_cast.engine.format_choice import DENSE
+
+    if args.weight_formats not in ("auto", (DENSE,)):
+        raise AutotuneError(f"--weight-format: SGLang loads the checkpoint's dense weights (accepted with --backend "
+                            f"sglang: auto or {DENSE}, got {','.join(args.weight_formats)})", USAGE)
+
+
+def profile_sglang_forwards(args, models, setup, grid, on_cpu: bool) -> None:
     """SGLang's verify and draft-extend forwards on ``grid`` (every rank's workers
     built here), committed point by point."""
     from .sglang_backend import sglang_timers
 
     from sglang_cast.sglang_plugin.profile_forwards import RankLost
     try:
-        measure_and_report(args, open_store(args), setup, sglang_timers(models, grid, args.dtype, args.tp_size), grid,
-                           f"SGLang, {args.dtype}, --tp-size {args.tp_size}")
+        measure_and_report(args, open_store(args), setup, sglang_timers(models, grid, args.dtype, args.tp_size, on_cpu),
+                           grid, f"SGLang ({'CPU engine' if on_cpu else 'CUDA'}), {args.dtype}, --tp-size {args.tp_size}")
     except RankLost as err:  # every point measured so far is committed; a rerun resumes
         raise AutotuneError(f"--tp-size {args.tp_size}: {err}", RUNTIME) from None
 
@@ -575,6 +592,8 @@ def cmd_collect(args) -> int:
 
 
 def cmd_tune(args) -> int:
+    from sglang_cast.engine.format_choice import DENSE
+
     from .prompts import load_prompts
     from .workflow import tune_and_publish
 
@@ -582,7 +601,10 @@ def cmd_tune(args) -> int:
     device = resolve_device(args)
     label = checked_label(args, device)
     sizing = state_sizing(args, device) if args.backend == "sglang" else None
-    config = tune_config(args, label, formats_for(args, device), sizing)
+    if args.backend == "sglang":
+        dense_format_only(args)
+    formats = (DENSE,) if args.backend == "sglang" else formats_for(args, device)
+    config = tune_config(args, label, formats, sizing)
     prompts = load_prompts(args.dataset)
     store = open_store(args)
     pair = tuned_pair(args, device)

@@ -32,6 +32,7 @@ def publish(profile: Profile, path: str | Path, store: Store | None = None, stud
     """Write ``profile`` to ``path`` (validated, atomic) and record it in ``store``
     with the live gate's per-bucket numbers ``live``."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)  # profiles/sglang/ on its first profile
     candidate = path.parent / f".{path.name}.{os.getpid()}.candidate"
     try:
         save_profile(profile, candidate)

@@ -2,17 +2,20 @@
 anything loads, the identifiers its rows are keyed by, its timers, and the
 runtime states ``tune`` sizes for the published profile.
 
-The checks run first and cost nothing: SGLang's model runner needs a CUDA GPU
-(its CPU runtime needs sgl-kernel's CPU kernels, which PyPI does not ship), and
-an SGLang deployment serves a Hugging Face target with an EAGLE/EAGLE-3 head, so
-both paths are required; a tensor-parallel size must shard both models' heads
-the way SGLang does and have a GPU per rank.  Only then is SGLang imported, its
-contract checked and its workers built (``sglang_cast.sglang_plugin.profile_forwards``).
+The checks run first and cost nothing: an SGLang deployment serves a Hugging Face
+target with an EAGLE/EAGLE-3 head, so both paths are required; on a CUDA GPU a
+tensor-parallel size must shard both models' heads the way SGLang does and have a
+GPU per rank.  Without a GPU (or with ``--device cpu``) SGLang's own CPU engine runs,
+one rank, with the project's CPU stand-ins for ``sgl_kernel``
+(``sglang_plugin.cpu_runtime``): its runtime must import here (.venv-sglang).  Only
+then is SGLang imported, its contract checked and its workers built
+(``sglang_cast.sglang_plugin.profile_forwards``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -46,16 +49,21 @@ class SGLangModels:
     draft_id: str
 
 
+def sglang_on_cpu(device: str | None, cuda_available: bool) -> bool:
+    """Whether ``--backend sglang`` runs SGLang's CPU engine: asked for, or no GPU here."""
+    return device == "cpu" or not cuda_available
+
+
 def check_sglang_backend(model_path: str | None, draft_path: str | None, device: str | None,
                          cuda_available: bool, tp_size: int = 1, gpu_count: int = 1) -> SGLangModels:
     """Refuse, in one line, what ``--backend sglang`` cannot profile, before any
     model or SGLang module loads.  ``gpu_count``: the CUDA GPUs visible here."""
-    if device == "cpu" or not cuda_available:
-        where = "--device cpu was given" if device == "cpu" else "no CUDA device is available here"
-        raise AutotuneError(f"--backend sglang: SGLang's model runner needs a CUDA GPU and {where} (its CPU runtime "
-                            "needs sgl-kernel CPU kernels that PyPI does not ship); run this command on the GPU "
-                            "that will serve, or profile the native engine with --backend native")
     models = sglang_models(model_path, draft_path)
+    if sglang_on_cpu(device, cuda_available):
+        if tp_size != 1:
+            raise AutotuneError(f"--tp-size {tp_size}: SGLang's CPU engine runs one rank here (accepted without a "
+                                "CUDA GPU: 1); profile a tensor-parallel layout on its GPUs")
+        return models
     if tp_size > gpu_count:
         raise AutotuneError(f"--tp-size {tp_size}: every rank runs on its own GPU of this machine and "
                             f"{gpu_count} {'is' if gpu_count == 1 else 'are'} visible; pass --tp-size 1 to "
@@ -63,6 +71,21 @@ def check_sglang_backend(model_path: str | None, draft_path: str | None, device:
     if tp_size > 1:
         model_shapes(models, tp_size)
     return models
+
+
+def enter_sglang_cpu_engine() -> None:
+    """Set this process (and the SGLang processes it starts) up for SGLang's CPU
+    engine (``cpu_runtime.enter_cpu_engine``: before SGLang is first imported), then
+    check that SGLang's runtime imports here, else one line saying where it does."""
+    from sglang_cast.sglang_plugin.cpu_runtime import enter_cpu_engine
+    from sglang_cast.sglang_plugin.launch import sglang_runtime_problem
+
+    enter_cpu_engine()
+    problem = sglang_runtime_problem()
+    if problem is not None:
+        raise AutotuneError(f"--backend sglang: SGLang 0.5.23's runtime does not import in this Python ({problem}); "
+                            "run cast-autotune with .venv-sglang/bin/python (tools/setup_sglang_env.sh creates it)",
+                            RUNTIME)
 
 
 def sglang_models(model_path: str | None, draft_path: str | None) -> SGLangModels:
@@ -149,9 +172,26 @@ def sglang_setup(models: SGLangModels, device_name: str, dtype: str, tp_size: in
     return Setup.current(device_name, models.target_id, models.draft_id, dtype, backend=SGLANG, tp_size=tp_size)
 
 
-def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int = 1) -> TimerFactory:
+def profile_launch(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int, on_cpu: bool,
+                   new_tokens: int = 0):
+    """The SGLang launch both halves of the profile run on: KV reserved for ``grid``'s
+    largest context plus ``new_tokens`` decoded (the step design's requests) plus the
+    widest forward of either role.  The tree's branching changes which mask bits are
+    set, not a forward's cost; the tuner's default top-k lays the trees out as a
+    tuned profile would."""
+    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
+
+    widest = max(grid.max_n, grid.draft_max_n)
+    return SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
+                               context_length=max(grid.contexts) + new_tokens + widest,
+                               max_batch_size=max(grid.batch_sizes), topk=SearchSpace().top_k, max_n=widest,
+                               tp_size=tp_size, on_cpu=on_cpu)
+
+
+def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int = 1,
+                  on_cpu: bool = False) -> TimerFactory:
     """Build SGLang's workers sized for ``grid`` (one rank per GPU over ``tp_size``
-    GPUs, rank 0 in this process) and return timers over them."""
+    GPUs, rank 0 in this process; or SGLang's CPU engine) and return timers over them."""
     if importlib.util.find_spec("sglang") is None:
         raise AutotuneError("--backend sglang: SGLang is not installed in this environment "
                             "(pip install -e '.[sglang]' on the GPU machine)", RUNTIME)
@@ -161,17 +201,11 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: 
         check_installed_sglang()
     except ContractError as err:
         raise AutotuneError(f"--backend sglang: {err}", RUNTIME) from None
-    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch, SGLangRoleTimer, start_ranks
+    from sglang_cast.sglang_plugin.profile_forwards import SGLangRoleTimer, start_ranks
 
-    # The tree's branching changes which mask bits are set, not the verify's cost;
-    # the tuner's default top-k lays the trees out as a tuned profile would.  KV is
-    # reserved for the widest forward of either role.
-    widest = max(grid.max_n, grid.draft_max_n)
-    launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
-                                 context_length=max(grid.contexts) + widest, max_batch_size=max(grid.batch_sizes),
-                                 topk=SearchSpace().top_k, max_n=widest, tp_size=tp_size)
+    launch = profile_launch(models, grid, dtype, tp_size, on_cpu)
     forwards, followers = start_ranks(launch)
-    return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role, followers)
+    return lambda role, max_batch, capacity: SGLangRoleTimer(forwards, role, followers, launch.torch_device)
 
 
 class SGLangDesignTimer:
@@ -190,19 +224,13 @@ class SGLangDesignTimer:
 
 
 def sglang_step_timer(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: int, forwards: CostModel,
-                      new_tokens: int, engine_factory=None) -> SGLangDesignTimer:
+                      new_tokens: int, on_cpu: bool = False, engine_factory=None) -> SGLangDesignTimer:
     """The step design's timer: SGLang engines sized for ``grid`` and for requests
     of up to ``new_tokens`` new tokens (``engine_factory``: tests pass a stand-in for
     ``sglang.Engine``)."""
-    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
     from sglang_cast.sglang_plugin.profile_steps import SGLangStepTimer, start_engine
 
-    widest = max(grid.max_n, grid.draft_max_n)
-    # The tuning prompts are shorter than the grid's largest context.
-    launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
-                                 context_length=max(grid.contexts) + new_tokens + widest,
-                                 max_batch_size=max(grid.batch_sizes), topk=SearchSpace().top_k, max_n=widest,
-                                 tp_size=tp_size)
+    launch = profile_launch(models, grid, dtype, tp_size, on_cpu, new_tokens)
     return SGLangDesignTimer(SGLangStepTimer(launch, forwards, engine_factory=engine_factory or start_engine))
 
 
@@ -231,6 +259,15 @@ class RuntimeStateSizing:
                                        traces_described=f"{traces_described}; states weighed for {self.described}")
         except ValueError as err:
             raise AutotuneError(f"--max-states/--max-state-memory: {err}") from None
+
+
+def cpu_state_sizing(models: SGLangModels, cap: StateCap) -> RuntimeStateSizing:
+    """The sizing for SGLang's CPU engine: a runtime state there holds no CUDA graph
+    and no attention workspace (the ``intel_amx`` backend plans per forward), so only
+    the cap's count and coverage bind; the memory weighed against is this host's RAM."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return RuntimeStateSizing(lambda depth, width: 0, ram, cap, 0,
+                              f"{models.model_path} + head {models.draft_path} on SGLang's CPU engine")
 
 
 def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:

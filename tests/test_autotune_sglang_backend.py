@@ -5,6 +5,7 @@ seam, backends kept apart in the database, and ``tune --backend``."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from autotune import cli, profiler
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
-from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_setup
+from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_on_cpu, sglang_setup
 from autotune.store import Setup, Store, TimedStep
 from sglang_cast.engine.timing import Timing, summarise
 
@@ -63,26 +64,40 @@ def sglang_setup_for(device: str = "NVIDIA H100 80GB HBM3") -> Setup:
 
 
 # ------------------------------------------------------------- the refusal
-def test_without_cuda_the_sglang_backend_is_refused_before_anything_loads():
-    with pytest.raises(AutotuneError, match=r"--backend sglang: SGLang's model runner needs a CUDA GPU and no CUDA "
-                                            r"device is available here .*PyPI does not ship.*--backend native"):
-        check_sglang_backend("/models/llama", "/models/head", None, cuda_available=False)
-    with pytest.raises(AutotuneError, match="--device cpu was given"):
-        check_sglang_backend("/models/llama", "/models/head", "cpu", cuda_available=True)
+def test_without_cuda_the_sglang_backend_runs_sglangs_cpu_engine_on_one_rank(tmp_path):
+    target, head = llama_dirs(tmp_path)
+    for device, cuda in ((None, False), ("cpu", True)):
+        assert sglang_on_cpu(device, cuda)
+        assert check_sglang_backend(target, head, device, cuda).model_path == target
+        with pytest.raises(AutotuneError, match=r"--tp-size 2: SGLang's CPU engine runs one rank here \(accepted "
+                                                r"without a CUDA GPU: 1\)"):
+            check_sglang_backend(target, head, device, cuda, tp_size=2, gpu_count=8)
+    assert not sglang_on_cpu("cuda", True) and not sglang_on_cpu(None, True)
 
 
-def test_the_cli_refuses_in_one_line_with_exit_2_without_loading_models_or_sglang(tmp_path):
-    code = ("import sys, torch; torch.cuda.is_available = lambda: False; import autotune.models as models; "
-            "models.load_model_pair = lambda *a, **k: sys.exit('a model was loaded'); "
-            "from autotune.cli import main; status = main(sys.argv[1:]); "
-            "print([m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')], file=sys.stderr); "
-            "sys.exit(status)")
-    run = subprocess.run([sys.executable, "-c", code, "profile", "--gpu", "h100", "--backend", "sglang",
-                          "--model-path", str(tmp_path), "--draft-path", str(tmp_path), "--db", str(tmp_path / "a.db")],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 2
+PROFILE_WITHOUT_CUDA = (
+    "import sys, torch; torch.cuda.is_available = lambda: False; import autotune.models as models; "
+    "models.load_model_pair = lambda *a, **k: sys.exit('a model was loaded'); "
+    "import sglang_cast.sglang_plugin.launch as launch; "
+    "launch.sglang_runtime_problem = lambda: \"ModuleNotFoundError: No module named 'uvloop'\"; "
+    "from autotune.cli import main; status = main(sys.argv[1:]); "
+    "print([m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')], file=sys.stderr); "
+    "sys.exit(status)")
+
+
+@pytest.mark.parametrize("has_configs, code, message", [
+    (False, 2, r"--model-path: .* is not a model directory with a config.json"),
+    (True, 1, r"--backend sglang: SGLang 0.5.23's runtime does not import in this Python \(ModuleNotFoundError: No "
+              r"module named 'uvloop'\); run cast-autotune with .venv-sglang/bin/python"),
+])
+def test_the_cli_refuses_in_one_line_without_loading_models_or_sglang(tmp_path, has_configs, code, message):
+    target, head = llama_dirs(tmp_path) if has_configs else (str(tmp_path), str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", PROFILE_WITHOUT_CUDA, "profile", "--gpu", "cpu", "--force-label",
+                          "--backend", "sglang", "--model-path", target, "--draft-path", head,
+                          "--db", str(tmp_path / "a.db")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == code, run.stderr
     error, loaded = run.stderr.strip().splitlines()
-    assert error.startswith("cast-autotune profile: error: --backend sglang: SGLang's model runner needs a CUDA GPU")
+    assert re.fullmatch(f"cast-autotune profile: error: {message}.*", error), error
     assert loaded == "[]"  # SGLang was never imported (and no model loaded: that would have exited)
     assert not (tmp_path / "a.db").exists()  # refused before the database was opened
 
@@ -129,15 +144,15 @@ def test_tune_flag_ranges_are_one_line_errors(argv, message, capsys):
     assert capsys.readouterr().err.strip() == f"cast-autotune tune: error: {message} (see --help)"
 
 
-def test_tune_without_a_gpu_needs_the_serving_gpus_memory(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
-    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
-    monkeypatch.setattr(cli, "load_pair", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+def test_tune_without_a_gpu_sizes_the_states_for_sglangs_cpu_engine(tmp_path):
+    """No graphs and no attention workspace per state there: only the count and the
+    coverage bind; with --gpu-memory-gb the states are sized for that GPU instead."""
     target, head = llama_dirs(tmp_path)
-    assert cli.main(["tune", "--gpu", "h100", "--backend", SGLANG, "--model-path", target, "--draft-path", head]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "cast-autotune tune: error: --gpu-memory-gb: required with --backend sglang when tune runs without a CUDA "
-        "GPU (one serving GPU's total memory in GiB, in [1, 4096])")
+    argv = ["tune", "--gpu", "cpu", "--backend", SGLANG, "--model-path", target, "--draft-path", head]
+    cpu = cli.state_sizing(cli.build_parser().parse_args(argv), "cpu")
+    assert cpu.state_bytes(3, 8) == 0 and cpu.captures_per_state == 0 and "SGLang's CPU engine" in cpu.described
+    gpu = cli.state_sizing(cli.build_parser().parse_args([*argv, "--gpu-memory-gb", "80"]), "cpu")
+    assert gpu.state_bytes(3, 8) > 0 and gpu.gpu_bytes == 80 * 1024 ** 3
 
 
 @pytest.mark.parametrize("model, draft, message", [
@@ -312,8 +327,9 @@ def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(m
     calls = []
     models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
     monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
+    monkeypatch.setattr(sglang_backend, "sglang_on_cpu", lambda device, cuda: False)  # as on the H100
     monkeypatch.setattr(sglang_backend, "sglang_timers",
-                        lambda models, grid, dtype, tp_size: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
+                        lambda models, grid, dtype, tp_size, on_cpu: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
     monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
     monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
     monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
@@ -398,6 +414,7 @@ def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_t
     models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
     real_step_timer = sglang_backend.sglang_step_timer
     monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)
+    monkeypatch.setattr(sglang_backend, "sglang_on_cpu", lambda device, cuda: False)  # as on the H100
     monkeypatch.setattr(sglang_backend, "sglang_timers", lambda *args: curve_timers(calls))
     monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
     monkeypatch.setattr(sglang_backend, "sglang_step_timer",

@@ -443,8 +443,23 @@ def test_on_the_cpu_every_algorithm_runs_sglangs_cpu_engine_with_the_intel_amx_b
                        cast_profile=profile_path if algorithm == "CAST" else None, **spec)
     validate(args)
     argv = translate_args(args)
-    assert argv[2:9] == ["--device", "cpu", "--attention-backend", "intel_amx", "--dtype", "float32", "--sleep-on-idle"]
-    assert argv.count("--attention-backend") == 1
+    assert argv[2:10] == ["--device", "cpu", "--attention-backend", "intel_amx", "--disable-cuda-graph",
+                          "--sleep-on-idle", "--dtype", "float32"]
+    assert argv.count("--attention-backend") == 1 and argv.count("--disable-cuda-graph") == 1
+
+
+def test_cpu_serve_adds_only_the_cpu_flags_sglangs_own_command_line_lacks(monkeypatch):
+    """``cpu_serve`` runs SGLang's own flags (``--speculative-adaptive``, say) with what every
+    CPU server needs; a flag given stays as given and is not repeated."""
+    from sglang_cast.sglang_plugin import cpu_serve
+
+    served = []
+    monkeypatch.setattr(cpu_serve, "enter_cpu_engine", lambda: None)
+    monkeypatch.setattr(cpu_serve, "run_sglang_server", lambda argv, on_cpu: served.append((argv, on_cpu)))
+    cpu_serve.main(["--model-path", "m", "--speculative-adaptive", "--attention-backend", "intel_amx"])
+    argv, on_cpu = served[0]
+    assert on_cpu and argv[:5] == ["--model-path", "m", "--speculative-adaptive", "--attention-backend", "intel_amx"]
+    assert argv[5:] == ["--device", "cpu", "--disable-cuda-graph", "--sleep-on-idle"]
 
 
 def test_explicit_shape_flags_win_when_they_hold_the_profile(profile_path, eagle3_head):

@@ -121,8 +121,9 @@ class StandInFactory:
         return self.engines[-1]
 
 
-def launch() -> SGLangProfileLaunch:
-    return SGLangProfileLaunch("target", "draft", "bfloat16", context_length=512, max_batch_size=2, topk=4, max_n=8)
+def launch(tp_size: int = 1) -> SGLangProfileLaunch:
+    return SGLangProfileLaunch("target", "draft", "bfloat16", context_length=512, max_batch_size=2, topk=4, max_n=8,
+                               tp_size=tp_size)
 
 
 # ------------------------------------------------------------- the step log
@@ -184,12 +185,13 @@ def test_the_step_mode_comes_from_one_variable_and_names_what_is_wrong():
 
 # ------------------------------------------------------------ the design runs
 def test_a_tree_run_serves_exactly_its_tree_and_the_plain_run_never_drafts(tmp_path):
-    tree, plain = StepRun(TreeShape(4, 2, 8)), StepRun(None)
-    for run, steps, topk, tokens in ((tree, 2, 4, 8), (plain, 1, 1, 2)):
+    tree, chain, plain = StepRun(TreeShape(4, 2, 8)), StepRun(TreeShape(1, 3, 4)), StepRun(None)
+    for run, steps, topk, tokens in ((tree, 2, 4, 8), (chain, 3, 2, 4), (plain, 1, 2, 2)):
         argv = run.argv(launch())
         assert shape_flags(argv) == StaticShape(steps, topk, tokens)
+        shape_flags(argv).check()  # what CAST's server-argument check accepts (top-k >= 2)
         assert argv[argv.index("--cuda-graph-backend-decode") + 1] == "disabled"  # eager, as the forwards
-    tree_profile, plain_profile = (r.profile(forward_tables(), tp_size=2) for r in (tree, plain))
+    tree_profile, plain_profile = (r.profile(forward_tables(), launch(tp_size=2)) for r in (tree, plain))
     assert SGLangSection.of(tree_profile).runtime_states == ((2, 8),)
     assert SGLangSection.of(tree_profile).parallel == ParallelLayout(2, 1)
     assert tree.mode(tmp_path / "l").policy == "eagle2" and plain.mode(tmp_path / "l").policy is None

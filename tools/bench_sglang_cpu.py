@@ -15,6 +15,7 @@ Numbers compare algorithms on the project's CPU stand-ins for SGLang's kernels
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -26,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sglang_cast.cast import CostModel  # noqa: E402
+from sglang_cast.sglang_plugin.step_log import STEP_PROFILE_ENV, LoggedStep, StepProfileMode, read_steps  # noqa: E402
 from tools.benchkit.sglang_server import SGLangServer, cpu_launcher  # noqa: E402
 
 EAGLE_TREE = ("--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
@@ -39,22 +42,34 @@ def configurations(model: str, head: str, profile: str | None) -> dict[str, list
         "eagle3": cpu_launcher("--speculative-algorithm", "EAGLE", *EAGLE_TREE),
         # SGLang's own flags: the project's launcher does not expose --speculative-adaptive
         "adaptive": ["sglang_cast.sglang_plugin.cpu_serve", "--model-path", model, "--speculative-algorithm", "EAGLE3",
-                     "--speculative-draft-model-path", head, "--speculative-adaptive", "--device", "cpu",
-                     "--attention-backend", "intel_amx", "--disable-cuda-graph", "--sleep-on-idle",
-                     "--dtype", "float32", "--context-length", "2048", "--max-running-requests", "16",
-                     "--max-total-tokens", str(16 * 2048)],
+                     "--speculative-draft-model-path", head, "--speculative-adaptive", "--dtype", "float32",
+                     "--context-length", "2048", "--max-running-requests", "16", "--max-total-tokens", str(16 * 2048)],
         "cast": cpu_launcher("--speculative-algorithm", "CAST", *profile_flags),
     }
 
 
-def bench(server: SGLangServer, model: str, concurrency: int, args: argparse.Namespace) -> dict:
+def dataset_flags(dataset: str, tmp: Path, args: argparse.Namespace) -> list[str]:
+    """bench_serving's flags for ``dataset``: ``random-ids`` (random token prompts of
+    ``--input-len``) or ``mt_bench`` (datasets/mt_bench.jsonl's first turns under the chat
+    template, as bench_serving's ``custom`` dataset reads conversations)."""
+    if dataset == "random-ids":
+        return ["--dataset-name", "random-ids", "--random-input-len", str(args.input_len),
+                "--random-output-len", str(args.output_len), "--random-range-ratio", "1.0"]
+    path = tmp / "mt_bench_conversations.jsonl"
+    turns = [json.loads(line)["turns"][0] for line in (ROOT / "datasets" / "mt_bench.jsonl").read_text().splitlines()]
+    path.write_text("".join(json.dumps({"conversations": [{"content": t}, {"content": "(unused reply)"}]}) + "\n"
+                            for t in turns))
+    return ["--dataset-name", "custom", "--dataset-path", str(path), "--sharegpt-output-len", str(args.output_len),
+            "--apply-chat-template"]
+
+
+def bench(server: SGLangServer, model: str, concurrency: int, dataset: str, args: argparse.Namespace) -> dict:
     """One ``python -m sglang.bench_serving`` run; its JSON line.  Run from a temporary
     folder: the repository's ``datasets/`` would shadow the ``datasets`` package."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"
         cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--base-url", server.url,
-               "--dataset-name", "random-ids", "--tokenizer", model, "--random-input-len", str(args.input_len),
-               "--random-output-len", str(args.output_len), "--random-range-ratio", "1.0",
+               *dataset_flags(dataset, Path(tmp), args), "--tokenizer", model,
                "--num-prompts", str(max(args.prompts_per_level, concurrency * 2)), "--max-concurrency",
                str(concurrency), "--seed", str(args.seed), "--warmup-requests", "1", "--disable-tqdm",
                "--output-file", str(out)]
@@ -74,55 +89,32 @@ def probe_accept_length(server: SGLangServer, new_tokens: int) -> float | None:
     return meta.get("spec_accept_length")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--configs", nargs="+", default=["plain", "eagle3", "adaptive", "cast"])
-    parser.add_argument("--prompts-per-level", type=int, default=4)
-    parser.add_argument("--input-len", type=int, default=128)
-    parser.add_argument("--output-len", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--cast-profile", default=None, help="default: the launcher's choice for this CPU")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def predicted_ms(step: LoggedStep, costs: CostModel) -> float:
+    """What CAST's cost model charges a logged iteration: its forwards (the worker
+    charged them from the profile's tables) plus the profile's host terms."""
+    host = costs.overhead.terms(step.batch_size, step.context_len).iteration_ms(step.depth, step.verified) \
+        if costs.overhead is not None else 0.0
+    return step.forward_ms + host
 
-    from sglang_cast.engine.build import default_draft_path
-    from sglang_cast.models.loader import resolve_model_dir
 
-    model, head = str(resolve_model_dir(None)), str(default_draft_path(None))
-    commands = configurations(model, head, args.cast_profile)
-    unknown = set(args.configs) - set(commands)
-    if unknown:
-        parser.error(f"--configs: unknown {sorted(unknown)}; known: {sorted(commands)}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    records = args.out / "bench.jsonl"
-    rows = []
-    for round_ in range(args.rounds):
-        for name in args.configs:
-            with SGLangServer(args.out / f"server_{name}_{round_}.log", commands[name]) as server:
-                for concurrency in args.concurrency:
-                    row = {**bench(server, model, concurrency, args), "config": name, "round": round_,
-                           "concurrency": concurrency}
-                    rows.append(row)
-                    with records.open("a") as f:
-                        f.write(json.dumps(row) + "\n")
-                    print(f"round {round_} {name:8s} c={concurrency:2d}: {row['output_throughput']:.2f} tok/s, "
-                          f"TPOT {row['median_tpot_ms']:.1f} ms", flush=True)
-                probe = probe_accept_length(server, args.output_len)
-                rows.append({"config": name, "round": round_, "concurrency": 1, "probe_accept_length": probe})
-                with records.open("a") as f:
-                    f.write(json.dumps(rows[-1]) + "\n")
-                print(f"round {round_} {name:8s} accept length (one greedy mt_bench-style request): {probe}",
-                      flush=True)
+def step_cost_check(steps: list[LoggedStep], costs: CostModel) -> dict:
+    """Measured over predicted step cost of CAST's decode iterations (the worker's step
+    log, ``sglang_plugin.step_log``): medians and spread, speculating and zero-step apart."""
     summary = {}
+    for name, dataset, concurrency in itertools.product(args.configs, args.datasets, args.concurrency):
+        mine = [r for r in rows if r["config"] == name and r.get("dataset") == dataset
+                and r["concurrency"] == concurrency]
+        cell = {key: statistics.median(r[key] for r in mine)
+                for key in ("output_throughput", "median_tpot_ms", "accept_length") if all(r.get(key) for r in mine)}
+        ratios = [r["step_cost"]["speculating"]["measured_over_predicted"] for r in mine
+                  if "speculating" in r.get("step_cost", {})]
+        if ratios:
+            cell["step_measured_over_predicted"] = statistics.median(ratios)
+        summary[f"{name}@{dataset}@{concurrency}"] = cell
     for name in args.configs:
-        for concurrency in args.concurrency:
-            mine = [r for r in rows if r["config"] == name and r["concurrency"] == concurrency]
-            summary[f"{name}@{concurrency}"] = {
-                key: statistics.median(r[key] for r in mine if r.get(key) is not None)
-                for key in ("output_throughput", "median_tpot_ms", "probe_accept_length")
-                if any(r.get(key) is not None for r in mine)}
+        probes = [r["probe_accept_length"] for r in rows if r["config"] == name and r.get("probe_accept_length")]
+        if probes:
+            summary[f"{name}@probe_accept_length"] = statistics.median(probes)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
 

@@ -35,6 +35,19 @@ CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
 CPU_ATTENTION_BACKEND = "intel_amx"
 
 
+def cpu_server_flags(argv: list[str] = ()) -> list[str]:
+    """SGLang flags every server on the CPU engine runs with, those ``argv`` does not
+    already give: the ``intel_amx`` backend (EAGLE's tree attention, point 3 above),
+    no CUDA graphs (SGLang's CPU runner captures none, but a resolved graph config makes
+    EAGLE's runtime-state builder ask the backend for graph state:
+    ``build_adaptive_runtime_state`` raises NotImplementedError) and a scheduler that
+    sleeps when idle (one polling idle server made a 2-core machine's decoding minutes
+    slow)."""
+    wanted = (("--device", "cpu"), ("--attention-backend", CPU_ATTENTION_BACKEND), ("--disable-cuda-graph",),
+              ("--sleep-on-idle",))
+    return [part for flag in wanted if flag[0] not in argv for part in flag]
+
+
 def real_sgl_kernel_installed() -> bool:
     """Whether a real ``sgl_kernel`` (not the stand-in) is importable."""
     from .cpu_standins import STANDIN_PATH

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..profile import load_profile
-from .cpu_runtime import CPU_ATTENTION_BACKEND, enter_cpu_engine, intel_amx_kept
+from .cpu_runtime import cpu_server_flags, enter_cpu_engine, intel_amx_kept
 from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, StaticShape,
                             draft_is_eagle3, require_layout)
 
@@ -92,9 +92,8 @@ class Device:
         backend (EAGLE's tree attention needs it, `cpu_runtime`), so plain decoding,
         EAGLE and CAST are timed on the same attention; CAST on a GPU runs FlashInfer's
         custom-mask attention, the backend the plugin is written for."""
-        if self.on_cpu:  # an idle scheduler sleeps instead of polling a core SGLang's CPU forwards need
-            return ["--device", "cpu", "--attention-backend", CPU_ATTENTION_BACKEND, "--dtype", self.dtype,
-                    "--sleep-on-idle"]
+        if self.on_cpu:
+            return [*cpu_server_flags(), "--dtype", self.dtype]
         argv = ["--device", "cuda"] + (["--base-gpu-id", str(self.gpu)] if self.gpu is not None else [])
         return argv + (["--attention-backend", "flashinfer"] if algorithm in POLICY_OF_ALGORITHM else [])
 
@@ -178,10 +177,7 @@ def translate_args(args: argparse.Namespace) -> list[str]:
                        ("tp_size", "--tp-size"), ("dp_size", "--dp-size"), ("pp_size", "--pp-size")):
         if _get(args, name) is not None:
             argv += [flag, str(_get(args, name))]
-    # On the CPU engine: no CUDA graphs, which SGLang's CPU runner never captures but whose
-    # resolved config would still make EAGLE's runtime-state builder ask the intel_amx
-    # backend for graph state (`EAGLEWorkerV2.build_adaptive_runtime_state`: NotImplementedError).
-    if _get(args, "disable_cuda_graph") or device.on_cpu:
+    if _get(args, "disable_cuda_graph") and not device.on_cpu:  # on the CPU: always (`cpu_server_flags`)
         argv.append("--disable-cuda-graph")
     if device.on_cpu and _get(args, "mem_fraction_static") is None:
         argv += ["--max-total-tokens", str(cpu_kv_tokens(args))]

@@ -22,6 +22,7 @@ from .state_cover import StateCap
 
 PROFILE_ENV = "SGLANG_CAST_PROFILE"
 POLICY_OF_ALGORITHM = {"CAST": "cast", "GOODPUT": "goodput"}
+MIN_TOPK = 2  # SGLang's --speculative-eagle-topk under CAST (`StaticShape.check`); buckets may use 1
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class StaticShape:
         """The smallest static shape that holds every bucket of ``settings``."""
         shapes = [b.shape for b in settings.buckets]
         # top-k 1 buckets still need topk 2 in SGLang (see ``check``).
-        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(2, *(s.top_k for s in shapes)),
+        return cls(num_steps=max(s.max_depth for s in shapes), topk=max(MIN_TOPK, *(s.top_k for s in shapes)),
                    num_draft_tokens=max(s.num_verify_tokens for s in shapes))
 
     def require_fit(self, settings: PolicySettings, source: str | Path) -> None:
@@ -69,8 +70,8 @@ class StaticShape:
         early (CAST's depth rule) cannot fill."""
         if self.num_steps < 1:
             raise ValueError(f"--speculative-num-steps must be >= 1 for CAST, got {self.num_steps}")
-        if self.topk < 2:
-            raise ValueError(f"--speculative-eagle-topk must be >= 2 for CAST, got {self.topk} (with 1 SGLang "
+        if self.topk < MIN_TOPK:
+            raise ValueError(f"--speculative-eagle-topk must be >= {MIN_TOPK} for CAST, got {self.topk} (with 1 SGLang "
                              "verifies a fixed chain, which a draft that stops early cannot fill; a profile "
                              "bucket may still use top_k 1)")
         widest = max_nodes(self.topk, self.num_steps) + 1

@@ -17,8 +17,8 @@ native profiler uses (``autotune.profiler.profile_grid``):
 
 The engine is built the way SGLang's scheduler builds it (target
 ``TpModelWorker``, the EAGLE v2 worker with the draft, shared KV pools,
-attention backends), with FlashInfer attention and CUDA graphs off, so every
-``n`` runs the same eager path.  With ``--tp-size N`` (``SGLangProfileLaunch.tp_size``)
+attention backends), with FlashInfer attention (``intel_amx`` on SGLang's CPU
+engine) and CUDA graphs off, so every ``n`` runs the same eager path.  With ``--tp-size N`` (``SGLangProfileLaunch.tp_size``)
 every rank builds its shard on its own GPU, as SGLang's one-batch benchmark
 spawns them (``benchmark/one_batch.py:1058-1085``): rank 0 in this process, ranks
 1..N-1 in spawned processes that replay rank 0's forwards in its order
@@ -30,9 +30,11 @@ batch, attention planning), which every eager iteration pays.  Nothing is
 committed: sequence lengths stay at ``c``.
 
 Every SGLang call below is listed in ``contract.CONTRACT`` and cites its
-definition in SGLang 0.5.23.  The GPU part has never run (no GPU here), at any
-``--tp-size``; the tree construction, the server arguments and the followers'
-replay of rank 0's calls are tested on CPU (tests/test_sglang_plugin_profile.py).
+definition in SGLang 0.5.23.  All of it runs on SGLang's CPU engine
+(``SGLangProfileLaunch.on_cpu``: ``cast-autotune profile --backend sglang`` without
+a GPU); on CUDA, and at any ``--tp-size`` above 1, it has never run (no GPU here);
+the tree construction, the server arguments and the followers' replay of rank 0's
+calls are tested on CPU (tests/test_sglang_plugin_profile.py).
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ import math
 import multiprocessing
 from array import array
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 
 from ..cast import CostModel, PolicySettings, TreeShape, make_policy
 from ..engine.timing import Timing, time_calls
+from .cpu_runtime import cpu_server_flags, intel_amx_kept
 from .drafting import draft_masked_tree, roots_to_host
 from .plugin_config import draft_is_eagle3
 from .verify_layout import VerifyLayout, verify_layout
@@ -105,6 +109,25 @@ class SGLangProfileLaunch:
     max_n: int  # the largest n of either role: the startup verify width, which sizes KV reservations
     mem_fraction_static: float | None = None
     tp_size: int = 1  # --tp-size: GPUs the forwards are sharded over, one rank each
+    on_cpu: bool = False  # SGLang's CPU engine (`cpu_runtime`, entered by the caller) instead of CUDA
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cpu" if self.on_cpu else "cuda")
+
+    def device_argv(self) -> list[str]:
+        """Where the forwards run.  On the CPU: `cpu_runtime.cpu_server_flags` and a KV
+        pool of twice what the grid's largest batch holds (SGLang's CPU default
+        zero-fills a share of all RAM; a pool of exactly the batch runs short by its
+        reserved slots)."""
+        if self.on_cpu:
+            return [*cpu_server_flags(), "--max-total-tokens", str(2 * self.max_batch_size * self.context_length)]
+        return ["--device", "cuda", "--attention-backend", "flashinfer"]
+
+    def resolving(self) -> AbstractContextManager:
+        """The context SGLang's arguments are resolved in (a launcher's, or an
+        ``Engine``'s start): on the CPU with ``intel_amx`` kept (`cpu_runtime`)."""
+        return intel_amx_kept() if self.on_cpu else nullcontext()
 
     def argv(self, algorithm: str | None = None, num_steps: int | None = None, topk: int | None = None,
              num_draft_tokens: int | None = None) -> list[str]:
@@ -115,11 +138,11 @@ class SGLangProfileLaunch:
         topk = topk or self.topk
         num_draft_tokens = num_draft_tokens or self.max_n
         num_steps = num_steps or tree_depth(num_draft_tokens, topk)
-        argv = ["--model-path", self.model_path, "--device", "cuda", "--dtype", self.dtype,
+        argv = ["--model-path", self.model_path, *self.device_argv(), "--dtype", self.dtype,
                 "--speculative-algorithm", algorithm, "--speculative-draft-model-path", self.draft_path,
                 "--speculative-num-steps", str(num_steps),
                 "--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens", str(num_draft_tokens),
-                "--attention-backend", "flashinfer", "--context-length", str(self.context_length),
+                "--context-length", str(self.context_length),
                 "--max-running-requests", str(self.max_batch_size), "--tp-size", str(self.tp_size),
                 # Every n eager: a verify graph exists only for the startup width (cuda_graph_hook.py:68).
                 "--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled",
@@ -136,8 +159,9 @@ def engine_args(launch: SGLangProfileLaunch):
     from sglang.srt.entrypoints.engine import _set_envs_and_config
     from sglang.srt.server_args import PortArgs, prepare_server_args
 
-    server_args = prepare_server_args(launch.argv())
-    server_args.resolve_once()  # server_args.py:244; launchers resolve before publishing
+    with launch.resolving():
+        server_args = prepare_server_args(launch.argv())
+        server_args.resolve_once()  # server_args.py:244; launchers resolve before publishing
     _set_envs_and_config(server_args)  # as benchmark/one_batch.py:1045 (also sets the spawn start method)
     return server_args, PortArgs.init_new(server_args)  # one_batch.py:1058
 
@@ -146,7 +170,7 @@ class SGLangForwards:
     """One tensor-parallel rank's target and EAGLE workers, built in this process
     as the scheduler builds them (``Scheduler.init_model_worker``,
     managers/scheduler.py:1128-1137), on GPU ``tp_rank``.
-    Not run: written against SGLang 0.5.23's source."""
+    Runs on the CPU engine; on CUDA written against SGLang 0.5.23's source, never run."""
 
     def __init__(self, launch: SGLangProfileLaunch, server_args, port_args, tp_rank: int = 0) -> None:
         from sglang.benchmark.one_batch import _init_process_global_configs
@@ -163,7 +187,7 @@ class SGLangForwards:
                 ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=tp_rank, pp_rank=0),
                                  gpu_id=tp_rank))
         _init_process_global_configs()  # MoE / FP8 / FP4 / BF16 GEMM configs, per rank (one_batch.py:912)
-        bootstrap.init_parallel_runtime(server_args=server_args, device="cuda",
+        bootstrap.init_parallel_runtime(server_args=server_args, device=launch.torch_device.type,
                                         dist_port=port_args.nccl_port)  # scheduler.py:536
         bootstrap.init_layer_runtime(model_config=ModelConfig.from_server_args(server_args))  # scheduler.py:541
         # scheduler.py:1018-1063: the target worker, then the EAGLE worker built on it.

@@ -25,9 +25,11 @@ with CUDA graphs off and so are these steps: both sides eager, the residual is
 the eager iteration's host work; a deployment with CUDA graphs pays less, so the
 table errs towards charging speculation too much, never too little.
 
-Not run: the GPU part (engines, the worker's log) needs CUDA; the design
-profiles, the engines' arguments and the collection of logged steps are tested on
-CPU with a stand-in engine (tests/test_sglang_plugin_steps.py).
+Runs on SGLang's CPU engine (``cast-autotune profile --backend sglang`` without a
+GPU; a chain or plain decoding starts SGLang at CAST's smallest top-k, 2, its
+bucket keeping top-k 1); never run on CUDA.  The design profiles, the engines'
+arguments and the collection of logged steps are tested with a stand-in engine
+(tests/test_sglang_plugin_steps.py).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import torch
 from ..cast import BucketSettings, CostModel, OverheadTable, PolicySettings, TreeShape
 from ..cast.overhead import TERMS
 from ..profile import Profile, save_profile
-from .plugin_config import PROFILE_ENV
+from .plugin_config import MIN_TOPK, PROFILE_ENV
 from .profile_forwards import SGLangProfileLaunch
 from .step_log import STEP_PROFILE_ENV, LoggedStep, StepProfileMode, read_steps
 
@@ -67,7 +69,7 @@ class StepRun:
         EAGLE-2, the plain run's CAST policy reads the profile's ``speculate: false``."""
         return StepProfileMode(str(log), None if self.shape is None else "eagle2")
 
-    def profile(self, forwards: CostModel, tp_size: int) -> Profile:
+    def profile(self, forwards: CostModel, launch: SGLangProfileLaunch) -> Profile:
         """The profile this run's worker loads: the forward tables, a zero host
         overhead (what the steps measure; ``charge(host=False)`` ignores it either way)
         and one bucket at the run's tree, built as its one runtime state (plain: the
@@ -77,19 +79,19 @@ class StepRun:
                              torch.zeros(len(target.batch_sizes), target.num_buckets, len(TERMS), dtype=torch.float64))
         forwards = replace(forwards, overhead=zero)
         bucket = BucketSettings(max_batch_size=1 << 30, shape=shape, speculate=self.shape is not None)
-        section = {"parallel": {"tp_size": tp_size, "pp_size": 1}}
+        section = {"parallel": {"tp_size": launch.tp_size, "pp_size": 1}}
         if self.shape is not None:
             section["runtime_states"] = [[shape.max_depth, shape.num_verify_tokens]]
         provenance = {"sglang": section,
                       "step_design": "cast-autotune profile --backend sglang (one run of the host-overhead design)"}
-        return Profile("sglang-step-design", "cuda", "measured", PolicySettings((bucket,), forwards),
+        return Profile("sglang-step-design", launch.torch_device.type, "measured", PolicySettings((bucket,), forwards),
                        provenance=provenance)
 
     def argv(self, launch: SGLangProfileLaunch) -> list[str]:
         """SGLang's command line for this run: the profiling launch (eager, no radix
         cache, no overlap) with the CAST algorithm at this run's tree."""
-        shape = self.startup
-        return launch.argv(algorithm="CAST", num_steps=shape.max_depth, topk=shape.top_k,
+        shape = self.startup  # a chain (or plain decoding) starts SGLang at CAST's smallest top-k
+        return launch.argv(algorithm="CAST", num_steps=shape.max_depth, topk=max(MIN_TOPK, shape.top_k),
                            num_draft_tokens=shape.num_verify_tokens)
 
 
@@ -151,10 +153,10 @@ class SGLangStepTimer:
             return
         self.close()
         index = len(list(self.workdir.glob("run-*.yaml")))
-        profile_path = save_profile(run.profile(self.forwards, self.launch.tp_size),
+        profile_path = save_profile(run.profile(self.forwards, self.launch),
                                     self.workdir / f"run-{index}.yaml")
         self._log, self._offset = self.workdir / f"run-{index}.jsonl", 0
-        with step_environment(profile_path, run.mode(self._log)):
+        with step_environment(profile_path, run.mode(self._log)), self.launch.resolving():
             self._engine = self.engine_factory(run.argv(self.launch))
         self._run = run
 
