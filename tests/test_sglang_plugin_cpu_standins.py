@@ -438,6 +438,21 @@ def sdpa_reference(q, k, v, allowed, sm_scale, sinks=None):
     return out.transpose(0, 1)
 
 
+@pytest.mark.parametrize("logit_cap", [0.0, 30.0])  # the fused SDPA path, and the explicit one
+def test_a_query_with_nothing_to_attend_gives_zeros_and_the_others_their_attention(logit_cap):
+    from sglang_cast.sglang_plugin.cpu_standins.kernels import _attend
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(3, 4, 8, generator=g), torch.randn(5, 2, 8, generator=g), torch.randn(5, 2, 8, generator=g)
+    allowed = torch.ones(3, 5, dtype=torch.bool)
+    allowed[1] = False
+    got = _attend(q, k, v, allowed, 0.3, logit_cap, None)
+    assert torch.equal(got[1], torch.zeros(4, 8))
+    if logit_cap == 0.0:
+        want = sdpa_reference(q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), allowed, 0.3)
+        torch.testing.assert_close(got[[0, 2]], want[[0, 2]], atol=1e-5, rtol=1e-5)
+
+
 def test_decode_attention_sliding_window_encoder_offset_and_cross_attention_match_sdpa():
     g = torch.Generator().manual_seed(3)
     bs, heads, dim, pool_len, num_slots = 2, 2, 8, 20, 96

@@ -409,7 +409,9 @@ def _attend(q, k, v, allowed, sm_scale: float, logit_cap: float, sinks) -> torch
     reads KV head ``h // (Hq // Hkv)``.  Scores are ``sm_scale * q.k``, then
     ``logit_cap * tanh(s / logit_cap)`` when ``logit_cap > 0``; ``sinks`` [Hq] add
     ``exp(sink)`` to each head's softmax denominator.  Rows with nothing to attend give 0.
-    Returns [M, Hq, Dv] float32."""
+    Returns [M, Hq, Dv] float32.  Without a logit cap or sinks (the embedded model's
+    case) torch's fused SDPA runs it: the explicit path below costs most of a CPU verify
+    forward in copies (py-spy, torch profiler: docs/gpu.md)."""
     m, hq, _ = q.shape
     n, hkv, dv = v.shape
     if n == 0 or m == 0:
@@ -417,6 +419,12 @@ def _attend(q, k, v, allowed, sm_scale: float, logit_cap: float, sinks) -> torch
     group = hq // hkv
     if group * hkv != hq:
         raise RuntimeError(f"attention: {hq} query heads are not a multiple of {hkv} KV heads")
+    if logit_cap <= 0 and sinks is None:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.float().transpose(0, 1), k.float().transpose(0, 1), v.float().transpose(0, 1),
+            attn_mask=allowed, scale=sm_scale, enable_gqa=group > 1).transpose(0, 1)  # [M, Hq, Dv]
+        empty = ~allowed.any(dim=1)
+        return out.masked_fill(empty.view(m, 1, 1), 0.0) if bool(empty.any()) else out
     k = k.float().repeat_interleave(group, dim=1)
     v = v.float().repeat_interleave(group, dim=1)
     s = torch.einsum("mhd,nhd->hmn", q.float(), k) * sm_scale
@@ -430,6 +438,12 @@ def _attend(q, k, v, allowed, sm_scale: float, logit_cap: float, sinks) -> torch
         p = torch.softmax(s, dim=-1)
     p = torch.nan_to_num(p, nan=0.0)  # fully masked rows: softmax of all -inf
     return torch.einsum("hmn,nhd->mhd", p, v)
+
+
+def _dequantised(pool: torch.Tensor, slots: torch.Tensor, scale: float) -> torch.Tensor:
+    """``pool[slots]`` as float32 times ``scale`` (no extra copy when neither changes it)."""
+    values = pool[slots].float()
+    return values if scale == 1.0 else values * scale
 
 
 def _window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int, causal: bool) -> torch.Tensor:
@@ -478,8 +492,8 @@ def decode_attention(query, k_cache, v_cache, k_scale: float, v_scale: float, ou
         k_pos = torch.arange(kv_len, device=query.device)
         q_pos = torch.tensor([kv_len - 1], device=query.device)
         allowed = _window(q_pos, k_pos, 0 if is_cross_attention else sliding_window_size, True)
-        k = k_cache[slots].float() * k_scale
-        v = v_cache[slots].float() * v_scale
+        k = _dequantised(k_cache, slots, k_scale)
+        v = _dequantised(v_cache, slots, v_scale)
         out = _attend(query[b: b + 1], k, v, allowed, sm_scale, logit_cap, sinks)
         output[b: b + 1] = out.to(output.dtype)
 
@@ -534,19 +548,19 @@ def extend_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
         offset = enc[b] if (enc is not None and not is_cross_attention) else 0
         if is_cross_attention:
             slots = req_to_token[rows[b], : enc[b]].to(torch.int64)
-            k = k_buffer[slots].float() * k_scale
-            v = v_buffer[slots].float() * v_scale
+            k = _dequantised(k_buffer, slots, k_scale)
+            v = _dequantised(v_buffer, slots, v_scale)
             allowed = torch.ones(e, slots.numel(), dtype=torch.bool, device=dev)
         else:
             slots = req_to_token[rows[b], offset: offset + lens[b]].to(torch.int64)
-            k_pre = k_buffer[slots[:prefix]].float() * k_scale
-            v_pre = v_buffer[slots[:prefix]].float() * v_scale
+            k_pre = _dequantised(k_buffer, slots[:prefix], k_scale)
+            v_pre = _dequantised(v_buffer, slots[:prefix], v_scale)
             if k_extend is not None:
                 k_new = k_extend[start: start + e].float()
                 v_new = v_extend[start: start + e].float()
             else:
-                k_new = k_buffer[slots[prefix:]].float() * k_scale
-                v_new = v_buffer[slots[prefix:]].float() * v_scale
+                k_new = _dequantised(k_buffer, slots[prefix:], k_scale)
+                v_new = _dequantised(v_buffer, slots[prefix:], v_scale)
             k = torch.cat([k_pre, k_new])
             v = torch.cat([v_pre, v_new])
             i = torch.arange(e, device=dev).view(-1, 1)
