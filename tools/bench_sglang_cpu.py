@@ -101,6 +101,72 @@ def step_cost_check(steps: list[LoggedStep], costs: CostModel) -> dict:
     """Measured over predicted step cost of CAST's decode iterations (the worker's step
     log, ``sglang_plugin.step_log``): medians and spread, speculating and zero-step apart."""
     summary = {}
+    for name, kept in (("speculating", [s for s in steps if s.depth > 0]),
+                       ("zero_step", [s for s in steps if s.depth == 0])):
+        ratios = sorted(s.step_ms / predicted_ms(s, costs) for s in kept)
+        if ratios:
+            summary[name] = {"steps": len(ratios), "measured_over_predicted": statistics.median(ratios),
+                             "p10": ratios[len(ratios) // 10], "p90": ratios[(9 * len(ratios)) // 10],
+                             "median_measured_ms": statistics.median(s.step_ms for s in kept),
+                             "median_predicted_ms": statistics.median(predicted_ms(s, costs) for s in kept),
+                             "batch_sizes": sorted({s.batch_size for s in kept})}
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--configs", nargs="+", default=["plain", "eagle3", "adaptive", "cast"])
+    parser.add_argument("--datasets", nargs="+", choices=["random-ids", "mt_bench"], default=["random-ids", "mt_bench"])
+    parser.add_argument("--prompts-per-level", type=int, default=4)
+    parser.add_argument("--input-len", type=int, default=128)
+    parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cast-profile", default=None,
+                        help="default: the launcher's choice for this CPU; given, CAST's iterations are logged and "
+                             "its predicted step cost is set against the measured one")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    from sglang_cast.engine.build import default_draft_path
+    from sglang_cast.models.loader import resolve_model_dir
+    from sglang_cast.profile import load_profile
+
+    model, head = str(resolve_model_dir(None)), str(default_draft_path(None))
+    commands = configurations(model, head, args.cast_profile)
+    unknown = set(args.configs) - set(commands)
+    if unknown:
+        parser.error(f"--configs: unknown {sorted(unknown)}; known: {sorted(commands)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    records = args.out / "bench.jsonl"
+    rows = []
+    costs = load_profile(args.cast_profile).profile.settings.costs if args.cast_profile else None
+    for round_ in range(args.rounds):
+        for name in args.configs:
+            step_log = args.out / f"steps_{name}_{round_}.jsonl" if name == "cast" and costs else None
+            env = {STEP_PROFILE_ENV: StepProfileMode(str(step_log)).to_env()} if step_log else None
+            offset = 0
+            with SGLangServer(args.out / f"server_{name}_{round_}.log", commands[name], env) as server:
+                for dataset, concurrency in itertools.product(args.datasets, args.concurrency):
+                    row = {**bench(server, model, concurrency, dataset, args), "config": name, "round": round_,
+                           "dataset": dataset, "concurrency": concurrency}
+                    if step_log:
+                        steps, offset = read_steps(step_log, offset)
+                        row["step_cost"] = step_cost_check(steps, costs)
+                    rows.append(row)
+                    with records.open("a") as f:
+                        f.write(json.dumps(row) + "\n")
+                    print(f"round {round_} {name:8s} {dataset:10s} c={concurrency:2d}: "
+                          f"{row['output_throughput']:.2f} tok/s, TPOT {row['median_tpot_ms']:.1f} ms"
+                          + (f", measured/predicted step {row['step_cost']}" if step_log else ""), flush=True)
+                probe = probe_accept_length(server, args.output_len)
+                rows.append({"config": name, "round": round_, "concurrency": 1, "probe_accept_length": probe})
+                with records.open("a") as f:
+                    f.write(json.dumps(rows[-1]) + "\n")
+                print(f"round {round_} {name:8s} accept length (one greedy mt_bench-style request): {probe}",
+                      flush=True)
+    summary = {}
     for name, dataset, concurrency in itertools.product(args.configs, args.datasets, args.concurrency):
         mine = [r for r in rows if r["config"] == name and r.get("dataset") == dataset
                 and r["concurrency"] == concurrency]
