@@ -31,20 +31,24 @@ from sglang_cast.cast import CostModel  # noqa: E402
 from sglang_cast.sglang_plugin.step_log import STEP_PROFILE_ENV, LoggedStep, StepProfileMode, read_steps  # noqa: E402
 from tools.benchkit.sglang_server import SGLangServer, cpu_launcher  # noqa: E402
 
+CONTEXT, MAX_RUNNING = 2048, 16  # every server's --context-length and --max-running-requests
 EAGLE_TREE = ("--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
 
 
 def configurations(model: str, head: str, profile: str | None) -> dict[str, list[str]]:
     """Each configuration's server command (after ``python -m``)."""
     profile_flags = ("--cast-profile", profile) if profile else ()
+    # The same batch limit and KV pool for every configuration (the launcher's default
+    # --max-running-requests would cap a concurrency of 16 below SGLang's own default).
+    limits = ("--context-length", str(CONTEXT), "--max-running-requests", str(MAX_RUNNING))
     return {
-        "plain": cpu_launcher("--speculative-algorithm", "NONE"),
-        "eagle3": cpu_launcher("--speculative-algorithm", "EAGLE", *EAGLE_TREE),
+        "plain": cpu_launcher("--speculative-algorithm", "NONE", *limits),
+        "eagle3": cpu_launcher("--speculative-algorithm", "EAGLE", *EAGLE_TREE, *limits),
         # SGLang's own flags: the project's launcher does not expose --speculative-adaptive
         "adaptive": ["sglang_cast.sglang_plugin.cpu_serve", "--model-path", model, "--speculative-algorithm", "EAGLE3",
-                     "--speculative-draft-model-path", head, "--speculative-adaptive", "--dtype", "float32",
-                     "--context-length", "2048", "--max-running-requests", "16", "--max-total-tokens", str(16 * 2048)],
-        "cast": cpu_launcher("--speculative-algorithm", "CAST", *profile_flags),
+                     "--speculative-draft-model-path", head, "--speculative-adaptive", "--dtype", "float32", *limits,
+                     "--max-total-tokens", str(MAX_RUNNING * CONTEXT)],
+        "cast": cpu_launcher("--speculative-algorithm", "CAST", *profile_flags, *limits),
     }
 
 
