@@ -25,9 +25,11 @@ from sglang_cast.engine.build import DTYPES, default_draft_path
 from sglang_cast.models import ModelConfig, load_draft, load_target
 from sglang_cast.models.weights import WeightFormat, apply_draft_format
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
-from sglang_cast.models.loader import EMBEDDED_NAME
+from sglang_cast.models.loader import CACHE_ENV, EMBEDDED_NAME, cache_root
 
 from .errors import AutotuneError
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "sglang_cast"  # the installed package's folder
 
 RANDOM_HEAD_PREFIX = "random-eagle-head"
 
@@ -136,6 +138,23 @@ def draft_model_id(path: Path) -> str:
     """A head's id: its resolved path and weights digest, so a head retrained in
     place never shares measurements or traces with the old one."""
     return f"{path.expanduser().resolve()}#{weights_digest(path)}"
+
+
+def portable_ref(model_id: str) -> str:
+    """A model id or path as a published profile names it: a path inside this package (the
+    shipped head) relative to the package's parent, one under the project cache as
+    ``$SGLANG_CAST_CACHE/...``, anything else as given; a ``#digest`` suffix is kept.
+    A profile travels to other clones and machines, so it must not name the checkout
+    or the home folder of the machine that tuned it (issue 47)."""
+    path, hash_mark, digest = model_id.partition("#")
+    if ":" in path.split("/", 1)[0]:  # "embedded:...", "random-eagle:..." ids are names, not paths
+        return model_id
+    resolved = Path(path).expanduser().resolve()
+    for root, shown in ((PACKAGE_ROOT.parent, None), (cache_root().expanduser().resolve(), f"${CACHE_ENV}")):
+        if resolved.is_relative_to(root):
+            relative = resolved.relative_to(root).as_posix()
+            return f"{relative if shown is None else f'{shown}/{relative}'}{hash_mark}{digest}"
+    return model_id
 
 
 def load_model_pair(model_path: str | None, draft_path: str | None, device: str, dtype: str,

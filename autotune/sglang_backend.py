@@ -266,8 +266,10 @@ def cpu_state_sizing(models: SGLangModels, cap: StateCap) -> RuntimeStateSizing:
     and no attention workspace (the ``intel_amx`` backend plans per forward), so only
     the cap's count and coverage bind; the memory weighed against is this host's RAM."""
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return RuntimeStateSizing(lambda depth, width: 0, ram, cap, 0,
-                              f"{models.model_path} + head {models.draft_path} on SGLang's CPU engine")
+    from .models import portable_ref
+
+    return RuntimeStateSizing(lambda depth, width: 0, ram, cap, 0, f"{portable_ref(models.model_path)} + head "
+                              f"{portable_ref(models.draft_path)} on SGLang's CPU engine")
 
 
 def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:
@@ -309,7 +311,10 @@ def runtime_state_sizing(models: SGLangModels, gpu_memory_gib: float, context_le
                             max_running_requests=max_running_requests, tp_size=tp_size)
     graph_bs = decode_graph_max_bs(gpu_memory_gib * 1024, max_running_requests, tp_size)
     eagle3 = draft_is_eagle3(models.draft_path)
-    described = (f"{models.model_path} + {'EAGLE-3' if eagle3 else 'EAGLE'} head {models.draft_path} at "
+    from .models import portable_ref
+
+    described = (f"{portable_ref(models.model_path)} + {'EAGLE-3' if eagle3 else 'EAGLE'} head "
+                 f"{portable_ref(models.draft_path)} at "
                  f"{context_length} context, {max_running_requests} running requests, {gpu_memory_gib:g} GiB per "
                  f"GPU, --tp-size {tp_size}")
     return RuntimeStateSizing(state_bytes_for(target, draft, launch, eagle3), int(gpu_memory_gib * GIB), cap,

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from sglang_cast.cast import PolicySettings
-from sglang_cast.hardware import isa_class
+from sglang_cast.hardware import MachineIdentity
 from sglang_cast.profile import LoadedProfile, Profile
 
 from sglang_cast.cast import CostModel
@@ -41,7 +41,7 @@ from .confirm import Confirmation, confirm_live
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
 from .gate import GateOutcome, LiveCheck, live_gate
-from .models import ModelPair, format_target_id, reference_target_id
+from .models import ModelPair, format_target_id, portable_ref, reference_target_id
 from .overhead import LIVE, PLAIN
 from .prompts import PromptSet
 from .publish import publish
@@ -246,20 +246,20 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     if best.weight_format != "fp32":
         notes.append(f"acceptance traces were recorded with the fp32 target ({reference_id}); a {best.weight_format} "
                      "target's greedy token differs only at near-ties, so its acceptance is taken as fp32's")
-    machine = {"device_type": pair.device.type, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
-    if pair.device.type == "cpu":
-        machine["isa_class"] = isa_class()
+    # What tells this machine from another with the same name (hardware.MachineIdentity): a
+    # server on another machine says so in one line when it loads the profile.
+    machine = {**MachineIdentity.current(pair.device).to_dict(), "torch_threads": torch.get_num_threads()}
     provenance = {
         "tool": "cast-autotune tune",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "db": str(store.path),
+        "db": portable_ref(str(store.path)),
         "study_prefix": prefix,
         "versions": _versions(),
         "machine": machine,
         "cost_tables": costs.provenance(),
         "traces": {"dataset": config.dataset or "all", "stored": len(stored), "usable": len(usable),
                    "per_bucket": {str(k): len(v) for k, v in by_bucket.items()}, "max_per_bucket": config.max_traces,
-                   "target": reference_id},
+                   "target": portable_ref(reference_id)},
         "search_space": {"c_range": [config.space.c_min, config.space.c_max], "top_k": [1, config.space.top_k],
                          "max_depth": [1, config.space.max_depth], "num_verify_tokens": [2, config.space.max_tokens],
                          "fifo_len": [1, config.space.fifo_max], "trials_per_bucket": config.trials},
@@ -277,7 +277,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         "notes": notes,
     }
     profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
-                      model={"target": format_target_id(reference_id, best.weight_format), "draft": pair.draft_id,
+                      model={"target": portable_ref(format_target_id(reference_id, best.weight_format)),
+                             "draft": portable_ref(pair.draft_id),
                              "dtype": pair.dtype, "weight_format": best.weight_format},
                       provenance=provenance)
     if config.runtime_states is not None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -17,6 +20,21 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+def _cpuinfo_fields(*names: str) -> dict[str, str]:
+    """The first CPU's ``names`` fields in /proc/cpuinfo (those present)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    found: dict[str, str] = {}
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in names and key not in found:
+                found[key] = value.strip()
+            if not line.strip() and found:  # the end of the first CPU's block
+                break
+    return found
 
 
 def cpu_flags() -> frozenset[str]:
@@ -74,3 +92,64 @@ GPU_LABELS: dict[str, str] = {
 def gpu_label(name: str) -> str | None:
     """The profile label of a CUDA device named ``name`` (`GPU_LABELS`), or None."""
     return next((label for label, pattern in GPU_LABELS.items() if re.search(pattern, name, re.IGNORECASE)), None)
+
+
+@dataclass(frozen=True)
+class MachineIdentity:
+    """What tells one machine's cost curve from another's, as a profile records it
+    (``provenance.machine``).  A CPU's name alone does not: two EPYC generations both
+    report "AMD EPYC" and differ in ``cpu family`` / ``model`` (one profile charged 1.74x
+    the steps measured on the newer one, issue #47).  Unknown fields are None (older
+    profiles, virtual CPUs without a stepping)."""
+
+    device_type: str  # "cpu" or "cuda"
+    name: str | None = None  # the CPU's model name, or the GPU's
+    cpu_count: int | None = None  # logical CPUs
+    isa_class: str | None = None  # `isa_class`, CPU only
+    vendor: str | None = None  # /proc/cpuinfo vendor_id, CPU only
+    family: str | None = None
+    model: str | None = None
+    stepping: str | None = None
+    gpu_memory_gib: float | None = None  # CUDA only
+
+    @classmethod
+    def current(cls, device: str | torch.device) -> MachineIdentity:
+        device = torch.device(device)
+        if device.type == "cuda":
+            memory = torch.cuda.get_device_properties(device).total_memory / 2 ** 30
+            return cls("cuda", device_name(device), os.cpu_count(), gpu_memory_gib=round(memory, 1))
+        fields = _cpuinfo_fields("vendor_id", "cpu family", "model", "stepping")
+        return cls("cpu", cpu_name(), os.cpu_count(), isa_class(), fields.get("vendor_id"), fields.get("cpu family"),
+                   fields.get("model"), fields.get("stepping"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineIdentity:
+        """From a profile's ``provenance.machine`` (other keys there are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    def difference(self, here: MachineIdentity) -> str | None:
+        """One line on how ``here`` differs from this (the profile's) machine, None when
+        nothing recorded differs.  Another ISA class or GPU: re-tune; the same class but
+        another CPU model or core count: the tables' scale is off, the decisions' shape
+        usually holds."""
+        if self.device_type != here.device_type:
+            return f"measured on {self.device_type}, serving on {here.device_type}: re-tune recommended"
+        if self.device_type == "cuda":
+            if self.name and here.name and self.name != here.name:
+                return f"measured on {self.name}, this GPU is {here.name}: re-tune recommended"
+            return None
+        if self.isa_class and here.isa_class and self.isa_class != here.isa_class:
+            return f"measured on a CPU of ISA class {self.isa_class}, this one is {here.isa_class}: re-tune recommended"
+        changed = [f"{name} {mine} -> {theirs}" for name, mine, theirs in
+                   (("name", self.name, here.name), ("vendor", self.vendor, here.vendor),
+                    ("family", self.family, here.family), ("model", self.model, here.model),
+                    ("stepping", self.stepping, here.stepping), ("cpus", self.cpu_count, here.cpu_count))
+                   if mine is not None and theirs is not None and mine != theirs]
+        if not changed:
+            return None
+        return (f"same ISA class ({here.isa_class}), other CPU ({', '.join(changed)}): the cost tables' scale may "
+                "be off here; re-tune (cast-autotune profile + tune) to know")

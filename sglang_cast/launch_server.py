@@ -40,9 +40,20 @@ def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | 
                              f"`cast-autotune profile`")
             return None
     try:
-        return load_profile(path)
+        loaded = load_profile(path)
     except ProfileError as err:
         parser.error(f"--cast-profile: {err}")
+    note_machine(loaded, args.device)
+    return loaded
+
+
+def note_machine(loaded: LoadedProfile, device: str) -> None:
+    """Say in one line when the profile was measured on another machine than this one."""
+    from .hardware import MachineIdentity
+
+    note = loaded.profile.machine_difference(MachineIdentity.current("cuda" if device.startswith("cuda") else "cpu"))
+    if note:
+        logging.getLogger(__name__).warning("%s (%s)", note, loaded.path)
 
 
 def fall_back_without_draft(args: LaunchArgs) -> LaunchArgs:
@@ -63,12 +74,18 @@ def sglang_profile(args: LaunchArgs, draft: Path | None, parser: OneLineParser) 
     """CAST/GOODPUT inside SGLang: ``--cast-profile``, else this hardware's profile
     tuned through SGLang (``profiles/sglang/<label>.yaml``), else the native engine's
     (`resolve_profile`; the worker's start-up log names the profile it runs)."""
-    from .profile import PROFILE_DIR, find_profile
+    from .profile import PROFILE_DIR, ProfileError, find_profile, load_profile
 
     if args.policy not in COST_AWARE or args.cast_profile is not None or draft is None:  # no draft: refused anyway
         return str(args.cast_profile) if args.cast_profile else None
     found = find_profile(hardware_label(args.device), PROFILE_DIR / "sglang")
-    return str(found if found is not None else resolve_profile(args, parser).path)
+    if found is None:
+        return str(resolve_profile(args, parser).path)
+    try:
+        note_machine(load_profile(found), args.device)
+    except ProfileError:
+        pass  # the plugin's own load says what is wrong with it, in SGLang's start-up
+    return str(found)
 
 
 def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:

@@ -69,6 +69,23 @@ class Profile:
         machine = self.provenance.get("machine")
         return machine.get("isa_class") if isinstance(machine, dict) else None
 
+    @property
+    def machine(self) -> hardware.MachineIdentity | None:
+        """The machine it was measured on (``provenance.machine``); None if not recorded."""
+        machine = self.provenance.get("machine")
+        if not isinstance(machine, dict) or "device_type" not in machine:
+            return None
+        return hardware.MachineIdentity.from_dict(machine)
+
+    def machine_difference(self, here: hardware.MachineIdentity) -> str | None:
+        """One line on how ``here`` differs from the machine this profile was measured
+        on, None when it does not (or the profile records no machine: analytic ones)."""
+        recorded = self.machine
+        if recorded is None or self.source != "measured":
+            return None
+        difference = recorded.difference(here)
+        return None if difference is None else f"CAST profile {self.label!r}: {difference}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,

@@ -436,3 +436,20 @@ def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_t
         terms = overhead.terms(batch, 200)
         assert [terms.plain, terms.spec_base, terms.per_layer, terms.per_token] == pytest.approx(
             [PLANTED.plain, PLANTED.spec_base, PLANTED.per_layer, PLANTED.per_token], abs=1e-6)
+
+
+def test_a_published_profile_names_models_by_what_another_clone_can_resolve(tmp_path, monkeypatch):
+    """No checkout or home folder of the tuning machine in a profile (issue 47): the
+    shipped head relative to the package's parent, the project cache by its variable."""
+    from autotune.models import PACKAGE_ROOT, portable_ref
+
+    monkeypatch.setenv("SGLANG_CAST_CACHE", str(tmp_path / "cache"))
+    head = PACKAGE_ROOT / "assets" / "smollm2-135m-eagle"
+    assert portable_ref(f"{head}#sha256:abc") == "sglang_cast/assets/smollm2-135m-eagle#sha256:abc"
+    assert portable_ref(str(tmp_path / "cache" / "models" / "M")) == "$SGLANG_CAST_CACHE/models/M"
+    assert portable_ref(str(tmp_path / "cache" / "models" / "M") + "@int4") == "$SGLANG_CAST_CACHE/models/M@int4"
+    assert portable_ref("/models/llama") == "/models/llama"  # a user's own path stays as given
+    assert portable_ref("embedded:SmolLM2-135M-Instruct@int4/int8") == "embedded:SmolLM2-135M-Instruct@int4/int8"
+    assert not any(str(tmp_path) in line or "/work/" in line or "/root/" in line
+                   for path in (PACKAGE_ROOT.parent / "profiles").rglob("*.yaml")
+                   for line in path.read_text().splitlines())  # the shipped profiles hold none either
