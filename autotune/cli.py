@@ -603,7 +603,9 @@ def cmd_tune(args) -> int:
     sizing = state_sizing(args, device) if args.backend == "sglang" else None
     if args.backend == "sglang":
         dense_format_only(args)
-    formats = (DENSE,) if args.backend == "sglang" else formats_for(args, device)
+        formats = (DENSE,)
+    else:
+        formats = formats_for(args, device)
     config = tune_config(args, label, formats, sizing)
     prompts = load_prompts(args.dataset)
     store = open_store(args)

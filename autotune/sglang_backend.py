@@ -265,9 +265,9 @@ def cpu_state_sizing(models: SGLangModels, cap: StateCap) -> RuntimeStateSizing:
     """The sizing for SGLang's CPU engine: a runtime state there holds no CUDA graph
     and no attention workspace (the ``intel_amx`` backend plans per forward), so only
     the cap's count and coverage bind; the memory weighed against is this host's RAM."""
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     from .models import portable_ref
 
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return RuntimeStateSizing(lambda depth, width: 0, ram, cap, 0, f"{portable_ref(models.model_path)} + head "
                               f"{portable_ref(models.draft_path)} on SGLang's CPU engine")
 

@@ -12,18 +12,9 @@ from typing import Any
 import torch
 
 
-def cpu_name() -> str:
-    """The CPU model as the kernel reports it (``model name`` in /proc/cpuinfo)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def _cpuinfo_fields(*names: str) -> dict[str, str]:
-    """The first CPU's ``names`` fields in /proc/cpuinfo (those present)."""
+    """The first CPU's ``names`` fields in /proc/cpuinfo (those present; none when the
+    file does not exist)."""
     cpuinfo = Path("/proc/cpuinfo")
     found: dict[str, str] = {}
     if cpuinfo.is_file():
@@ -37,14 +28,14 @@ def _cpuinfo_fields(*names: str) -> dict[str, str]:
     return found
 
 
+def cpu_name() -> str:
+    """The CPU model as the kernel reports it (``model name`` in /proc/cpuinfo)."""
+    return _cpuinfo_fields("model name").get("model name") or platform.processor() or platform.machine()
+
+
 def cpu_flags() -> frozenset[str]:
     """The ISA feature flags of the first CPU (``flags`` in /proc/cpuinfo); empty if unknown."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return frozenset(_cpuinfo_fields("flags").get("flags", "").split())
 
 
 ISA_CLASSES = ("amx", "avx512", "avx2", "other")
@@ -118,9 +109,9 @@ class MachineIdentity:
         if device.type == "cuda":
             memory = torch.cuda.get_device_properties(device).total_memory / 2 ** 30
             return cls("cuda", device_name(device), os.cpu_count(), gpu_memory_gib=round(memory, 1))
-        fields = _cpuinfo_fields("vendor_id", "cpu family", "model", "stepping")
-        return cls("cpu", cpu_name(), os.cpu_count(), isa_class(), fields.get("vendor_id"), fields.get("cpu family"),
-                   fields.get("model"), fields.get("stepping"))
+        info = _cpuinfo_fields("vendor_id", "cpu family", "model", "stepping")
+        return cls("cpu", cpu_name(), os.cpu_count(), isa_class(), info.get("vendor_id"), info.get("cpu family"),
+                   info.get("model"), info.get("stepping"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MachineIdentity:
