@@ -9,6 +9,8 @@
 #   on the device:  call 1 carry [".gpu/p1"]: mkdir -p /tmp/g && cp .gpu/p1/* /tmp/g/
 #                   call 2 carry [".gpu/p2"]: cp .gpu/p2/* /tmp/g/
 #                   call 3 carry [".gpu/p3"]: source .gpu/p3/on_device.sh && bash tools/gpu_kit.sh run
+# `train` in place of `run` trains the draft head online instead (#48; TRAIN_S, EVAL_PROMPTS below); carry
+# [".gpu/p3", ".gpu/online"] with an earlier call's unpacked online.tar to resume it.
 #
 # One device call may run 600 s: each step has its own cap (seconds, environment), so a step that runs out is
 # recorded as timed out (exit 124) and the next one still runs. STEPS picks steps and their order, e.g. a fourth call
@@ -156,8 +158,29 @@ print(json.dumps(record["steps"], indent=1))
 PYEOF
 }
 
+train() {  # #48: the draft head trained online (sglang_cast/training/online.py), resumed from .gpu/online if carried
+  local run=/tmp/online_head
+  mkdir -p "$OUT_DIR" && rm -rf "$run"
+  if [[ -f .gpu/online/state.json ]]; then cp -r .gpu/online "$run"; echo "resuming $(cat .gpu/online/state.json | head -c 80)"; fi
+  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "error: no CUDA device here; train runs on a lent GPU machine (docs/draft_head.md)" >&2; exit 2
+  fi
+  TQDM_DISABLE=1 PYTHONUNBUFFERED=1 timeout "$TRAIN_CAP_S" "$PY" -m sglang_cast.training.online --out "$run" \
+    --budget-s "$TRAIN_S" --eval-prompts "$EVAL_PROMPTS" 2>&1 | tee "$OUT_DIR/online.log"
+  # What comes back is at most 8 files of 16 MiB: the fp16 head (~20 MB) travels in 15 MB pieces;
+  # bring it home with  cat online.tar.part-* | tar -x -C DIR
+  tar -cf - -C "$run" . | split -b 15m - "$OUT_DIR/online.tar.part-"
+  cp "$run/summary.json" "$run/log.jsonl" "$OUT_DIR/" 2>/dev/null
+  ls -la "$OUT_DIR"
+}
+
+TRAIN_S=${TRAIN_S:-280}  # train: seconds of generation and training (--budget-s)
+TRAIN_CAP_S=${TRAIN_CAP_S:-480}  # train: the whole command's cap, evaluation included
+EVAL_PROMPTS=${EVAL_PROMPTS:-40}  # train: τ of the shipped and the trained head on this many first turns each
+
 case ${1:-} in
   prepare) prepare ;;
   run) run ;;
-  *) echo "usage: bash tools/gpu_kit.sh prepare|run (see the header)" >&2; exit 2 ;;
+  train) train ;;
+  *) echo "usage: bash tools/gpu_kit.sh prepare|run|train (see the header)" >&2; exit 2 ;;
 esac

@@ -36,6 +36,8 @@ Modules, in the order a run uses them:
     pipeline    every stage in order, with each stage's settings
     cli         flags -> `PipelineConfig`
     gap         where a head loses acceptance (``tools/draft_gap.py``)
+    online      the same training online on a lent GPU: answers made and trained on in
+                rounds, features recomputed per batch (``tools/gpu_kit.sh train``)
 
 Why ``--init-head``: generating and training on all the data a good head needs takes
 longer than one run on a 2-core machine, and the machine starts empty.  The shipped head

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from sglang_cast.cast import SamplingParams, TreeShape
@@ -40,7 +39,8 @@ def acceptance(accepted: Sequence[int], depth: int) -> dict[str, Any]:
 def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: TreeShape, max_new: int,
                   desc: str) -> dict[str, Any]:
     """Greedy batch-1 decoding of every prompt; τ and per-iteration accepted counts."""
-    draft = load_draft(head, target.model, "cpu", torch.float32)
+    weight = target.model.embed_tokens.weight  # the head runs where and in the dtype the target does
+    draft = load_draft(head, target.model, str(weight.device), weight.dtype)
     engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new)
     params = SamplingParams(max_new_tokens=max_new)
     outputs = []

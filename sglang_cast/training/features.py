@@ -72,7 +72,7 @@ class Batch:
 
     def step_mask(self, step: int) -> Tensor:
         """Positions step ``step`` (0-based) is scored on: it needs ``step`` earlier positions."""
-        positions = torch.arange(self.targets.shape[1])
+        positions = torch.arange(self.targets.shape[1], device=self.targets.device)
         return self.targets & (positions >= step)
 
 

@@ -37,8 +37,9 @@ class Target:
 
     def engine(self, draft: Eagle3Draft | None, shape: TreeShape, max_batch: int, context: int) -> Engine:
         """A greedy EAGLE-2 tree engine over ``draft``, or plain decoding without one
-        (sampling parameters come per request)."""
+        (sampling parameters come per request); with CUDA graphs on a GPU."""
         policy = "vanilla" if draft is None else "eagle2"
         settings = PolicySettings.single(CostModel.linear(1.0, 0.0), shape=shape)
         return Engine(self.model, self.tokenizer, draft, make_policy(policy, settings), max_batch_size=max_batch,
-                      context_length=context, eos_token_ids=self.eos_token_ids)
+                      context_length=context, eos_token_ids=self.eos_token_ids,
+                      graph_backend="cuda" if self.model.embed_tokens.weight.is_cuda else None)
