@@ -29,10 +29,8 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from sglang_cast.engine.cuda_graphs import draft_step, target_step
-from sglang_cast.engine.runner import feature_layers
-from sglang_cast.engine.timing import ForwardTimer, GraphedForwardTimer, Timing, summarise
-from sglang_cast.models import KVCache
+from sglang_cast.engine.table_calibration import role_timer
+from sglang_cast.engine.timing import ForwardTimer, Timing, summarise
 
 from .grid import GridPoint, ProfileGrid
 from .models import ModelPair
@@ -62,22 +60,9 @@ TimerFactory = Callable[[str, int, int], RoleTimer]
 
 
 def forward_timer(pair: ModelPair, role: str, max_batch: int, capacity: int) -> ForwardTimer:
-    """A timer for the target or draft forward with its own profiling cache, run as
-    the pair's engines run it: eagerly, or replaying CUDA graphs (one more cache slot,
-    for padding) when ``pair.graph_backend`` is set."""
-    config, graphs = pair.target.config, pair.graph_backend
-    layers = config.num_layers if role == "target" else 1
-    cache = KVCache.for_model(config, max_batch + (graphs is not None), capacity, pair.device, pair.torch_dtype,
-                              num_layers=layers)
-    if role == "target":
-        forward, features = (lambda *a: pair.target.logits(pair.target(*a).hidden)), 0
-    else:
-        forward, features = (lambda *a: pair.draft(*a)), pair.feature_width
-    if graphs is None:
-        return ForwardTimer(forward, cache, config.vocab_size, features)
-    step = (target_step(pair.target, cache, feature_layers(pair.target, pair.draft)) if role == "target"
-            else draft_step(pair.draft, cache))
-    return GraphedForwardTimer(forward, step, cache, config.vocab_size, features, backend=graphs)
+    """A timer for the target or draft forward of ``pair``, run as its engines run it
+    (the one rule for it: `table_calibration.role_timer`, which start-up calibration uses too)."""
+    return role_timer(pair.target, pair.draft, role, max_batch, capacity, pair.graph_backend)
 
 
 def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timedelta | None) -> list[GridPoint]:

@@ -192,4 +192,25 @@ def show(store: Store, setup_index: int = 0, study_filter: str = "", per_trial: 
     sections.append("== tuning history ==\n" + history_table(study_histories(store, study_filter), per_trial))
     sections.append("== published profiles ==\n" + publications_table(store))
     sections.append("== live gate of the latest publication (tokens/s) ==\n" + latest_live(store))
+    sections.append("== the profile this machine serves ==\n" + served_profile_line())
     return "\n\n".join(sections)
+
+
+def served_profile_line(device: str = "cpu") -> str:
+    """One line: which shipped profile a server here picks, and whether it was measured
+    on this machine (else how it differs, and that the server calibrates it)."""
+    from sglang_cast.hardware import MachineIdentity
+    from sglang_cast.profile import ProfileError, find_profile, load_profile
+    from sglang_cast.server.launch_args import hardware_label
+
+    path = find_profile(hardware_label(device))
+    if path is None:
+        return f"none for {hardware_label(device)!r}: run `cast-autotune profile` and `tune` here"
+    try:
+        profile = load_profile(path).profile
+    except ProfileError as err:
+        return f"{path}: unusable: {err}"
+    note = profile.machine_difference(MachineIdentity.current(device))
+    if note is None:
+        return f"{path}: measured on this machine (or records no machine)"
+    return f"{path}: {note}; the server calibrates its tables at start-up (--cast-calibrate auto)"

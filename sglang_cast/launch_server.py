@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     from .models.loader import EMBEDDED_NAME
     from .server.app import create_app
     from .server.config import LiveGateConfig, ServerConfig
+    from .server.startup_calibration import calibrate_at_startup
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = fall_back_without_draft(args)
@@ -144,12 +145,17 @@ def main(argv: list[str] | None = None) -> None:
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))
+    charged = profile.profile if profile is not None and args.policy in COST_AWARE else None  # eagle2 reads no costs
+    calibration = calibrate_at_startup(args.calibrate, charged, engine,
+                                       "cuda" if args.cuda_graph and args.device.startswith("cuda") else None)
     model_path = args.model_path or EMBEDDED_NAME
     config = ServerConfig(
         served_model_name=args.served_model_name or model_path, model_path=model_path,
         max_queued_requests=args.max_queued_requests, api_key=args.api_key, admin_api_key=args.admin_api_key,
         max_request_bytes=args.max_request_bytes, max_top_logprobs=args.max_logprobs, profile=profile,
-        shape_override=args.shape, live_gate=LiveGateConfig(switching=args.live_gate),
+        shape_override=args.shape, calibration=calibration,
+        live_gate=LiveGateConfig(switching=args.live_gate,
+                                 explore_share=profile.profile.explore_share if profile is not None else 0.0),
         server_args={"host": args.host, "port": args.port, "device": args.device, "dtype": args.dtype,
                      "weight_format": str(engine.runner.target.weight_format),
                      "speculative_algorithm": args.algorithm, "draft_path": args.draft_path},

@@ -37,6 +37,9 @@ from .models.weights import WeightFormat
 
 SCHEMA = 1
 SOURCES = ("measured", "analytic")
+# The share of a switched-off bucket's iterations the live gate may spend speculating to
+# find out whether speculation pays again (server/calibration.py): the default and the cap.
+EXPLORE_SHARE = 0.02
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class Profile:
     settings: PolicySettings
     model: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    explore_share: float = EXPLORE_SHARE  # of a profile-off bucket's iterations, re-testing speculation live
 
     @property
     def weight_format(self) -> str | None:
@@ -96,13 +100,14 @@ class Profile:
             "provenance": self.provenance,
             "costs": self.settings.costs.to_dict(),
             "buckets": [b.to_dict() for b in self.settings.buckets],
+            "explore_share": self.explore_share,
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
         try:
-            check_mapping(data, {"schema", "label", "device", "source", "model", "provenance", "costs", "buckets"},
-                          "profile")
+            check_mapping(data, {"schema", "label", "device", "source", "model", "provenance", "costs", "buckets",
+                                 "explore_share"}, "profile")
         except ValueError as err:
             raise ProfileError(str(err)) from None
         if data.get("schema") != SCHEMA:
@@ -126,8 +131,12 @@ class Profile:
             settings = PolicySettings(buckets=parsed, costs=costs)
         except ValueError as err:
             raise ProfileError(str(err) if str(err).startswith("profile") else f"profile: {err}") from None
+        share = data.get("explore_share", EXPLORE_SHARE)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= EXPLORE_SHARE:
+            raise ProfileError(f"profile.explore_share: expected a number in [0, {EXPLORE_SHARE}], got {share!r}")
         return cls(label=data["label"], device=data["device"], source=data["source"], settings=settings,
-                   model=dict(data.get("model", {})), provenance=dict(data.get("provenance", {})))
+                   model=dict(data.get("model", {})), provenance=dict(data.get("provenance", {})),
+                   explore_share=float(share))
 
 
 def _check_weight_format(model: dict[str, Any]) -> None:

@@ -217,3 +217,63 @@ def test_the_live_fit_recovers_planted_host_terms():
 def test_config_errors_name_the_field_and_the_range(field, value, message):
     with pytest.raises(ValueError, match=message):
         replace(CONFIG, **{field: value})
+
+
+# ------------------------------------------------ exploration of profile-off buckets
+
+def run(calibration: LiveCalibration, batch: int, iterations: int, spec_ms: float, plain_ms: float,
+        saturated: bool = False) -> list[bool]:
+    """``iterations`` iterations of bucket ``batch`` as the engine would run them: each
+    speculates when the gate's current settings say so.  Returns which ones speculated."""
+    ran = []
+    for _ in range(iterations):
+        on = calibration._effective().for_batch(batch).speculate
+        cost = spec(batch, live_ms=spec_ms) if on else plain(batch, live_ms=plain_ms)
+        calibration.observe(plan_for(calibration, batch), cost, saturated=saturated)
+        ran.append(on)
+    return ran
+
+
+def test_a_profile_off_bucket_turns_on_within_a_bounded_number_of_iterations_when_speculation_pays():
+    calibration = LiveCalibration(CONFIG, settings(speculate=False))
+    wait = CONFIG.explore_after
+    assert wait == 245  # (min_samples + 1) x (1 / 0.02 - 1): one exploration is 2 % of the iterations
+    # Speculating commits 3 tokens in 6 ms (0.5 tok/ms) against plain decoding's 1 in 5 ms (0.2 tok/ms).
+    ran = run(calibration, 1, wait + 1 + CONFIG.min_samples + 20, spec_ms=6.0, plain_ms=5.0)
+    assert ran.index(True) == wait  # the exploration starts after `wait` plain iterations
+    assert all(ran[wait:])  # and stays on: speculation paid
+    bucket = calibration.report()["buckets"][0]
+    assert bucket["switches_on"] == 1 and bucket["speculate_live"] and bucket["explores"]
+    assert bucket["probe_extra_ms"] < 0  # the exploration gained time against plain decoding
+
+
+def test_a_profile_off_bucket_stays_off_when_speculation_does_not_pay_and_explores_at_most_its_share():
+    calibration = LiveCalibration(CONFIG, settings(speculate=False))
+    # Speculating commits 3 tokens in 30 ms (0.1 tok/ms): half plain decoding's rate.
+    ran = run(calibration, 1, 5000, spec_ms=30.0, plain_ms=5.0)
+    assert sum(ran) / len(ran) <= CONFIG.explore_share
+    assert not ran[-1] and sum(ran) >= CONFIG.min_samples + 1  # it did explore, and went back off
+    bucket = calibration.report()["buckets"][0]
+    assert bucket["switches_on"] == 0 and bucket["switches_off"] >= 1
+    assert bucket["probe_iterations"] == sum(ran)
+    # Each speculative iteration cost 30 ms where plain decoding commits its 3 tokens in 15.
+    assert bucket["probe_extra_ms"] == pytest.approx(15.0 * sum(ran))
+
+
+def test_no_exploration_starts_while_requests_wait_for_a_slot():
+    calibration = LiveCalibration(CONFIG, settings(speculate=False))
+    assert not any(run(calibration, 1, 2 * CONFIG.explore_after, spec_ms=6.0, plain_ms=5.0, saturated=True))
+    assert run(calibration, 1, 1, spec_ms=6.0, plain_ms=5.0)[0] is False  # the first iteration with room starts it
+    assert run(calibration, 1, 1, spec_ms=6.0, plain_ms=5.0)[0] is True
+
+
+def test_without_an_explore_share_or_switching_a_profile_off_bucket_never_speculates():
+    for config in (replace(CONFIG, explore_share=0.0), replace(CONFIG, switching=False)):
+        calibration = LiveCalibration(config, settings(speculate=False))
+        assert not any(run(calibration, 1, 1000, spec_ms=6.0, plain_ms=5.0))
+
+
+@pytest.mark.parametrize("share", [-0.01, 0.05, True])
+def test_an_explore_share_outside_two_percent_is_refused(share):
+    with pytest.raises(ValueError, match="explore_share must be in"):
+        LiveGateConfig(explore_share=share)

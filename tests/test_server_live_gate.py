@@ -170,3 +170,27 @@ def test_the_gate_switches_nothing_under_a_policy_that_ignores_speculate_false(t
         info = c.get("/server_info").json()["cast_live_calibration"]
     assert info["switching"] is False
     assert info["buckets"][0]["switches_off"] == 0 and info["buckets"][0]["speculative"]["iterations"] > 16
+
+
+def test_a_profile_off_bucket_explores_turns_on_where_speculation_pays_and_metrics_show_the_cost(target):
+    """The other direction: the profile says ``speculate: false``; the exploration's
+    speculative iterations are measured against the live plain ones, each output stays
+    greedy decoding's, and ``/metrics`` counts what the exploration cost."""
+    off = PolicySettings(buckets=(BucketSettings(max_batch_size=64, shape=SHAPE, speculate=False),),
+                         costs=SETTINGS.costs)
+    gate = LiveGateConfig(window=4, min_samples=2, explore_share=0.02)
+    engine = tiny_engine("cast", settings=off, target=target)
+    expected = {p: r.text for p, r in zip(PROMPTS[:1], reference(target, PROMPTS[:1], 200))}
+    with serve(engine, live_gate=gate) as server, server.client() as c:
+        assert metric(c.get("/metrics").text, 'cast_speculation_on{bucket="64"}') == 0.0
+        response = c.post("/v1/completions", json={"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 200,
+                                                   "temperature": 0})
+        assert response.json()["choices"][0]["text"] == expected[PROMPTS[0]]
+        state = bucket_state(c)
+        after = c.get("/metrics").text
+    assert state["explores"] and state["probes"] >= 1
+    assert state["iterations"] >= gate.explore_after + gate.min_samples + 1  # plainly for `explore_after` first
+    assert metric(after, 'cast_live_probe_iterations_total{bucket="64"}') >= gate.min_samples + 1
+    assert metric(after, 'cast_live_probe_extra_ms{bucket="64"}') == pytest.approx(state["probe_extra_ms"])
+    if state["switches_on"]:  # speculation paid here: the bucket now speculates
+        assert state["speculate_live"] and metric(after, 'cast_speculation_on{bucket="64"}') == 1.0

@@ -62,7 +62,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     worker = EngineWorker(engine, metrics, max_outstanding=engine.max_batch_size + config.max_queued_requests,
                           live_gate=config.live_gate)
     profiles = ProfileReloader(config.profile, config.shape_override, engine.tree_room, worker.reconfigure,
-                               metrics, config.profile_poll_seconds, str(engine.target.weight_format))
+                               metrics, config.profile_poll_seconds, str(engine.target.weight_format),
+                               config.calibration)
     encoder = PromptEncoder(engine.tokenizer, engine.target.config.vocab_size, engine.context_length,
                             max_pending=worker.max_outstanding)
 

@@ -33,6 +33,18 @@ The gate, per bucket whose served settings say ``speculate: true``:
   ``max_probe_after``), so a machine that stays slow pays a bounded, shrinking probe
   tax, and one that recovers gets speculation back within one probe.
 
+* **explore** (``explore_share``, the profile's, 2 % at most): a bucket the profile
+  serves ``speculate: false`` is a switched-off bucket whose wait is sized so one
+  exploration (a catch-up iteration and ``min_samples`` measured ones, with the
+  profile's tree for that bucket) takes at most that share of its iterations; the same
+  test switches it on when speculation pays (it then stays on until the test says
+  otherwise), a failed exploration doubles the wait.  So a profile tuned on another
+  machine, or a machine that got faster, can turn speculation on, not only off.
+* No probe or exploration starts while requests wait for a slot (the server is
+  saturated): it starts at the first iteration with room.  What probes and explorations
+  cost beyond plain decoding committing the same tokens is counted per bucket
+  (``probe_extra_ms``; negative when they gained).
+
 Bounded by construction: the decision runs after every speculative iteration once
 the window holds ``min_samples``; ``window`` iterations after a slowdown began the
 window holds only slowed iterations, so a slowdown that makes speculation lose
@@ -145,6 +157,9 @@ class GateCounts:
     switches_on: int = 0
     probes: int = 0
     refits: int = 0
+    probe_iterations: int = 0  # speculative iterations run by probes and explorations
+    # What they cost beyond plain decoding committing the same tokens (negative: they gained).
+    probe_extra_ms: float = 0.0
 
 
 @dataclass
@@ -171,11 +186,34 @@ class BucketCalibration:
     def __post_init__(self) -> None:
         self.spec = deque(maxlen=self.config.window)
         self.plain = deque(maxlen=self.config.plain_window)
-        self.wait = self.wait or self.config.probe_after
+        self.wait = self.wait or self.base_wait
+        self.gated_off = self.gated_off or self.explores  # a profile-off bucket starts off, its exploration due later
+
+    @property
+    def explores(self) -> bool:
+        """A profile-off bucket the gate re-tests now and then (``explore_share``)."""
+        return not self.served_speculate and self.config.switching and self.config.explore_share > 0
+
+    @property
+    def base_wait(self) -> int:
+        """Plain iterations before a switched-off bucket first speculates again."""
+        return self.config.explore_after if self.explores else self.config.probe_after
+
+    @property
+    def max_wait(self) -> int:
+        """The longest wait failed probes double up to: ``max_probe_after``, or for
+        explorations the same multiple of their first wait."""
+        if not self.explores:
+            return self.config.max_probe_after
+        return self.base_wait * max(self.config.max_probe_after // self.config.probe_after, 1)
 
     @property
     def speculating(self) -> bool:
-        return self.served_speculate and not self.gated_off
+        return (self.served_speculate or self.explores) and not self.gated_off
+
+    def plain_equivalent_ms(self, cost: IterationCost) -> float:
+        """What plain decoding would have taken to commit ``cost``'s tokens (live-scaled table)."""
+        return (self.plain_scale() or 1.0) * cost.plain_ms * cost.tokens / cost.batch_size
 
     def plain_scale(self) -> float | None:
         """Live / predicted ms of the bucket's fresh plain iterations, ``None`` when too
@@ -203,6 +241,7 @@ class BucketCalibration:
                 "max_batch_size": self.max_batch_size,
                 "speculate_served": self.served_speculate,
                 "speculate_live": self.speculating,
+                "explores": self.explores,
                 "probing": self.probing,
                 "plain_iterations_until_probe": max(self.wait - self.plain_since_off, 0) if self.gated_off else None,
                 **dict(zip(("speculative_tokens_per_ms", "plain_tokens_per_ms"),
@@ -273,7 +312,7 @@ class LiveCalibration:
                 counts = self._counts.setdefault(bucket.max_batch_size, GateCounts())
                 calibration = BucketCalibration(bucket.max_batch_size, bucket.speculate, self.config, counts=counts)
                 kept = old.get(bucket.max_batch_size)
-                if kept is not None and bucket.speculate and kept.gated_off:
+                if kept is not None and bucket.speculate and kept.served_speculate and kept.gated_off:
                     calibration.gated_off, calibration.wait = True, kept.wait
                     calibration.plain_since_off = kept.plain_since_off
                 self._buckets[bucket.max_batch_size] = calibration
@@ -281,15 +320,16 @@ class LiveCalibration:
             return self._effective()
 
     def _effective(self) -> PolicySettings:
-        """The served settings with ``speculate: false`` in every bucket the gate holds off."""
-        buckets = tuple(replace(b, speculate=False) if self._buckets[b.max_batch_size].gated_off else b
+        """The served settings with each bucket speculating as the gate decides: off where it
+        holds a bucket off, on where a profile-off bucket explores or was switched on."""
+        buckets = tuple(replace(b, speculate=self._buckets[b.max_batch_size].speculating)
                         for b in self._served.buckets)
         return replace(self._served, buckets=buckets)
 
-    def observe(self, plan: IterationPlan, cost: IterationCost) -> PolicySettings | None:
-        """Take one finished iteration (``plan``: what it ran under).  Returns the
-        settings to run from the next iteration on when the gate changed a bucket,
-        else ``None``."""
+    def observe(self, plan: IterationPlan, cost: IterationCost, saturated: bool = False) -> PolicySettings | None:
+        """Take one finished iteration (``plan``: what it ran under; ``saturated``: requests
+        wait for a slot, so no probe or exploration starts).  Returns the settings to run
+        from the next iteration on when the gate changed a bucket, else ``None``."""
         with self._lock:
             bucket = self._buckets.get(plan.bucket.max_batch_size)
             if bucket is None:  # a plan begun before a reload swapped the buckets out
@@ -297,10 +337,13 @@ class LiveCalibration:
             bucket.iterations += 1
             bucket.counts.iterations += 1
             bucket.newest = cost
+            if bucket.probing and cost.depth > 0:
+                bucket.counts.probe_iterations += 1
+                bucket.counts.probe_extra_ms += cost.live_ms - bucket.plain_equivalent_ms(cost)
             if cost.depth == 0:
                 bucket.plain.append(cost)
                 bucket.last_plain_at = bucket.iterations
-                changed = self._count_plain(bucket)
+                changed = self._count_plain(bucket, saturated)
             elif bucket.catching_up:
                 # The probe's first speculative iteration also feeds the draft every token
                 # committed while the bucket decoded plainly: a one-off cost, not the rate.
@@ -311,36 +354,37 @@ class LiveCalibration:
                 changed = self._judge(bucket)
             return self._effective() if changed else None
 
-    def _count_plain(self, bucket: BucketCalibration) -> bool:
-        """A plain iteration of a switched-off bucket: start the probe when it is due."""
+    def _count_plain(self, bucket: BucketCalibration, saturated: bool) -> bool:
+        """A plain iteration of a switched-off bucket: start the probe when it is due and
+        the server has room (a probe while requests queue would slow them for a test)."""
         if not bucket.gated_off:
             return False
         bucket.plain_since_off += 1
-        if bucket.plain_since_off < bucket.wait:
+        if bucket.plain_since_off < bucket.wait or saturated:
             return False
         bucket.gated_off, bucket.probing, bucket.plain_since_off, bucket.catching_up = False, True, 0, True
         bucket.spec.clear()
         bucket.counts.probes += 1
-        log.info("live gate: bucket max_batch_size=%d probes speculation again after %d plain iterations",
-                 bucket.max_batch_size, bucket.wait)
+        log.info("live gate: bucket max_batch_size=%d %s speculation after %d plain iterations",
+                 bucket.max_batch_size, "explores" if bucket.explores else "probes", bucket.wait)
         return True
 
     def _judge(self, bucket: BucketCalibration) -> bool:
         """The gate's test on the speculative window; True when the bucket switched off."""
-        if (not (self.config.switching and bucket.served_speculate) or bucket.gated_off
+        if (not (self.config.switching and (bucket.served_speculate or bucket.explores)) or bucket.gated_off
                 or len(bucket.spec) < self.config.min_samples):
             return False
         spec_rate, plain_rate = bucket.rates()
         source = "live-scaled" if bucket.plain_scale() is not None else "table"
         if spec_rate >= plain_rate:
             if bucket.probing:
-                bucket.probing, bucket.wait = False, self.config.probe_after
+                bucket.probing, bucket.wait = False, bucket.base_wait
                 bucket.counts.switches_on += 1
                 log.info("live gate: bucket max_batch_size=%d speculates again: %.4g tok/ms live speculative "
                          ">= %.4g tok/ms plain (%s)", bucket.max_batch_size, spec_rate, plain_rate, source)
             return False
         if bucket.probing:
-            bucket.wait = min(2 * bucket.wait, self.config.max_probe_after)
+            bucket.wait = min(2 * bucket.wait, bucket.max_wait)
         log.warning("live gate: bucket max_batch_size=%d switched to speculate: false: %.4g tok/ms live "
                     "speculative < %.4g tok/ms plain (%s) over %d iterations; next probe after %d plain "
                     "iterations", bucket.max_batch_size, spec_rate, plain_rate, source, len(bucket.spec),

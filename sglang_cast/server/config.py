@@ -6,12 +6,14 @@ around an Engine they constructed themselves.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # kept out of the import path of `launch_args`, so --help answers without loading torch
     from ..cast import PolicySettings
     from ..profile import LoadedProfile
+    from .startup_calibration import ServedCalibration
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,18 @@ class LiveGateConfig:
     plain_stale_after: int = 1024  # bucket iterations after which the newest plain one no longer counts
     probe_after: int = 64  # plain iterations of a switched-off bucket before it speculates again
     max_probe_after: int = 1024  # the wait after repeated failed probes doubles up to this
+    # The share of a profile-off bucket's (``speculate: false``) iterations that re-test
+    # speculation with the profile's tree; 0: such buckets never speculate (the profile's ``explore_share``).
+    explore_share: float = 0.02
+
+    @property
+    def explore_after(self) -> int:
+        """Plain iterations between two explorations of a profile-off bucket: one
+        exploration (its catch-up iteration and ``min_samples`` measured ones) takes at
+        most ``explore_share`` of the bucket's iterations."""
+        if not self.explore_share:
+            return 0
+        return math.ceil((self.min_samples + 1) * (1 / self.explore_share - 1))
 
     def __post_init__(self) -> None:
         for name in ("window", "min_samples", "plain_window", "min_plain_samples", "plain_stale_after",
@@ -62,6 +76,8 @@ class LiveGateConfig:
         if self.min_plain_samples > self.plain_window:
             raise ValueError(f"min_plain_samples must be <= plain_window ({self.plain_window}), "
                              f"got {self.min_plain_samples}")
+        if isinstance(self.explore_share, bool) or not 0 <= self.explore_share <= 0.02:
+            raise ValueError(f"explore_share must be in [0, 0.02], got {self.explore_share!r}")
         if self.max_probe_after < self.probe_after:
             raise ValueError(f"max_probe_after must be >= probe_after ({self.probe_after}), "
                              f"got {self.max_probe_after}")
@@ -100,6 +116,7 @@ class ServerConfig:
     shape_override: ShapeOverride = field(default_factory=ShapeOverride)
     profile_poll_seconds: float = 0.5
     live_gate: LiveGateConfig = field(default_factory=LiveGateConfig)
+    calibration: ServedCalibration | None = None  # --cast-calibrate: the fit serving, kept for hot-reloads
     server_args: dict[str, object] = field(default_factory=dict)  # echoed by /server_info
 
     def __post_init__(self) -> None:

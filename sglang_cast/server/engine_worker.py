@@ -271,7 +271,7 @@ class EngineWorker:
         try:
             cost = iteration_cost(plan, record.batch_size, record.context_len, record.verified, record.accepted,
                                   record.step_ms)
-            settings = self.calibration.observe(plan, cost)
+            settings = self.calibration.observe(plan, cost, saturated=bool(self.engine.waiting))
             if settings is not None:
                 self.engine.policy.reconfigure(settings)
         except Exception:

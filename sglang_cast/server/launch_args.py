@@ -112,6 +112,7 @@ class LaunchArgs:
     served_model_name: str | None
     log_level: str
     live_gate: bool = True  # --cast-live-gate on|off
+    calibrate: str = "auto"  # --cast-calibrate auto|on|off (server/startup_calibration.py)
     tp_size: int = 1  # --backend sglang only: SGLang's --tp-size / --dp-size / --pp-size
     dp_size: int = 1
     pp_size: int = 1
@@ -189,6 +190,14 @@ def build_parser() -> OneLineParser:
                            "profile file is not rewritten); off: measure and export only (/metrics, /server_info). "
                            "Native engine only (default: on)")
 
+    spec.add_argument("--cast-calibrate", dest="calibrate", choices=("auto", "on", "off"), default=None,
+                      help="fit the profile's forward tables to this machine at start-up: a few target and draft "
+                           "forwards timed here (seconds) scale the tables CAST charges (and a second term where "
+                           "their shape differs); auto: only when the profile was measured on another machine "
+                           "(its recorded CPU or GPU differs), on: always, off: never; reloads are fitted to the same "
+                           "timings; the fit is under /server_info cast_profile.calibration. Native engine only "
+                           "(default: auto)")
+
     serving = parser.add_argument_group("serving")
     serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serving.add_argument("--port", type=_port, default=30000, help="port to listen on (default: 30000)")
@@ -252,6 +261,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
         parser.error("--compile applies to the native engine only (SGLang captures its own CUDA graphs)")
     if ns.live_gate is not None and ns.backend == "sglang":
         parser.error("--cast-live-gate applies to the native engine only (SGLang's scheduler runs the iterations)")
+    if ns.calibrate is not None and ns.backend == "sglang":
+        parser.error("--cast-calibrate applies to the native engine only (the SGLang worker charges its profile as is)")
     if ns.mem_fraction_static is not None and ns.backend != "sglang":
         parser.error("--mem-fraction-static applies to --backend sglang only (the native engine sizes its KV "
                      "cache from --context-length and --max-running-requests)")
@@ -271,7 +282,7 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
                       cuda_graph=not ns.disable_cuda_graph,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
-                      live_gate=ns.live_gate != "off", tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
+                      live_gate=ns.live_gate != "off", calibrate=ns.calibrate or "auto", tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
                       pp_size=ns.pp_size or 1)
 
 

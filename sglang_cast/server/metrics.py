@@ -62,6 +62,8 @@ GATE_COUNTERS = (  # (metric name, count key, help)
     ("cast_live_gate_probes", "probes", "Times a switched-off bucket speculated again to re-test"),
     ("cast_live_overhead_refits", "refits", "Live host-overhead fits of the bucket's windows (made for "
                                             "/server_info once a window of new speculative iterations arrived)"),
+    ("cast_live_probe_iterations", "probe_iterations", "Speculative iterations run by probes of a switched-off "
+                                                       "bucket and explorations of a profile-off one"),
 )
 
 
@@ -86,6 +88,12 @@ class CalibrationCollector(Collector):
         for b in buckets:
             on.add_metric([str(b["max_batch_size"])], float(b["speculate_live"]))
         yield on
+        extra = GaugeMetricFamily("cast_live_probe_extra_ms", "What probes and explorations cost beyond plain "
+                                  "decoding committing the same tokens, ms since start (negative: they gained)",
+                                  labels=["bucket"])
+        for b in buckets:
+            extra.add_metric([str(b["max_batch_size"])], b["probe_extra_ms"])
+        yield extra
         for name, key, text in GATE_COUNTERS:
             family = CounterMetricFamily(name, text, labels=["bucket"])
             for b in buckets:

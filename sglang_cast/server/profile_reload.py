@@ -23,6 +23,7 @@ from ..file_watch import FileWatcher
 from ..profile import LoadedProfile, ProfileError, load_profile
 from .config import ShapeOverride
 from .metrics import ServerMetrics
+from .startup_calibration import ServedCalibration
 
 log = logging.getLogger(__name__)
 APPLY_TIMEOUT_SECONDS = 120.0  # one iteration of a large model under load, with margin
@@ -41,11 +42,12 @@ def _now() -> str:
 class ProfileReloader:
     def __init__(self, loaded: LoadedProfile | None, shape: ShapeOverride, reserved_room: int,
                  apply: Callable[[PolicySettings], Future], metrics: ServerMetrics, poll_seconds: float,
-                 weight_format: str | None = None) -> None:
+                 weight_format: str | None = None, calibration: ServedCalibration | None = None) -> None:
         """``apply`` hands settings to the engine thread; ``reserved_room`` is the
         engine's ``tree_room`` (a profile needing more would overflow its KV cache);
         ``weight_format`` the format the target was loaded in (weights are not
-        re-packed on a reload, and another format's cost tables describe another curve)."""
+        re-packed on a reload, and another format's cost tables describe another curve);
+        ``calibration`` fits a reloaded profile's tables to this machine as start-up did."""
         self.shape = shape
         self.reserved_room = reserved_room
         self.weight_format = weight_format
@@ -53,6 +55,7 @@ class ProfileReloader:
         self.metrics = metrics
         self._loaded = loaded
         self._loaded_at = _now() if loaded is not None else None
+        self._calibration = calibration
         self._error: str | None = None
         self._status = self._snapshot()
         self._lock = threading.Lock()
@@ -78,6 +81,7 @@ class ProfileReloader:
             "source": profile.source if profile is not None else None,
             "loaded_at": self._loaded_at,
             "last_reload_error": self._error,
+            "calibration": self._calibration.report if self._calibration is not None else None,
         }
 
     def reload(self) -> bool:
@@ -94,7 +98,7 @@ class ProfileReloader:
                     self._error = None
                     self._status = self._snapshot()
                     return False
-                settings = self._settings_for(loaded)
+                settings, calibration = self._settings_for(loaded)
                 self._apply(settings).result(timeout=APPLY_TIMEOUT_SECONDS)
             except ProfileError as err:
                 self._reject(str(err))
@@ -103,6 +107,7 @@ class ProfileReloader:
                 self._reject(f"profile could not be applied: {err!r}")
                 raise ProfileError(self._error) from None
             self._loaded, self._loaded_at, self._error = loaded, _now(), None
+            self._calibration = calibration
             self._status = self._snapshot()
             self.metrics.profile_reloads.inc()
             self._publish_info()
@@ -116,7 +121,7 @@ class ProfileReloader:
     def stop(self) -> None:
         self._watcher.stop()
 
-    def _settings_for(self, loaded: LoadedProfile) -> PolicySettings:
+    def _settings_for(self, loaded: LoadedProfile) -> tuple[PolicySettings, ServedCalibration | None]:
         tuned_for = loaded.profile.weight_format
         if None not in (tuned_for, self.weight_format) and tuned_for != self.weight_format:
             raise ProfileError(f"profile was tuned for weight format {tuned_for} but the target runs "
@@ -129,7 +134,9 @@ class ProfileReloader:
         if needed > self.reserved_room:
             raise ProfileError(f"profile trees need {needed} KV positions beyond the context but the engine "
                                f"reserved {self.reserved_room} at startup; restart the server to use larger trees")
-        return settings
+        if self._calibration is None:
+            return settings, None
+        return self._calibration.settings_for(loaded.profile, settings)
 
     def _reject(self, reason: str) -> None:
         self._error = reason

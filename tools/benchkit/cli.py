@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -20,7 +20,10 @@ from autotune.store import default_db_path
 from sglang_cast.cast import EAGLE2_SHAPE, PolicySettings
 from sglang_cast.engine.format_choice import (AUTO, DENSE, choose_weight_format, parse_requested, running_format,
                                               verify_sizes)
+from sglang_cast.engine.table_calibration import calibrate
+from sglang_cast.hardware import MachineIdentity
 from sglang_cast.models.compiled import COMPILE_MODES, compile_models, compile_wanted
+from sglang_cast.server.startup_calibration import wanted
 
 from .anchor import anchor_model
 from .figures import FIGURES, budget_sweep
@@ -74,6 +77,10 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parser.add_argument("--disable-cuda-graph", action="store_true",
                         help="on CUDA, run every forward eagerly instead of replaying the engine's CUDA graphs "
                              "(engine/cuda_graphs.py); each record's cuda_graphs field says what was captured")
+    parser.add_argument("--cast-calibrate", choices=("auto", "on", "off"), default="auto",
+                        help="fit the profile's forward tables to this machine before timing, as the server does "
+                             "(server/startup_calibration.py): auto when the profile was measured on another "
+                             "machine, on, off; the fit is in the JSON header (default: auto)")
     parser.add_argument("--json", type=Path, required=True, help="where to write the records")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown")
     parser.add_argument("--plot", type=Path, help="also write a PNG of speedup vs batch size per method; with "
@@ -86,7 +93,7 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
                         help=f"with --figure: comma-separated verify budgets m, 2..{EAGLE2_SHAPE.pool_size + 1} "
                              "(default %(default)s)")
     # Set by load_inputs: how 'auto' was resolved, and seconds the compilation took.
-    parser.set_defaults(format_choice=None, compile_s=None, spec=None)
+    parser.set_defaults(format_choice=None, compile_s=None, spec=None, calibration=None)
     return parser.parse_args(argv)
 
 
@@ -152,6 +159,11 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
         started = time.perf_counter()
         compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))
         args.compile_s = round(time.perf_counter() - started, 1)
+    if wanted(args.cast_calibrate, loaded.profile, MachineIdentity.current("cuda" if spec.is_cuda else "cpu")):
+        served = calibrate(pair.target, pair.draft, settings.costs, max(parse_list(args.batch_size, int, "--batch-size",
+                                                                                   1, 256)), pair.graph_backend)
+        args.calibration = served.report(settings.costs)
+        settings = replace(settings, costs=served.costs)
     return prompt_set.texts[: args.num_prompts], settings, f"{loaded.path} (version {loaded.version})", pair
 
 
@@ -169,7 +181,8 @@ def header(args: argparse.Namespace, argv: list[str] | None, pair: ModelPair) ->
     """The fields every JSON starts with."""
     return {"command": command_line(argv), "machine": machine_info(args.spec),
             "model": model_record(pair, args.weight_format, args.format_choice, args.compile_s),
-            "dataset": args.dataset, "rounds": args.rounds, "max_new_tokens": args.max_new_tokens}
+            "dataset": args.dataset, "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
+            "calibration": args.calibration}
 
 
 def main(argv: list[str] | None, description: str) -> int:
