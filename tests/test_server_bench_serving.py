@@ -37,3 +37,22 @@ def test_refused_requests_count_as_failures():
             "--base-url", server.url, "--num-prompts", "3", "--max-concurrency", "2"]))[0]
     assert summary["completed"] == 0 and summary["failed"] == 3
     assert "HTTP 401" in summary["first_error"]
+
+
+def test_steady_load_reports_each_window_and_the_live_gate(tmp_path):
+    import asyncio
+
+    from tools import steady_load
+
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text('{"turns": ["alpha"]}\n{"turns": ["beta gamma"]}\n')
+    with serve(tiny_engine("cast", max_batch=4)) as server:
+        before = metric(server.client().get("/metrics").text, "cast_generated_tokens_total")
+        record = asyncio.run(steady_load.run(steady_load.parse_args([
+            "--base-url", server.url, "--concurrency", "2", "--duration", "2", "--window", "1", "--max-tokens", "5",
+            "--dataset", str(dataset)])))
+        generated = metric(server.client().get("/metrics").text, "cast_generated_tokens_total") - before
+    assert record["requests"] >= 2 and record["tokens"] == 5 * record["requests"] == generated
+    assert [w["from_s"] for w in record["windows"]] == [0, 1]
+    assert sum(w["tokens"] for w in record["windows"]) <= record["tokens"]  # the last requests end past the duration
+    assert record["live_gate"][0]["max_batch_size"] >= 1 and "probe_extra_ms" in record["live_gate"][0]
