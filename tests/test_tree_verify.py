@@ -10,6 +10,7 @@ from scipy.stats import chisquare
 from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, select_verified,
                               target_probs, verify_greedy, verify_sampling)
 from sglang_cast.cast import verify as verify_module
+from sglang_cast.cast.sampling import nucleus
 from sglang_cast.cast.tree import ancestor_matrix
 from synthetic import path_of, random_tree, root_to_leaf_paths
 
@@ -164,6 +165,25 @@ def test_greedy_params_and_top_p_processing():
     assert probs.tolist() == [0.0, 1.0, 0.0, 0.0]
     probs = target_probs(logits, SamplingParams(temperature=1.0, top_k=2))
     assert probs[0] == 0 and probs[3] == 0 and probs[1] > probs[2] > 0
+
+
+def sorted_nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The top-p cut by sorting the whole vocabulary: what `nucleus` must equal."""
+    sorted_probs, order = torch.sort(probs, descending=True)
+    before = sorted_probs.cumsum(0) - sorted_probs
+    sorted_probs[before >= top_p] = 0.0
+    kept = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+    return kept / kept.sum()
+
+
+@pytest.mark.parametrize("scale, top_p", [(8.0, 0.95), (3.0, 0.9), (0.05, 0.95), (1.0, 0.999), (20.0, 0.5)])
+def test_top_p_from_a_prefix_equals_sorting_the_whole_vocabulary(scale, top_p):
+    """Peaked rows are decided inside `NUCLEUS_PREFIX`, flat ones (scale 0.05) fall back to
+    the full sort; either way the kept tokens and their probabilities are the sort's."""
+    generator = torch.Generator().manual_seed(int(scale * 100))
+    for _ in range(5):
+        probs = torch.softmax(scale * torch.randn(49152, generator=generator, dtype=torch.float64), dim=-1)
+        assert torch.equal(nucleus(probs, top_p), sorted_nucleus(probs, top_p))
 
 
 @pytest.mark.parametrize("field, value", [("temperature", -1.0), ("top_p", 0.0), ("top_k", -1),

@@ -76,13 +76,28 @@ def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         cutoff = torch.topk(logits, params.top_k).values[-1]
         logits = logits.masked_fill(logits < cutoff, -math.inf)
     probs = torch.softmax(logits, dim=-1)
-    if params.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        before = sorted_probs.cumsum(0) - sorted_probs
-        sorted_probs[before >= params.top_p] = 0.0  # keep the smallest prefix reaching top_p
-        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
-        probs /= probs.sum()
-    return probs
+    return nucleus(probs, params.top_p) if params.top_p < 1.0 else probs
+
+
+# `nucleus` looks at this many likeliest tokens first: a top-k of them costs a fraction of
+# sorting the whole vocabulary (SmolLM2's 49,152 entries: 9.3 ms a row sorted on a 2-core
+# AVX2 EPYC, the bulk of drawing one sampled token), and a peaked distribution reaches top_p
+# inside them; when it does not, the whole vocabulary is sorted as before.
+NUCLEUS_PREFIX = 256
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``probs`` ``[V]`` cut to the smallest set of likeliest tokens whose mass reaches
+    ``top_p``, renormalised.  Tokens past a prefix of the likeliest ``k`` all have at least
+    the prefix's mass before them, so when that mass reaches ``top_p`` none of them is kept
+    and the prefix decides alone."""
+    top, order = torch.topk(probs, min(NUCLEUS_PREFIX, probs.numel()))  # descending
+    if float(top.sum()) < top_p:  # a flat row: the cut lies past the prefix
+        top, order = torch.sort(probs, descending=True)
+    before = top.cumsum(0) - top
+    top[before >= top_p] = 0.0  # keep the smallest prefix reaching top_p
+    kept = torch.zeros_like(probs).scatter_(0, order, top)
+    return kept / kept.sum()
 
 
 # `greedy_tokens` reads a CPU row in blocks of one of these sizes (the largest that
