@@ -597,11 +597,18 @@ def cmd_tune(args) -> int:
     from .prompts import load_prompts
     from .workflow import tune_and_publish
 
+    if args.calibrate_from is not None and args.backend != "native":
+        raise AutotuneError("--calibrate-from: re-tunes for the native engine (the anchors time its forwards); "
+                            "drop --backend sglang", USAGE)
     require_one_device(args)
     device = resolve_device(args)
     label = checked_label(args, device)
     sizing = state_sizing(args, device) if args.backend == "sglang" else None
-    if args.backend == "sglang":
+    format_costs = None
+    if args.calibrate_from is not None:
+        format_costs = profile_fitted_here(args, device)
+        formats = tuple(format_costs)
+    elif args.backend == "sglang":
         dense_format_only(args)
         formats = (DENSE,)
     else:
@@ -611,7 +618,8 @@ def cmd_tune(args) -> int:
     store = open_store(args)
     pair = tuned_pair(args, device)
     outcome = tune_and_publish(pair, store, current_setup(pair, device, args.backend, args.tp_size), config, prompts,
-                               load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet)
+                               load_format=lambda fmt: load_pair(args, device, fmt), progress=not args.quiet,
+                               format_costs=format_costs)
     for tuning in outcome.formats:
         rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
         print(f"weight format {format_name(args, tuning.weight_format)}: geometric mean {tuning.score:.2f} tokens/s "
@@ -646,6 +654,34 @@ def cmd_tune(args) -> int:
         print(states_report(outcome.published.profile, sizing))
     print(f"published {outcome.published.path} (version {outcome.published.version})")
     return 0
+
+
+def profile_fitted_here(args, device: str) -> dict:
+    """``tune --calibrate-from PROFILE``: the profile's tables fitted to forwards timed
+    here in the profile's weight format, keyed by that format."""
+    from sglang_cast.engine.table_calibration import calibrate
+    from sglang_cast.profile import ProfileError, load_profile
+
+    from .costs import calibrated_costs
+    try:
+        profile = load_profile(args.calibrate_from).profile
+    except ProfileError as err:
+        raise AutotuneError(f"--calibrate-from: {err}") from None
+    weight_format = profile.weight_format or "fp32"
+    if args.weight_formats not in ("auto", (weight_format,)):
+        raise AutotuneError(f"--weight-format: --calibrate-from tunes the profile's own format ({weight_format}); "
+                            "drop --weight-format or pass that one", USAGE)
+    pair = load_pair(args, device, weight_format)
+    costs = profile.settings.costs
+    served = calibrate(pair.target, pair.draft, costs, max(args.buckets), pair.graph_backend)
+    print(f"calibrated {args.calibrate_from} ({weight_format}) to this machine in {served.timings.seconds:.1f} s: "
+          f"target x{served.fit.target.scale:.3f}, draft x{served.fit.draft.scale:.3f} (held-out anchors off by "
+          f"{_percent(served.fit.target.check_error)} / {_percent(served.fit.draft.check_error)})")
+    return {weight_format: calibrated_costs(str(args.calibrate_from), costs, served.fit, served.report(costs))}
+
+
+def _percent(error: float | None) -> str:
+    return "-" if error is None else f"{100 * error:.0f} %"
 
 
 def server_watch(args) -> ServerWatch | None:
@@ -819,6 +855,11 @@ def build_parser() -> Parser:
                    "writes the profile's runtime states and parallel layout")
     add_tp_size(p, "--backend sglang: the --tp-size the rows were profiled at and the profile will serve")
     add_runtime_states(p)
+    p.add_argument("--calibrate-from", type=Path, default=None, metavar="PROFILE",
+                   help="a quick re-tune for this machine from another machine's profile: its forward tables are "
+                        "fitted to a few forwards timed here (seconds, as the server's --cast-calibrate does), in "
+                        "its weight format, and the tuner and the live gate run on them and the traces already in "
+                        "--db; nothing is profiled and no trace is recorded (native engine)")
     p.set_defaults(run=cmd_tune)
 
     p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",

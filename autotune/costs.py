@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from sglang_cast.cast import CostModel, CostTable, OverheadTable, fit_overhead
+from sglang_cast.cast.table_fit import TableCalibration
 from sglang_cast.engine.timing import interpolate_row
 
 from .errors import AutotuneError
@@ -43,6 +44,9 @@ class MeasuredCosts:
     points: int
     load_avg: tuple[float, float] = field(default=(0.0, 0.0))  # min/max while measuring
     steps: dict[str, int] = field(default_factory=dict)  # whole steps the overhead was fitted on, per source
+    # Set when the tables are another machine's profile fitted to this one (`tune --calibrate-from`):
+    # the profile and the fit, instead of measurements in the database.
+    calibrated_from: dict[str, Any] | None = None
 
     def provenance(self) -> dict[str, Any]:
         def role(info: RoleTable) -> dict[str, Any]:
@@ -62,8 +66,21 @@ class MeasuredCosts:
         else:
             overhead = {"steps": dict(self.steps), "fit": "least squares per batch size and context bucket "
                         "(cast.fit_overhead); cells without steps take the nearest measured cell's terms"}
+        if self.calibrated_from is not None:
+            return {"calibrated_from": self.calibrated_from,
+                    "overhead": "the profile's host-overhead table, kept (the anchors time forwards only)"}
         return {"timed_points": self.points, "load_avg_1min": list(self.load_avg),
                 "target": role(self.target), "draft": role(self.draft), "overhead": overhead}
+
+
+def calibrated_costs(profile_path: str, profile_costs: CostModel, fit: TableCalibration,
+                     report: dict[str, Any]) -> MeasuredCosts:
+    """Another machine's profile tables fitted to this one (`engine/table_calibration.py`),
+    as the tuner takes measured ones; ``report`` (the fit and its anchors) goes into the
+    published profile's provenance."""
+    costs = fit.apply(profile_costs)
+    return MeasuredCosts(costs, RoleTable(costs.target, ()), RoleTable(costs.draft, ()), len(fit.anchors),
+                         calibrated_from={"profile": profile_path, **report})
 
 
 def _role_table(rows: list[Measurement], role: str, ctx_bucket: int | None) -> RoleTable:

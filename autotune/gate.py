@@ -100,8 +100,9 @@ def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveChec
     misses = {size: c for size, c in confirmations.items() if c.beyond(margin)}
     refit_info = None
     if misses and refit is None:
-        say(mismatch_line(misses, margin, "not refitted (the live runs time the native engine, not the backend "
-                                          "these costs were measured on); published with the live gate's decision"))
+        say(mismatch_line(misses, margin, "not refitted (no measurements of this setup to refit: another "
+                                          "backend's, or tables calibrated from another machine's profile); "
+                                          "published with the live gate's decision"))
     elif misses:
         steps = sum(len(c.cast_steps) + len(c.plain_steps) for c in confirmations.values())
         say(mismatch_line(misses, margin, f"refitting the host overhead with the live runs' {steps} whole steps, "

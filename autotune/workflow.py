@@ -130,10 +130,9 @@ def bucket_sample(bucket_traces: list[StoredTrace], config: TuneConfig) -> list:
     return even_sample([s.trace for s in bucket_traces], config.max_traces)
 
 
-def tune_format(store: Store, setup: Setup, weight_format: str, by_bucket: dict, config: TuneConfig, prefix: str,
-                stop: threading.Event | None, progress: bool) -> FormatTuning | None:
-    """Tune every bucket for one format (its measurements are ``setup``'s); None when stopped."""
-    costs = measured_costs(store, setup)
+def tune_format(store: Store, costs: MeasuredCosts, weight_format: str, by_bucket: dict, config: TuneConfig,
+                prefix: str, stop: threading.Event | None, progress: bool) -> FormatTuning | None:
+    """Tune every bucket for one format on its cost tables; None when stopped."""
     results = []
     for size, bucket_traces in by_bucket.items():
         study = f"{study_prefix_for(prefix, weight_format)}-b{size}"
@@ -177,18 +176,24 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
         return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
                                          config.space, config.trials, config.seed, progress=progress))
 
-    native = fmt_setup.backend == NATIVE  # the live runs time the native engine: only its setup may refit
-    return live_gate(best.results, best.costs, check, refit if native else None, retune, config.live_margin, say)
+    # The live runs time the native engine: only its measured setup may refit (not another
+    # backend's, nor tables calibrated from another machine's profile, which have no measurements).
+    measured = fmt_setup.backend == NATIVE and best.costs.calibrated_from is None
+    return live_gate(best.results, best.costs, check, refit if measured else None, retune, config.live_margin, say)
 
 
 def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
                      load_format: Callable[[str], ModelPair] | None = None, stop: threading.Event | None = None,
                      progress: bool = True, live_check: LiveCheck | None = None,
-                     say: Callable[[str], None] = print) -> TuneOutcome | None:
+                     say: Callable[[str], None] = print,
+                     format_costs: dict[str, MeasuredCosts] | None = None) -> TuneOutcome | None:
     """Tune every bucket of every profiled format, gate the fastest live against plain
     decoding, publish it.
 
     ``pair`` and ``setup`` are the fp32 reference's (the traces are keyed by it);
+    ``format_costs`` gives each format's tables instead of the database's measurements
+    (``tune --calibrate-from``: another machine's profile fitted here; the live gate then
+    refits nothing, there being no measurements to refit with);
     ``load_format`` loads the pair in another format for the live runs;
     ``live_check`` replaces the live runs (tests plant their rates); ``say`` gets
     the gate's one-line notices.  Returns ``None`` (and publishes nothing) when
@@ -205,12 +210,17 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         raise AutotuneError(f"--top-k/--max-depth: no stored trace covers the space (top_k <= {config.space.top_k}, "
                             f"depth <= {config.space.max_depth}); recorded (top_k, depth): {recorded}; collect "
                             "with a larger shape or shrink the space")
-    setups, not_profiled = format_setups(store, setup, config.weight_formats)
+    if format_costs is None:
+        setups, not_profiled = format_setups(store, setup, config.weight_formats)
+        format_costs = {fmt: measured_costs(store, fmt_setup) for fmt, fmt_setup in setups.items()}
+    else:
+        setups = {fmt: replace(setup, target_model=format_target_id(setup.target_model, fmt)) for fmt in format_costs}
+        not_profiled = ()
     prefix = config.study_prefix or f"{config.label}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     by_bucket = assign_buckets(usable, config.buckets)
     tunings = []
-    for fmt, fmt_setup in setups.items():
-        tuning = tune_format(store, fmt_setup, fmt, by_bucket, config, prefix, stop, progress)
+    for fmt in setups:
+        tuning = tune_format(store, format_costs[fmt], fmt, by_bucket, config, prefix, stop, progress)
         if tuning is None:
             return None
         tunings.append(tuning)

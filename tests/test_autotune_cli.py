@@ -190,3 +190,22 @@ def test_a_format_is_named_for_what_runs():
     assert format_name(Namespace(dtype="bfloat16"), "fp32") == "bf16"
     assert format_name(Namespace(dtype="float32"), "fp32") == "fp32"
     assert format_name(Namespace(dtype="float32"), "int4/int8+int8") == "int4/int8+int8"
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--backend", "sglang", "--model-path", "/m", "--draft-path", "/d"], "--calibrate-from: re-tunes for the native"),
+    (["--weight-format", "int8"], "--weight-format: --calibrate-from tunes the profile's own format (int4/int8+int8)"),
+])
+def test_calibrate_from_refuses_what_it_cannot_re_tune_in_one_line(tmp_path, extra, expected, capsys):
+    argv = ["tune", "--gpu", "cpu", "--calibrate-from", str(PROFILES / "cpu.yaml"), "--db", str(tmp_path / "a.db")]
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_calibrate_from_a_file_that_is_no_profile_names_it(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: 1\n")
+    assert main(["tune", "--gpu", "cpu", "--calibrate-from", str(bad), "--db", str(tmp_path / "a.db")]) == 2
+    err = capsys.readouterr().err
+    assert "--calibrate-from:" in err and err.count("\n") == 1

@@ -140,3 +140,36 @@ def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_pat
     assert 0 < result["goals"]["tuned_over_grid_best_min"] <= 1.0 + 1e-9  # the grid holds the corners
     assert result["live_confirmation"]["timed_steps"]["cast"] > 0 and result["live_confirmation"]["rounds"] == 3
     assert set(result["replay_baselines_tokens_per_s"]) == {"vanilla", "eagle2"}
+
+
+def test_a_profile_from_another_machine_is_re_tuned_here_without_profiling_or_recording(tmp_path):
+    """`tune --calibrate-from`: the other machine's tables (here the tiny grid's, 3x
+    slower) fitted to anchors timed on this pair, then the tuner and the live gate on
+    the stored traces; the database gains no measurement and no trace."""
+    from autotune.costs import calibrated_costs
+    from sglang_cast.engine.table_calibration import calibrate
+
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store)
+    foreign = measured_costs(store, SETUP).costs
+    foreign = replace(foreign, target=replace(foreign.target, ms=3 * foreign.target.ms),
+                      draft=replace(foreign.draft, ms=3 * foreign.draft.ms))
+    with sqlite3.connect(store.path) as db:
+        db.execute("DELETE FROM measurements")  # tune must not read this machine's measurements
+    traces = store.trace_count("tiny-target", "mirror-draft")
+    served = calibrate(pair.target, pair.draft, foreign, 2)
+    assert served.fit.target.scale < 1  # this machine runs the 3x-slower tables' forwards faster
+    costs = calibrated_costs("other.yaml", foreign, served.fit, served.report(foreign))
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1, 2), trials=3, space=SPACE,
+                        confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False,
+                               format_costs={"fp32": costs})
+    provenance = load_profile(config.output).profile.provenance
+    assert provenance["cost_tables"]["calibrated_from"]["profile"] == "other.yaml"
+    assert provenance["cost_tables"]["calibrated_from"]["target"]["scale"] == pytest.approx(served.fit.target.scale,
+                                                                                          abs=1e-4)
+    assert outcome.published.profile.settings.costs.target(1, 32, 1) == pytest.approx(
+        served.fit.target(foreign.target(1, 32, 1)))
+    assert store.trace_count("tiny-target", "mirror-draft") == traces
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT COUNT(*) FROM measurements").fetchone() == (0,)
