@@ -277,3 +277,27 @@ def test_without_an_explore_share_or_switching_a_profile_off_bucket_never_specul
 def test_an_explore_share_outside_two_percent_is_refused(share):
     with pytest.raises(ValueError, match="explore_share must be in"):
         LiveGateConfig(explore_share=share)
+
+
+def test_near_break_even_a_bucket_keeps_its_state_instead_of_flapping():
+    """Speculation within `margin` of plain decoding: a speculating bucket stays on and a
+    switched-off one stays off (its probe must win by the margin); without a margin the
+    same rates switch."""
+    # 3 tokens in 15.5 ms (0.1935 tok/ms) against plain decoding's 1 in 5 ms (0.2): 3 % behind.
+    behind = replace(CONFIG, margin=0.05)
+    calibration = LiveCalibration(behind, settings())
+    assert speculating(feed(calibration, spec(1, live_ms=15.5), times=40) or calibration._effective()) == [True, True]
+    assert calibration.report()["buckets"][0]["switches_off"] == 0
+    no_margin = LiveCalibration(replace(CONFIG, margin=0.0), settings())
+    assert speculating(feed(no_margin, spec(1, live_ms=15.5), times=4)) == [False, True]
+    # A profile-off bucket whose exploration wins by 3 % (3 tokens in 14.5 ms) stays off.
+    off = LiveCalibration(behind, settings(speculate=False))
+    ran = run(off, 1, CONFIG.explore_after + 1 + CONFIG.min_samples + 10, spec_ms=14.5, plain_ms=5.0)
+    assert sum(ran) == CONFIG.min_samples + 1 and not ran[-1]
+    assert off.report()["buckets"][0]["switches_on"] == 0
+
+
+@pytest.mark.parametrize("margin", [-0.1, 1.0, True])
+def test_a_margin_outside_zero_to_one_is_refused(margin):
+    with pytest.raises(ValueError, match="margin must be in"):
+        LiveGateConfig(margin=margin)

@@ -18,8 +18,8 @@ recent plain iterations, each entry an :class:`IterationCost`:
 The gate, per bucket whose served settings say ``speculate: true``:
 
 * **switch off** when, over the speculative window (at least ``min_samples``
-  iterations), live tokens per live ms fall below what plain decoding would have
-  done on those same iterations: ``Σ B_i / Σ plain_i``, where ``plain_i`` is the
+  iterations), live tokens per live ms fall more than ``margin`` (5 %) below what plain
+  decoding would have done on those same iterations: ``Σ B_i / Σ plain_i``, where ``plain_i`` is the
   table's plain ms scaled by how far *live* plain iterations of the bucket ran from
   their prediction (scale 1 when the bucket has no fresh plain iterations).  Scaling
   the table by live plain iterations is what keeps a machine that got uniformly
@@ -28,7 +28,8 @@ The gate, per bucket whose served settings say ``speculate: true``:
   and its probe then compares like with like.
 * **probe**: a switched-off bucket runs ``probe_after`` plain iterations, then
   speculates again with an empty window; after ``min_samples`` speculative
-  iterations the same test decides (the probe's first one is not counted: it also
+  iterations the same test decides, now asking speculation to win by ``margin``
+  (the hysteresis that keeps a bucket near break-even from flapping) (the probe's first one is not counted: it also
   feeds the draft every token committed while the bucket was plain).  A failed probe doubles the wait (up to
   ``max_probe_after``), so a machine that stays slow pays a bounded, shrinking probe
   tax, and one that recovers gets speculation back within one probe.
@@ -376,7 +377,10 @@ class LiveCalibration:
             return False
         spec_rate, plain_rate = bucket.rates()
         source = "live-scaled" if bucket.plain_scale() is not None else "table"
-        if spec_rate >= plain_rate:
+        # Hysteresis: a speculating bucket stays on unless it loses by more than `margin`, a
+        # probe or exploration turns it on only when it wins by more, so noise around
+        # break-even does not flap it.
+        if spec_rate >= plain_rate * (1 + self.config.margin if bucket.probing else 1 - self.config.margin):
             if bucket.probing:
                 bucket.probing, bucket.wait = False, bucket.base_wait
                 bucket.counts.switches_on += 1
@@ -386,9 +390,9 @@ class LiveCalibration:
         if bucket.probing:
             bucket.wait = min(2 * bucket.wait, bucket.max_wait)
         log.warning("live gate: bucket max_batch_size=%d switched to speculate: false: %.4g tok/ms live "
-                    "speculative < %.4g tok/ms plain (%s) over %d iterations; next probe after %d plain "
-                    "iterations", bucket.max_batch_size, spec_rate, plain_rate, source, len(bucket.spec),
-                    bucket.wait)
+                    "speculative against %.4g tok/ms plain (%s, margin %g) over %d iterations; next probe after %d "
+                    "plain iterations", bucket.max_batch_size, spec_rate, plain_rate, source, self.config.margin,
+                    len(bucket.spec), bucket.wait)
         bucket.gated_off, bucket.probing, bucket.plain_since_off = True, False, 0
         bucket.counts.switches_off += 1
         bucket.spec.clear()

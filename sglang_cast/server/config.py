@@ -52,6 +52,10 @@ class LiveGateConfig:
     plain_stale_after: int = 1024  # bucket iterations after which the newest plain one no longer counts
     probe_after: int = 64  # plain iterations of a switched-off bucket before it speculates again
     max_probe_after: int = 1024  # the wait after repeated failed probes doubles up to this
+    # Hysteresis: speculation switches off when it loses to plain decoding by more than this share
+    # and a probe or exploration switches it on when it wins by more (an AVX2 EPYC near break-even
+    # flapped 29 times in 5 minutes without it).
+    margin: float = 0.05
     # The share of a profile-off bucket's (``speculate: false``) iterations that re-test
     # speculation with the profile's tree; 0: such buckets never speculate (the profile's ``explore_share``).
     explore_share: float = 0.02
@@ -76,6 +80,8 @@ class LiveGateConfig:
         if self.min_plain_samples > self.plain_window:
             raise ValueError(f"min_plain_samples must be <= plain_window ({self.plain_window}), "
                              f"got {self.min_plain_samples}")
+        if isinstance(self.margin, bool) or not 0 <= self.margin < 1:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin!r}")
         if isinstance(self.explore_share, bool) or not 0 <= self.explore_share <= 0.02:
             raise ValueError(f"explore_share must be in [0, 0.02], got {self.explore_share!r}")
         if self.max_probe_after < self.probe_after:
