@@ -234,7 +234,7 @@ def test_info_and_health_endpoints(client):
     assert server_info["cast_profile"]["path"] is None
     profile = client.get("/cast/profile").json()
     assert profile == {"path": None, "version": None, "label": None, "source": None, "loaded_at": None,
-                       "last_reload_error": None}
+                       "last_reload_error": None, "calibration": None}
     response = client.post("/cast/reload")
     assert response.status_code == 400 and "--cast-profile" in response.json()["error"]["message"]
 
