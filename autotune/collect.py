@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from sglang_cast.cast import SamplingParams, TreeShape, make_policy
+from sglang_cast.cast.policies import Eagle2Policy
 from sglang_cast.engine.build import resolve_settings
 
 from .models import ModelPair
@@ -50,7 +51,7 @@ class CollectReport:
 def collect(pair: ModelPair, store: Store, device: str, prompts: PromptSet, config: CollectConfig, *,
             progress: bool = True, should_stop=lambda: False) -> CollectReport:
     """Decode ``prompts`` once per batch size with trace recording on."""
-    settings = resolve_settings("eagle2", None).with_shape(config.shape)
+    settings = resolve_settings(Eagle2Policy, None).with_shape(config.shape)
     params = SamplingParams(max_new_tokens=config.max_new_tokens)
     run_ids, iterations, tokens = [], 0, 0
     for batch_size in config.batch_sizes:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from sglang_cast.cast import Policy
-from sglang_cast.engine import Engine, feature_width
-from sglang_cast.engine.build import DTYPES, default_draft_path
-from sglang_cast.models import ModelConfig, load_draft, load_target
+from sglang_cast.engine import feature_width
+from sglang_cast.engine.build import DTYPES, LoadedModels, default_draft_path, load_head, load_models
+from sglang_cast.models import ModelConfig
 from sglang_cast.models.weights import WeightFormat, apply_draft_format
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
 from sglang_cast.models.loader import CACHE_ENV, EMBEDDED_NAME, cache_root
@@ -34,33 +32,15 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "sglang_cast"  # the instal
 RANDOM_HEAD_PREFIX = "random-eagle-head"
 
 
-@dataclass
-class ModelPair:
-    """Loaded target + draft, their tokenizer, and the identifiers rows are keyed by."""
+@dataclass(kw_only=True)
+class ModelPair(LoadedModels):
+    """Loaded target + draft (their engines built as every engine is: `LoadedModels.engine`,
+    the profile timing the same graph backend), and the identifiers rows are keyed by."""
 
-    target: Any
-    draft: Any
-    tokenizer: Any
     target_id: str
     draft_id: str
     dtype: str
-    eos_token_ids: tuple[int, ...] = ()
     chat_template: bool = True  # wrap prompts in the tokenizer's chat template
-    cuda_graph: bool = True  # engines on CUDA record their decode forwards as graphs (engine/cuda_graphs.py)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.target.parameters()).device
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return next(self.target.parameters()).dtype
-
-    @property
-    def graph_backend(self) -> str | None:
-        """How the pair's engines run their decode forwards: CUDA graphs on a GPU
-        (unless ``cuda_graph`` is off), eagerly elsewhere; the profile times the same."""
-        return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
 
     @property
     def random_draft(self) -> bool:
@@ -77,10 +57,6 @@ class ModelPair:
         return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                                   tokenize=False)
 
-    def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
-        return Engine(self.target, self.tokenizer, self.draft, policy,
-                      max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
 
 
 def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:
@@ -165,20 +141,22 @@ def load_model_pair(model_path: str | None, draft_path: str | None, device: str,
     if dtype not in DTYPES:
         raise AutotuneError(f"--dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
     try:
-        target, config, tokenizer = load_target(model_path, device, DTYPES[dtype], weight_format)
+        models = load_models(model_path, None, device, DTYPES[dtype], weight_format)
     except (FileNotFoundError, ValueError) as err:
         raise AutotuneError(f"--model-path: {err}") from None
-    target_id = format_target_id(target_model_id(model_path), weight_format)
     path = Path(draft_path).expanduser() if draft_path else default_draft_path(model_path)
+    if path is None and model_path is not None:
+        raise AutotuneError("--draft-path: required for a --model-path other than the embedded model")
     if path is None:
-        if model_path is not None:
-            raise AutotuneError("--draft-path: required for a --model-path other than the embedded model")
-        draft = apply_draft_format(random_eagle_head(target, config, random_seed), WeightFormat.parse(weight_format).draft)
+        head = random_eagle_head(models.target, models.target.config, random_seed)
+        draft = apply_draft_format(head, WeightFormat.parse(weight_format).draft)
         draft_id = f"{RANDOM_HEAD_PREFIX}:seed={random_seed}"
     else:
         try:
-            draft = load_draft(path, target, device, DTYPES[dtype], WeightFormat.parse(weight_format).draft)
+            draft = load_head(path, models.target, device, DTYPES[dtype], weight_format)
         except (FileNotFoundError, ValueError) as err:
             raise AutotuneError(f"--draft-path: {err}") from None
         draft_id = draft_model_id(path)
-    return ModelPair(target, draft, tokenizer, target_id, draft_id, dtype, config.eos_token_ids)
+    return ModelPair(models.target, draft, models.tokenizer, models.eos_token_ids,
+                     target_id=format_target_id(target_model_id(model_path), weight_format), draft_id=draft_id,
+                     dtype=dtype)

@@ -6,7 +6,7 @@ The forward tables time the model calls alone; an iteration also pays host work
 row, syncs).  Here a step is timed whole — ``Engine.step()`` between two reads of
 ``start_clock``, which synchronises the device on both sides — and the forwards the
 tables charge for that very step (``cast.charged_ms`` on the step's own plan
-``policy.last_plan``, its forwards part) are subtracted.
+``IterationRecord.plan``, its forwards part) are subtracted.
 What is left is one ``StepSample``; ``cast.fit_overhead`` turns many of them into
 the four host terms.
 
@@ -115,7 +115,8 @@ def run_steps(engine: Engine, prompts: list[str], params: SamplingParams, warmup
             ran += 1
             if ran <= warmup:
                 continue
-            plan, record = engine.policy.last_plan, step.record
+            record = step.record
+            plan = record.plan
             timed.append(TimedStep(record.batch_size, record.context_len, len(plan.kept), record.verified,
                                    sum(record.accepted) + record.batch_size, elapsed,
                                    charged_ms(plan, record.verified, max(record.accepted))[1]))

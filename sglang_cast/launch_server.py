@@ -20,13 +20,12 @@ if TYPE_CHECKING:
     from .profile import LoadedProfile
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
-COST_AWARE = ("cast", "goodput")
 
 
 def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | None:
     """``--cast-profile``, else this hardware's profile if there is one (`profile.find_profile`).
-    eagle2 and vanilla may run without a profile; cast and goodput decide on its
-    cost tables and refuse to start without them."""
+    Policies that read no costs (eagle2, vanilla) may run without a profile; cost-aware
+    ones (cast, goodput) decide on its tables and refuse to start without them."""
     from .profile import ProfileError, find_profile, load_profile
 
     path = args.cast_profile
@@ -34,7 +33,7 @@ def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | 
         label = hardware_label(args.device)
         path = find_profile(label)
         if path is None:
-            if args.policy in COST_AWARE:
+            if args.policy_class.cost_aware:
                 parser.error(f"--speculative-algorithm {args.algorithm} needs a CAST profile, and there is none for "
                              f"this hardware (label {label!r}): pass --cast-profile PATH or run "
                              f"`cast-autotune profile`")
@@ -76,7 +75,7 @@ def sglang_profile(args: LaunchArgs, draft: Path | None, parser: OneLineParser) 
     (`resolve_profile`; the worker's start-up log names the profile it runs)."""
     from .profile import PROFILE_DIR, ProfileError, find_profile, load_profile
 
-    if args.policy not in COST_AWARE or args.cast_profile is not None or draft is None:  # no draft: refused anyway
+    if not args.policy_class.cost_aware or args.cast_profile is not None or draft is None:  # no draft: refused anyway
         return str(args.cast_profile) if args.cast_profile else None
     found = find_profile(hardware_label(args.device), PROFILE_DIR / "sglang")
     if found is None:
@@ -97,7 +96,7 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
     from .sglang_plugin.launch import launch_sglang, validate
 
     args = fall_back_without_draft(args)
-    draft = args.draft_path if args.algorithm == "NONE" else args.draft_path or default_draft_path(args.model_path)
+    draft = (args.draft_path or default_draft_path(args.model_path)) if args.policy_class.needs_draft else args.draft_path
     namespace = argparse.Namespace(
         model_path=args.model_path, speculative_draft_model_path=str(draft) if draft else None,
         speculative_algorithm=args.algorithm, speculative_num_steps=args.shape.max_depth,
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     args = fall_back_without_draft(args)
     profile = resolve_profile(args, parser)
     try:
-        base = profile.profile.settings if profile is not None else resolve_settings(args.policy, None)
+        base = profile.profile.settings if profile is not None else resolve_settings(args.policy_class, None)
         engine = build_engine(EngineArgs(
             model_path=args.model_path, draft_path=args.draft_path, policy=args.policy,
             settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
@@ -145,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))
-    charged = profile.profile if profile is not None and args.policy in COST_AWARE else None  # eagle2 reads no costs
+    charged = profile.profile if profile is not None and args.policy_class.cost_aware else None  # eagle2 reads no costs
     calibration = calibrate_at_startup(args.calibrate, charged, engine,
                                        "cuda" if args.cuda_graph and args.device.startswith("cuda") else None)
     model_path = args.model_path or EMBEDDED_NAME

@@ -33,7 +33,7 @@ SETUP = Setup.current("test-device", "tiny-target", "mirror-draft", "float32")
 
 def tiny_pair() -> ModelPair:
     target = tiny_target()
-    return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny-target", "mirror-draft", "float32",
+    return ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="tiny-target", draft_id="mirror-draft", dtype="float32",
                      chat_template=False)
 
 

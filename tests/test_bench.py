@@ -32,7 +32,7 @@ SHAPE = TreeShape(top_k=3, max_depth=3, num_verify_tokens=8)
 @pytest.fixture(scope="module")
 def pair() -> ModelPair:
     target = tiny_target()
-    return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny-target", "mirror-draft", "float32",
+    return ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="tiny-target", draft_id="mirror-draft", dtype="float32",
                      chat_template=False)
 
 
@@ -153,8 +153,8 @@ def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     rate = replay_settings(log.traces, settings().with_shape(best[2]), "eagle2").tokens_per_s
     for shape in (TreeShape(1, 1, 2), TreeShape(3, 3, 8), TreeShape(2, 2, 4)):
         assert rate >= replay_settings(log.traces, settings().with_shape(shape), "eagle2").tokens_per_s
-    packed = ModelPair(pair.target, pair.draft, pair.tokenizer, f"{pair.target_id}@int4/int8", pair.draft_id,
-                       "float32")  # a packed benchmark finds the traces collect recorded for the fp32 target
+    packed = ModelPair(pair.target, pair.draft, pair.tokenizer, target_id=f"{pair.target_id}@int4/int8", draft_id=pair.draft_id,
+                       dtype="float32")  # a packed benchmark finds the traces collect recorded for the fp32 target
     assert methodkit.best_static_shapes(packed, settings(), [2], tmp_path / "t.db", max_traces=40) == best
     methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2-best")]
     records = table.bench(pair, methods, settings(), best, PROMPTS[:2], [2], [0.0], 4, 64)
@@ -162,8 +162,8 @@ def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     assert f"tree k{shape.top_k}-d{shape.max_depth}-m{shape.num_verify_tokens}" in table.markdown(records, "tiny")
     assert "tree" not in table.markdown(records[:1], "tiny")
     with pytest.raises(inputs.BenchError, match="no traces for draft other"):
-        methodkit.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, "tiny-target", "other",
-                                           "float32"), settings(), [2], tmp_path / "t.db", 40)
+        methodkit.best_static_shapes(ModelPair(pair.target, pair.draft, pair.tokenizer, target_id="tiny-target", draft_id="other",
+                                           dtype="float32"), settings(), [2], tmp_path / "t.db", 40)
 
 
 def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):

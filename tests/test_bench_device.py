@@ -67,7 +67,7 @@ def test_a_bfloat16_run_names_bf16_and_judges_divergences(monkeypatch, tmp_path)
     """--dtype bfloat16 on the CPU: dense bf16 weights, named so in the model record and
     every record; greedy divergences (if any) carry the measured judge's gap."""
     target = tiny_target().to(torch.bfloat16)
-    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny", "mirror", "bfloat16", chat_template=False)
+    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="tiny", draft_id="mirror", dtype="bfloat16", chat_template=False)
     settings = PolicySettings.single(CostModel.linear(1.0, 5.0), shape=TreeShape(3, 3, 8),
                                      thresholds=Thresholds(0.2, 0.2, 0.2))
     asked = {}

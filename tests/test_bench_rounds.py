@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sglang_cast.cast import CostModel, PolicySettings, Thresholds, TreeShape
+from sglang_cast.cast import CostModel, PolicySettings, Thresholds, TreeShape, make_policy
 from tools.benchkit import methods as methodkit
 from tools.benchkit import rounds, table
 from tools.benchkit.rounds import Measured, Round, interleave
@@ -82,7 +82,7 @@ def test_engine_rounds_are_timed_by_the_device_clock(monkeypatch):
 
     monkeypatch.setattr(rounds, "start_clock", fake_clock)
     target = tiny_target()
-    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), "t", "d", "float32", chat_template=False)
+    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="t", draft_id="d", dtype="float32", chat_template=False)
     settings = PolicySettings.single(CostModel.linear(1.0, 5.0), shape=TreeShape(3, 3, 8),
                                      thresholds=Thresholds(0.2, 0.2, 0.2))
     runner = rounds.EngineRunner(pair.engine(table.make_policy("vanilla", settings), 2, 64), ["ab", "cd"],
@@ -113,7 +113,7 @@ def test_bench_interleaves_the_methods_of_each_batch_size(monkeypatch):
 
     monkeypatch.setattr(table, "runner_for", logged)
     target = tiny_target()
-    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), "t", "d", "float32", chat_template=False)
+    pair = ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="t", draft_id="d", dtype="float32", chat_template=False)
     settings = PolicySettings.single(CostModel.linear(1.0, 5.0), shape=TreeShape(3, 3, 8),
                                      thresholds=Thresholds(0.2, 0.2, 0.2))
     chosen = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2")]
@@ -149,8 +149,9 @@ def test_host_time_is_the_step_outside_the_draft_and_verify_clocks():
     from tools.benchkit.rounds import summarise
 
     def record(step_ms: float) -> IterationRecord:
-        return IterationRecord(batch_size=1, context_len=10, depth=2, verified=3, accepted=[1], verified_value=[1.0],
-                               draft_ms=3.0, verify_ms=10.0, step_ms=step_ms)
+        plan = make_policy("eagle2", PolicySettings.single(CostModel.linear(1.0, 0.0))).begin(1, 10)
+        return IterationRecord(plan=plan, batch_size=1, context_len=10, depth=2, verified=3, accepted=[1],
+                               verified_value=[1.0], draft_ms=3.0, verify_ms=10.0, step_ms=step_ms)
 
     stats = summarise(Round([[1, 2]], 1.0, [record(14.0), record(14.5)]))
     assert stats["host_ms"] == pytest.approx(1.25)

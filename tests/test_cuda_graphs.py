@@ -169,7 +169,7 @@ def test_graph_memory_is_read_with_the_allocator_cache_released(monkeypatch):
 
 def test_graphs_reserve_a_pad_slot_no_request_gets():
     graphed = engine("cast", "eager-replay", max_batch=2)
-    assert graphed.target_cache.max_batch == 3 and graphed.draft_cache.max_batch == 3
+    assert graphed.runner.target_cache.max_batch == 3 and graphed.runner.draft_cache.max_batch == 3
     assert graphed.scheduler.free_slots == [0, 1]
 
 

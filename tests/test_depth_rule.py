@@ -47,7 +47,7 @@ def test_a_layer_switched_off_by_a_bad_stretch_comes_back_when_acceptance_recove
     good = [depth_of_iteration(policy, 0.9) for _ in range(40)]
     back = next(i for i in range(len(good)) if all(d > 1 for d in good[i:]))
     assert back <= 4 * policy.depth_probe_every  # at most fifo_len probes to refill A_1
-    assert policy.expected_ratio(1) == pytest.approx(0.9)
+    assert policy.depth_ratios().mean(1) == pytest.approx(0.9)
 
 
 def test_without_probes_the_same_stretch_switches_the_layer_off_for_good():
@@ -63,9 +63,9 @@ def test_goodput_probes_a_switched_off_layer_too():
     policy.depth_probe_every = 5
     for _ in range(10):
         depth_of_iteration(policy, 1e-6)
-    assert policy.expected_ratio(1) < 1e-3
+    assert policy.depth_ratios().mean(1) < 1e-3
     depths = [depth_of_iteration(policy, 0.95) for _ in range(30)]
-    assert depths[-1] > 1 and policy.expected_ratio(1) == pytest.approx(0.95)
+    assert depths[-1] > 1 and policy.depth_ratios().mean(1) == pytest.approx(0.95)
 
 
 def test_predict_depth_foresees_a_probe_without_counting_it():

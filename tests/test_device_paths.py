@@ -14,40 +14,13 @@ import torch
 from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.cast import largest_valid_index
 from sglang_cast.engine import Engine
-from sglang_cast.models import DraftConfig, EagleDraft, LlamaModel, ModelConfig
 from sglang_cast.models import attention
+from tools.tiny_models import VOCAB, CharTokenizer, random_pair
 
-VOCAB = 64
 CUDA_REASON = "no CUDA device on this machine (torch.cuda.is_available() is False)"
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_REASON))]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=TreeShape(4, 3, 10))
-
-
-class CharTokenizer:
-    def encode(self, text):
-        return [ord(c) % VOCAB for c in text]
-
-    def decode(self, ids):
-        return "".join(chr(ord("a") + i % 26) for i in ids)
-
-
-def random_pair(device: str, dtype: torch.dtype) -> tuple[LlamaModel, EagleDraft]:
-    """A two-layer target and an EAGLE head, random but fixed (seeded on the CPU)."""
-    config = ModelConfig.from_hf({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 32,
-        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": True,
-    })
-    target = LlamaModel(config)
-    layer = ModelConfig.from_hf({**config.to_hf(), "num_hidden_layers": 1})
-    draft = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for module in (target, draft):
-            for name, param in module.named_parameters():
-                param.copy_(torch.ones_like(param) if "norm" in name else 0.3 * torch.randn(param.shape, generator=gen))
-    return target.to(device, dtype).eval(), draft.to(device, dtype).eval()
 
 
 def make_engine(policy: str, device: str, dtype: str, max_batch: int = 3) -> Engine:
@@ -62,11 +35,11 @@ PROMPTS = ["hello world", "trees", "speculative decoding on a device"]
 def assert_engine_on(engine: Engine, device: str) -> None:
     """Every cache buffer and draft root state lives on ``device``; lengths on the host."""
     kind = torch.device(device).type
-    caches = [engine.target_cache] + ([engine.draft_cache] if engine.draft is not None else [])
+    caches = [engine.runner.target_cache] + ([engine.runner.draft_cache] if engine.draft is not None else [])
     for cache in caches:
         assert cache.k.device.type == kind and cache.v.device.type == kind
     if engine.draft is not None:
-        assert engine.root_hidden.device.type == kind and engine.root_logits.device.type == kind
+        assert engine.runner.root_hidden.device.type == kind and engine.runner.root_logits.device.type == kind
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

@@ -73,6 +73,20 @@ def engine(policy: str, target, max_batch=4, context=160) -> Engine:
 PROMPTS = ["hello world", "speculative decoding", "a", "the cast of trees", "zz", "lossless?"]
 
 
+def test_each_record_carries_the_plan_its_iteration_ran_under():
+    """What a live iteration is charged against travels in its record (the server's live
+    gate and the benchmarks read it there): one fresh plan per iteration, of the
+    iteration's own batch size, as the batch shrinks."""
+    log = StepLog()
+    eng = engine("cast", tiny_target())
+    eng.generate(PROMPTS[:3], [SamplingParams(max_new_tokens=n) for n in (3, 9, 20)], on_step=log)
+    plans = [r.plan for r in log.records]
+    assert [p.batch_size for p in plans] == [r.batch_size for r in log.records]
+    assert {r.batch_size for r in log.records} == {1, 2, 3}
+    assert len({id(p) for p in plans}) == len(plans)
+    assert all(p.context_len == r.context_len for p, r in zip(plans, log.records))
+
+
 @pytest.mark.parametrize("policy", ["eagle2", "cast", "goodput"])
 @pytest.mark.parametrize("max_batch", [1, 4])
 def test_greedy_outputs_equal_vanilla(policy, max_batch):
@@ -112,7 +126,7 @@ def test_requests_join_and_leave_between_iterations():
     results = eng.generate(PROMPTS[:4], [SamplingParams(max_new_tokens=n) for n in lengths])
     assert [len(r.token_ids) for r in results] == lengths
     assert all(r.finish_reason == "length" for r in results)
-    assert sorted(eng.free_slots) == [0, 1]
+    assert sorted(eng.scheduler.free_slots) == [0, 1]
     alone = engine("vanilla", target, max_batch=1).generate([PROMPTS[1]], SamplingParams(max_new_tokens=30))
     assert results[1].token_ids == alone[0].token_ids
 
@@ -268,7 +282,7 @@ def test_recording_reserves_room_for_the_whole_candidate_pool():
     pool = SETTINGS.buckets[0].shape.pool_size
     assert eng.tree_room < 1 + pool
     eng.record_traces()
-    assert eng.tree_room >= 1 + pool and eng.target_cache.capacity >= 64 + 1 + pool
+    assert eng.tree_room >= 1 + pool and eng.runner.target_cache.capacity >= 64 + 1 + pool
     log = StepLog()
     eng.generate(["x" * 40], SamplingParams(max_new_tokens=24, ignore_eos=True), on_step=log)  # up to 64 tokens
     assert max(t.tree.size for t in log.traces) == 1 + pool  # every iteration drafted the full pool

@@ -126,8 +126,8 @@ def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):
 
 def test_draft_sizes_are_one_row_and_the_widest_layer_of_a_speculating_bucket():
     off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
-    assert draft_sizes("vanilla", SETTINGS) == () and draft_sizes("cast", off) == ()
-    assert draft_sizes("cast", SETTINGS) == (1, 4) and draft_sizes("eagle2", None) == ()
+    assert draft_sizes(SETTINGS, drafts=False) == () and draft_sizes(off, drafts=True) == ()
+    assert draft_sizes(SETTINGS, drafts=True) == (1, 4) and draft_sizes(None, drafts=True) == ()
 
 
 def test_explicit_formats_and_cuda_are_not_measured():
@@ -141,9 +141,9 @@ def test_explicit_formats_and_cuda_are_not_measured():
 
 def test_verify_sizes_follow_the_policy_and_the_speculating_buckets():
     off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
-    assert verify_sizes("vanilla", SETTINGS) == (1,)
-    assert verify_sizes("cast", SETTINGS) == (1, 16)
-    assert verify_sizes("cast", off) == (1,)
+    assert verify_sizes(SETTINGS, drafts=False) == (1,)
+    assert verify_sizes(SETTINGS, drafts=True) == (1, 16)
+    assert verify_sizes(off, drafts=True) == (1,)
 
 
 def test_build_engine_loads_the_format_auto_resolves_to(monkeypatch):
@@ -270,7 +270,7 @@ def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monke
     def load_model_pair(model_path, draft_path, device, dtype, weight_format):
         asked.append(weight_format)
         target = apply_weight_format(tiny_target(), WeightFormat.parse(weight_format))
-        return ModelPair(target, MirrorDraft(target), CharTokenizer(), "tiny", "mirror", "float32",
+        return ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="tiny", draft_id="mirror", dtype="float32",
                          chat_template=False)
 
     monkeypatch.setattr(cli, "load_prompts", lambda path: PromptSet("p", ("a", "b"), ("hello", "abc")))

@@ -95,8 +95,8 @@ def test_depth_ratio_is_next_layer_utility_over_this_layers_into_a_i():
     assert plan.grow(1)
     plan.keep(2, torch.tensor([[0.2, 0.1]], dtype=torch.float64))
     phi = 0.3 / 0.9
-    assert policy.expected_ratio(1) == pytest.approx((1.0 + phi) / 2)
-    assert policy.expected_ratio(2) == pytest.approx(1.0)
+    assert policy.depth_ratios().mean(1) == pytest.approx((1.0 + phi) / 2)
+    assert policy.depth_ratios().mean(2) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("margin, grows", [(1 - 1e-6, True), (1 + 1e-6, False)])
@@ -105,7 +105,7 @@ def test_depth_rule_reads_a_i_for_layer_i(margin, grows):
     is pushed far from ``A_2`` (still [1.0]), so reading the wrong FIFO flips it."""
     policy = cast(fifo_len=4)
     for _ in range(4):
-        policy.observe_ratio(1, 0.05)
+        policy.depth_ratios().push(1, 0.05)
     values = torch.tensor([[0.7, 0.2, 0.05]], dtype=torch.float64)
     probe = policy.begin(1, 10)
     probe.keep(1, values)

@@ -73,7 +73,7 @@ def test_the_pad_slot_is_never_timed():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_on_cuda_the_profile_replays_captured_graphs():
     target, draft = random_pair("cuda", torch.bfloat16)
-    cuda_pair = ModelPair(target, draft, CharTokenizer(), "tiny", "head", "bfloat16", chat_template=False)
+    cuda_pair = ModelPair(target, draft, CharTokenizer(), target_id="tiny", draft_id="head", dtype="bfloat16", chat_template=False)
     assert cuda_pair.graph_backend == "cuda"
     timer = forward_timer(cuda_pair, "target", 2, 64)
     timing = timer.time(2, 32, 4, warmup=1, repeats=3)

@@ -175,7 +175,7 @@ def test_goodput_charges_host_work_in_its_rate():
         policy = make_policy("goodput", PolicySettings.single(flat_costs(overhead(per_layer=per_layer)),
                                                               TreeShape(1, 4, 16)))
         for _ in range(16):
-            policy.observe_ratio(1, 0.9)
+            policy.depth_ratios().push(1, 0.9)
         plan = policy.begin(1, 10)
         plan.keep(1, values)
         grows.append(plan.grow(1))
@@ -211,15 +211,6 @@ def test_unknown_costs_field_is_refused_by_name():
     data = flat_costs().to_dict() | {"overheads": {}}
     with pytest.raises(ValueError, match=r"profile.costs: unknown field\(s\) \['overheads'\]"):
         CostModel.from_dict(data, "profile.costs")
-
-
-def test_policy_keeps_the_plan_of_its_latest_iteration():
-    """``last_plan`` is what a live iteration was charged against (server and live checks)."""
-    policy = make_policy("cast", PolicySettings.single(flat_costs(), TreeShape(2, 2, 4)))
-    assert policy.last_plan is None
-    first = policy.begin(1, 10)
-    second = policy.begin(2, 30)
-    assert policy.last_plan is second and second is not first and second.batch_size == 2
 
 
 def test_charge_of_a_step_adds_the_host_ms_its_fitted_terms_give():

@@ -81,8 +81,8 @@ def test_admitted_prompts_share_one_forward_and_match_one_prompt_prefills():
         alone, (single,), _ = prefilled("eagle2", [prompt], max_batch=1)
         n = len(single.prompt_ids)
         assert single.output_ids == joint.output_ids  # the first token
-        assert int(together.target_cache.lens[joint.slot]) == n
-        torch.testing.assert_close(together.target_cache.k[:, joint.slot, :, :n], alone.target_cache.k[:, 0, :, :n])
+        assert int(together.runner.target_cache.lens[joint.slot]) == n
+        torch.testing.assert_close(together.runner.target_cache.k[:, joint.slot, :, :n], alone.runner.target_cache.k[:, 0, :, :n])
         tokens, features = together.runner.draft_backlog[joint.slot]
         alone_tokens, alone_features = alone.runner.draft_backlog[single.slot]
         assert tokens == alone_tokens and len(features) == n

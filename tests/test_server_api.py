@@ -305,7 +305,7 @@ def test_client_disconnect_frees_the_slot_at_once(target):
         assert len(engine.running) == 1
         response.close()
         wait_for(lambda: not engine.running, timeout=3.0)
-        assert sorted(engine.free_slots) == [0, 1]
+        assert sorted(engine.scheduler.free_slots) == [0, 1]
         assert server.app.state.server.worker.outstanding == 0
         assert metric(c.get("/metrics").text, "cast_requests_cancelled_total") == 1
 

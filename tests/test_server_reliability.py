@@ -64,7 +64,7 @@ def test_dropped_streams_free_their_slots(target):
         for response in responses:
             response.close()
         wait_for(lambda: not engine.running and not engine.waiting, timeout=3.0)
-        assert sorted(engine.free_slots) == [0, 1, 2, 3]
+        assert sorted(engine.scheduler.free_slots) == [0, 1, 2, 3]
         assert server.app.state.server.worker.outstanding == 0
         assert c.post("/v1/completions", json={"model": MODEL, "prompt": "after", "max_tokens": 4}).status_code == 200
 

@@ -132,7 +132,7 @@ def test_worker_decisions_equal_the_native_engine(policy, thresholds, expected_d
         for name in ("tokens", "parents", "values", "depths"):
             assert np.array_equal(getattr(drafted.tree, name), getattr(native_tree, name)), f"{name} at {where}"
         for layer in range(1, 7):  # depth-pruning FIFOs evolve identically
-            assert worker.expected_ratio(layer) == native.expected_ratio(layer), where
+            assert worker.depth_ratios().mean(layer) == native.depth_ratios().mean(layer), where
 
 
 def test_a_draft_of_d_layers_copies_to_the_host_d_times(monkeypatch):
@@ -320,17 +320,17 @@ def test_predicted_depth_is_the_depth_drafted_when_layers_follow_the_fifos(polic
     ratios = [0.7, 0.6, 0.9, 0.5, 0.8]
     for layer, ratio in enumerate(ratios, start=1):  # teach the FIFOs these ratios
         for _ in range(4):
-            pol.observe_ratio(layer, ratio)
+            pol.depth_ratios().push(layer, ratio)
     roots = torch.tensor([[0.6, 0.2, 0.1, 0.05], [0.9, 0.05, 0.02, 0.01]], dtype=torch.float64)
     plan = pol.begin(2, 300)
     predicted = plan.predict_depth(roots)
     assert plan.kept == [] and plan.draft_ms == 0.0  # the probe left the plan alone
-    assert [pol.expected_ratio(i) for i in range(1, 6)] == pytest.approx(ratios)  # and the FIFOs
+    assert [pol.depth_ratios().mean(i) for i in range(1, 6)] == pytest.approx(ratios)  # and the FIFOs
     # A draft whose layer-i values are layer 1's scaled by the FIFO means so far:
     # its layers follow the FIFOs exactly, so the prediction must be exact.
     values = [roots]
     for i in range(1, 6):
-        values.append(values[-1] * pol.expected_ratio(i))
+        values.append(values[-1] * pol.depth_ratios().mean(i))
     layer = 1
     while True:  # the exact rule, layer by layer
         plan.keep(layer, values[layer - 1])

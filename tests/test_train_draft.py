@@ -277,10 +277,10 @@ def test_training_time_test_matches_engine_tree_drafting():
     root = request.output_ids[0]
     assert not request.finished
     slot = torch.tensor([request.slot])
-    context = engine.target_cache.lens[slot].clone()
+    context = engine.runner.target_cache.lens[slot].clone()
     recorder = RecordingDraft(engine.runner.draft_forward)
-    expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.root_hidden[slot],
-                             engine.root_logits[slot])
+    expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.runner.root_hidden[slot],
+                             engine.runner.root_logits[slot])
     tree = DraftTree.from_roots(torch.tensor([root]))
     # depth 1: a and its sibling b; depth 2: c under b, then d under a (a layer's nodes
     # come in rank order, not in their parents' order)
@@ -300,7 +300,7 @@ def test_training_time_test_matches_engine_tree_drafting():
         with torch.no_grad():
             outputs = ttt_forward(draft, torch.tensor([tokens[1:]]), padded[None], 3)
         ttt = [draft.lm_head(draft.norm(h))[0] for h in outputs]
-        torch.testing.assert_close(ttt[0][n - 1], engine.root_logits[request.slot], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ttt[0][n - 1], engine.runner.root_logits[request.slot], rtol=1e-5, atol=1e-5)
         for step, position, column in checks:
             engine_logits = recorder.logits[step - 1][0, column]  # the root's children need no call
             torch.testing.assert_close(ttt[step][position], engine_logits, rtol=1e-5, atol=1e-5)

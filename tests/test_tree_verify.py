@@ -91,12 +91,12 @@ def test_greedy_verification_equals_brute_force(seed, batch, size, vocab):
 
     argmax = torch.tensor([[argmax_of_path(path_of(tree, b, int(i))) for i in vt.node_ids[b]] for b in range(batch)])
     result = verify_greedy(vt, argmax)
+    committed = result.committed(vt)
     for b in range(batch):
         length, bonus = _brute_force_greedy(tree, vt, argmax_of_path, b)
         assert int(result.num_accepted[b]) == length
         assert int(result.bonus[b]) == bonus
-        accepted = result.accepted_tokens(vt, b)
-        assert len(accepted) == length + 1
+        assert len(committed[b]) == length + 1 and committed[b][-1] == bonus
 
 
 # --- speculative sampling is lossless --------------------------------------------------------
@@ -125,8 +125,7 @@ def _draw(draws: int, seed: int):
     result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), [sampler] * draws)
     first = []
     second_after_3 = []
-    for b in range(draws):
-        tokens = result.accepted_tokens(batch_tree, b)
+    for tokens in result.committed(batch_tree):
         first.append(tokens[0])
         if tokens[0] == 3:
             second_after_3.append(tokens[1])
@@ -224,8 +223,7 @@ def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
                                                                       vt.depths, vt.values)))
     result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), [sampler] * draws)
     after_leaf_1, after_leaf_0 = [], []
-    for b in range(draws):
-        tokens = result.accepted_tokens(batch_tree, b)
+    for tokens in result.committed(batch_tree):
         if tokens[:1] == [1]:
             after_leaf_1.append(tokens[1])
         if tokens[:2] == [3, 0]:

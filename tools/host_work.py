@@ -2,7 +2,7 @@
 
     python tools/host_work.py --policies vanilla,eagle2,cast --batch-size 1,4 --json out.json
 
-Runs the engine on the tests' tiny random target and EAGLE head (two layers of width
+Runs the engine on the tiny random target and EAGLE head (two layers of width
 32: their forwards cost little), so what an iteration spends outside its forwards
 stands out: the policy's decisions, the draft tree's and the caches' bookkeeping, the
 verification.  On a GPU the forwards replay as CUDA graphs and this is the host time
@@ -19,7 +19,7 @@ Per (policy, batch size) it reports the median over ``--rounds`` decodes of
 * ``device_ops``: torch ops per iteration outside the forwards on data the engine
   keeps or sends to its device, views aside: what would launch a kernel (or copy) on
   a GPU.  One more decode with the caches, the draft's root outputs and everything
-  sent through ``to_device`` marked as device data (`DeviceOps`, the tests'
+  sent through ``to_device`` marked as device data (`DeviceOps`, `tools.device_marking`'s
   ``DeviceData``, which catches host reads, counting ops); tensors the engine creates on its
   device with a factory (``torch.ones(..., device=)``) are not marked, so it is a
   lower bound.
@@ -47,7 +47,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny random pair and device marking
 
 import torch  # noqa: E402
 
@@ -55,11 +54,12 @@ from sglang_cast.cast import POLICIES, CostModel, DraftTree, PolicySettings, Sam
 from sglang_cast.cast import expand as cast_expand  # noqa: E402
 from sglang_cast.cast import make_policy  # noqa: E402
 from sglang_cast.engine import Engine, StepLog  # noqa: E402
+from sglang_cast.engine.build import LoadedModels  # noqa: E402
 from sglang_cast.engine import runner as runner_module  # noqa: E402
 from sglang_cast.engine.draft_expander import DraftExpander  # noqa: E402
 from sglang_cast.engine.runner import SpeculativeRunner  # noqa: E402
-from test_device_paths import CharTokenizer, random_pair  # noqa: E402
-from test_host_syncs import SENDERS, DeviceData, mark_engine  # noqa: E402
+from tools.device_marking import SENDERS, DeviceData, mark_engine  # noqa: E402
+from tools.tiny_models import CharTokenizer, random_pair  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.step_profile import FORWARD, ITERATION, label_ranges, outside_forwards  # noqa: E402
 
@@ -151,7 +151,7 @@ NO_LAUNCH = frozenset({"view", "view_as", "unsqueeze", "squeeze", "expand", "exp
 
 
 class DeviceOps(DeviceData):
-    """The tests' `DeviceData` (what is computed from it is device data too, ``.cpu()``
+    """`tools.device_marking.DeviceData` (what is computed from it is device data too, ``.cpu()``
     hands back plain host data), counting every op on it (`NO_LAUNCH` aside; the copy
     to the host included) while ``counting``."""
 
@@ -199,13 +199,13 @@ def device_ops(engine: Engine, params: SamplingParams) -> float:
 
 
 def tiny_engine(policy: str, batch_size: int, args: argparse.Namespace) -> Engine:
-    """The tests' tiny random pair in an engine running ``policy``."""
+    """The tiny random pair (`tools.tiny_models`) in an engine running ``policy``."""
     torch.manual_seed(0)
     shape = TreeShape(args.top_k, args.max_depth, args.num_verify_tokens)
     settings = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=shape)
     target, draft = random_pair("cpu", torch.float32)
-    return Engine(target, CharTokenizer(), draft, make_policy(policy, settings), max_batch_size=batch_size,
-                  context_length=64 + args.max_new_tokens)  # the runner adds the tree's room itself
+    models = LoadedModels(target, draft, CharTokenizer())
+    return models.engine(make_policy(policy, settings), batch_size, 64 + args.max_new_tokens)  # + the tree's room
 
 
 def measure(policy: str, batch_size: int, args: argparse.Namespace) -> dict:

@@ -65,7 +65,7 @@ def _positive(text: str) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="profiles/h100.yaml", help="profile YAML whose cost tables are used")
-    parser.add_argument("--policy", default="cast", choices=sorted(set(POLICIES) - {"vanilla"}))  # policies that draft
+    parser.add_argument("--policy", default="cast", choices=sorted(n for n, p in POLICIES.items() if p.needs_draft))
     parser.add_argument("--batch-sizes", type=_positive_list, default=[1, 16, 48])
     parser.add_argument("--topk", type=_positive, default=10, help="candidates per layer (>= 1)")
     parser.add_argument("--depth", type=_positive, default=6, help="layers drafted (>= 2)")

@@ -5,7 +5,7 @@ from .algorithm1 import largest_valid_index
 from .costs import CostModel, CostTable, select_bucket
 from .expand import Expander, decide_verified, grow_tree, ranked_children
 from .overhead import OverheadTable, OverheadTerms, StepSample, fit_overhead
-from .policies import POLICIES, IterationPlan, Policy, make_policy
+from .policies import POLICIES, IterationPlan, Policy, make_policy, policy_class
 from .sampling import RequestSampler, SamplingParams, greedy_tokens, target_probs
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
 from .trace import (TRACE_FORMAT, IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge,
@@ -16,7 +16,7 @@ from .verify import VerifyResult, verify_greedy, verify_sampling
 __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "OverheadTable", "OverheadTerms",
     "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
-    "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "RequestSampler",
+    "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "policy_class", "RequestSampler",
     "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "charged_ms", "replay",
     "replay_iteration",

@@ -23,6 +23,7 @@ import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -101,10 +102,6 @@ def ranked_values(tree: DraftTree, limit: int) -> np.ndarray:
 @dataclass
 class IterationPlan:
     """Decisions for one iteration; subclasses implement one policy each."""
-
-    # Cost-aware policies honour a bucket's ``speculate: false``; EAGLE-2's static tree
-    # (the baseline) always drafts, whatever the profile says.
-    cost_aware = False
 
     policy: Policy
     bucket: BucketSettings
@@ -241,21 +238,26 @@ class IterationPlan:
 
 
 class Policy:
-    """Base class: settings snapshotting, reconfiguration and the depth rule's FIFOs."""
+    """Base class: settings snapshotting, reconfiguration and the depth rule's FIFOs.
 
-    name = "base"
-    plan_class: type[IterationPlan] = IterationPlan
+    Each subclass is one named policy (``POLICIES``) and says what it needs, so
+    callers ask the policy instead of comparing names: ``needs_draft`` (it drafts
+    trees, so it needs a draft head) and ``cost_aware`` (it decides on the device's
+    cost tables, so it needs a profile measured there, and it honours a bucket's
+    ``speculate: false``; EAGLE-2's static tree, the baseline, always drafts)."""
+
+    name: ClassVar[str] = "base"
+    plan_class: ClassVar[type[IterationPlan]] = IterationPlan
+    needs_draft: ClassVar[bool] = True
+    cost_aware: ClassVar[bool] = False
     # A layer switched off by the depth rule is re-tested after this many stops in a
     # row (docs/cast_decisions.md D9).
-    depth_probe_every = 16
+    depth_probe_every: ClassVar[int] = 16
 
     def __init__(self, settings: PolicySettings) -> None:
         self._settings = settings
         self._lock = threading.Lock()
         self._ratios: dict[int, DepthRatios] = {}  # per bucket, keyed by its max_batch_size
-        # The plan of the latest ``begin``: what a live engine's iteration was charged
-        # against (``cast.charge(policy.last_plan, ...)``), for predicted-vs-live checks.
-        self.last_plan: IterationPlan | None = None
 
     @property
     def settings(self) -> PolicySettings:
@@ -269,6 +271,8 @@ class Policy:
             self._settings = settings
 
     def begin(self, batch_size: int, context_len: int) -> IterationPlan:
+        """The plan of one iteration, on a snapshot of the settings; it travels with
+        the iteration (the engine's record carries it to whoever charges the step)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if context_len < 0:
@@ -276,13 +280,10 @@ class Policy:
         with self._lock:
             settings = self._settings
         bucket = settings.for_batch(batch_size)
-        if not bucket.speculate and self.plan_class.cost_aware:
-            plan: IterationPlan = VanillaPlan(self, bucket, settings, batch_size, context_len)
-        else:
-            self.bucket_ratios(bucket).resize(bucket.fifo_len)
-            plan = self.plan_class(self, bucket, settings, batch_size, context_len)
-        self.last_plan = plan
-        return plan
+        if not bucket.speculate and self.cost_aware:
+            return VanillaPlan(self, bucket, settings, batch_size, context_len)
+        self.bucket_ratios(bucket).resize(bucket.fifo_len)
+        return self.plan_class(self, bucket, settings, batch_size, context_len)
 
     def bucket_ratios(self, bucket: BucketSettings) -> DepthRatios:
         """The FIFOs ``A_i`` of ``bucket``: each bucket learns its own, so a batch size
@@ -294,14 +295,6 @@ class Policy:
     def depth_ratios(self, batch_size: int = 1) -> DepthRatios:
         """The FIFOs the current settings use at ``batch_size``."""
         return self.bucket_ratios(self.settings.for_batch(batch_size))
-
-    def observe_ratio(self, layer: int, ratio: float, batch_size: int = 1) -> None:
-        """Push ``φ_layer`` into ``A_layer`` of ``batch_size``'s bucket (docs/design/cast.md §4)."""
-        self.depth_ratios(batch_size).push(layer, ratio)
-
-    def expected_ratio(self, layer: int, batch_size: int = 1) -> float:
-        """``mean(A_layer)`` of ``batch_size``'s bucket; an unseen layer starts from ``[1.0]``."""
-        return self.depth_ratios(batch_size).mean(layer)
 
 
 class VanillaPlan(IterationPlan):
@@ -339,7 +332,6 @@ class CastPlan(IterationPlan):
     numbers with or without breadth pruning.
     """
 
-    cost_aware = True
     prune_breadth = True
     prune_depth = True
     rerank = True
@@ -398,8 +390,6 @@ class GoodputPlan(IterationPlan):
     is worth adding only while it pays at least the rate the tree already has.
     """
 
-    cost_aware = True
-
     def _tree_size(self) -> tuple[int, float]:
         return sum(self.kept), sum(self.utility)
 
@@ -434,29 +424,74 @@ class GoodputPlan(IterationPlan):
         return max(range(len(rate)), key=rate.__getitem__) + 1  # the first best, as argmax
 
 
-POLICIES: dict[str, type[Policy]] = {}
+class VanillaPolicy(Policy):
+    """Plain decoding: no draft head, one token per iteration."""
+
+    name = "vanilla"
+    plan_class = VanillaPlan
+    needs_draft = False
 
 
-def _register(name: str, plan_class: type[IterationPlan]) -> type[Policy]:
-    """A policy is its plan class plus cross-iteration state; one class per name."""
-    cls = type(plan_class.__name__.removesuffix("Plan") + "Policy", (Policy,),
-               {"name": name, "plan_class": plan_class, "__doc__": plan_class.__doc__})
-    POLICIES[name] = cls
-    return cls
+class Eagle2Policy(Policy):
+    """EAGLE-2's static tree: top-k per layer to a fixed depth, the best m - 1 verified."""
+
+    name = "eagle2"
+    plan_class = Eagle2Plan
 
 
-VanillaPolicy = _register("vanilla", VanillaPlan)
-Eagle2Policy = _register("eagle2", Eagle2Plan)
-CastPolicy = _register("cast", CastPlan)
-GoodputPolicy = _register("goodput", GoodputPlan)
-RerankOnlyPolicy = _register("cast-rerank", RerankOnlyPlan)
-RerankDepthPolicy = _register("cast-rerank-depth", RerankDepthPlan)
-DepthBreadthPolicy = _register("cast-depth-breadth", DepthBreadthPlan)
+class CastPolicy(Policy):
+    """CAST: breadth and depth pruning and a cost-aware rerank on measured costs."""
+
+    name = "cast"
+    plan_class = CastPlan
+    cost_aware = True
+
+
+class GoodputPolicy(Policy):
+    """Ours, threshold-free: each decision maximises predicted tokens per ms."""
+
+    name = "goodput"
+    plan_class = GoodputPlan
+    cost_aware = True
+
+
+class RerankOnlyPolicy(CastPolicy):
+    """Ablation: EAGLE-2's tree, CAST's cost-aware rerank only."""
+
+    name = "cast-rerank"
+    plan_class = RerankOnlyPlan
+
+
+class RerankDepthPolicy(CastPolicy):
+    """Ablation: rerank and depth pruning, no breadth pruning."""
+
+    name = "cast-rerank-depth"
+    plan_class = RerankDepthPlan
+
+
+class DepthBreadthPolicy(CastPolicy):
+    """Ablation: depth and breadth pruning, EAGLE-2's verify rule."""
+
+    name = "cast-depth-breadth"
+    plan_class = DepthBreadthPlan
+
+
+# The one registry of named policies: every name a flag, a profile or a benchmark
+# accepts resolves here, and nothing outside compares policy names.
+POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in (
+    VanillaPolicy, Eagle2Policy, CastPolicy, GoodputPolicy, RerankOnlyPolicy, RerankDepthPolicy,
+    DepthBreadthPolicy)}
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The policy class called ``name`` (case-insensitive); ``ValueError`` naming the
+    accepted names otherwise."""
+    try:
+        return POLICIES[name.lower()]
+    except KeyError:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}") from None
 
 
 def make_policy(name: str, settings: PolicySettings) -> Policy:
     """Build a policy by name (``vanilla``, ``eagle2``, ``cast``, ``goodput``, or an ablation variant)."""
-    try:
-        return POLICIES[name.lower()](settings)
-    except KeyError:
-        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}") from None
+    return policy_class(name)(settings)

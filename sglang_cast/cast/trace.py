@@ -190,7 +190,7 @@ def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int,
 
 def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[float, float]:
     """``(charged ms, forwards ms)`` of a finished iteration that ran under ``plan``
-    (``Policy.last_plan``): `charge` with the plan's costs, and with its forward tables
+    (``IterationRecord.plan``): `charge` with the plan's costs, and with its forward tables
     alone.  What live checks (the server's calibration, ``autotune``'s timed steps, the
     bench) set against the measured step."""
     depth = len(plan.kept)

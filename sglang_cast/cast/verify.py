@@ -29,10 +29,11 @@ class VerifyResult:
         """Draft tokens accepted per sequence (the bonus excluded)."""
         return [len(path) for path in self.paths]
 
-    def accepted_tokens(self, tree: VerifyTree, batch_index: int) -> list[int]:
-        """Accepted draft tokens followed by the bonus token."""
-        tokens = tree.tokens[batch_index].tolist()
-        return [tokens[i] for i in self.paths[batch_index]] + [self.bonus[batch_index]]
+    def committed(self, tree: VerifyTree) -> list[list[int]]:
+        """Per sequence, the tokens it commits: its accepted draft tokens of ``tree``
+        in depth order, then the bonus token (one host read of the tree's tokens)."""
+        rows = tree.tokens.tolist()
+        return [[tokens[i] for i in path] + [bonus] for tokens, path, bonus in zip(rows, self.paths, self.bonus)]
 
 
 def verify_greedy(tree: VerifyTree, target_argmax) -> VerifyResult:

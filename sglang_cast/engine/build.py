@@ -1,15 +1,21 @@
-"""Building an engine from paths and names: the one place CLI/server/tools go
-through, so defaults (embedded model, shipped head) live in one spot."""
+"""Building engines: the one place that loads a target and its draft head and turns
+them into an `Engine`.  The server, `cast-autotune`, the tools and training all go
+through `LoadedModels.engine`, so defaults (embedded model, shipped head) and the
+rules (a drafting policy needs a head, CUDA graphs on CUDA only) live in one spot.
+
+``build_engine`` reads top to bottom: check the arguments, build the policy, choose
+the weight format (it may time candidate formats), load the models, compile, build.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..cast import CostModel, PolicySettings, make_policy
+from ..cast import CostModel, Policy, PolicySettings, policy_class
 from ..models import load_draft, load_target
 from ..models.compiled import compile_models, compile_wanted
 from ..models.weights import WeightFormat
@@ -50,6 +56,40 @@ class EngineArgs:
     cuda_graph: bool = True
 
 
+@dataclass
+class LoadedModels:
+    """A loaded target, its tokenizer and its draft head (``None`` when nothing drafts):
+    what every engine is built from."""
+
+    target: Any
+    draft: Any
+    tokenizer: Any
+    eos_token_ids: tuple[int, ...] = ()
+    cuda_graph: bool = True  # engines on CUDA record their decode forwards as graphs (engine/cuda_graphs.py)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.target.parameters()).device
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return next(self.target.parameters()).dtype
+
+    @property
+    def graph_backend(self) -> str | None:
+        """CUDA graphs on a GPU (unless ``cuda_graph`` is off), eager forwards elsewhere."""
+        return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
+
+    def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
+        """An engine running ``policy`` over these models; the draft head only when the
+        policy drafts."""
+        if policy.needs_draft and self.draft is None:
+            raise ValueError(f"policy {policy.name!r} needs a draft head: pass a draft path or use policy 'vanilla'")
+        return Engine(self.target, self.tokenizer, self.draft if policy.needs_draft else None, policy,
+                      max_batch_size=max_batch_size, context_length=context_length,
+                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
+
+
 def default_draft_path(model_path: str | None) -> Path | None:
     """The shipped head serves the embedded model only."""
     if model_path is None and (EMBEDDED_DRAFT / "config.json").is_file():
@@ -57,14 +97,28 @@ def default_draft_path(model_path: str | None) -> Path | None:
     return None
 
 
-def resolve_settings(policy: str, settings: PolicySettings | None) -> PolicySettings:
-    """``eagle2`` and ``vanilla`` never read costs, so they may run without a
-    profile; cast and goodput decide on costs and refuse to guess them."""
+def resolve_settings(policy: type[Policy], settings: PolicySettings | None) -> PolicySettings:
+    """Policies that never read costs (``eagle2``, ``vanilla``) may run without a
+    profile; cost-aware ones decide on its tables and refuse to guess them."""
     if settings is not None:
         return settings
-    if policy in ("vanilla", "eagle2"):
+    if not policy.cost_aware:
         return PolicySettings.single(CostModel.linear(per_token_ms=1.0, fixed_ms=0.0))
-    raise ValueError(f"policy {policy!r} needs cost tables: pass a profile (settings) measured on this device")
+    raise ValueError(f"policy {policy.name!r} needs cost tables: pass a profile (settings) measured on this device")
+
+
+def load_models(model_path: str | None, draft_path: str | Path | None, device: str, dtype: torch.dtype,
+                weight_format: str, cuda_graph: bool = True) -> LoadedModels:
+    """The target in ``weight_format`` and, when ``draft_path`` is given, its head in
+    the format's draft part."""
+    target, config, tokenizer = load_target(model_path, device, dtype, weight_format)
+    draft = None if draft_path is None else load_head(draft_path, target, device, dtype, weight_format)
+    return LoadedModels(target, draft, tokenizer, config.eos_token_ids, cuda_graph)
+
+
+def load_head(draft_path: str | Path, target, device: str, dtype: torch.dtype, weight_format: str):
+    """The draft head at ``draft_path`` over ``target``, its linears in the format's draft part."""
+    return load_draft(draft_path, target, device, dtype, WeightFormat.parse(weight_format).draft)
 
 
 def build_engine(args: EngineArgs) -> Engine:
@@ -72,25 +126,20 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {args.dtype!r}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {args.device!r} requested but CUDA is not available")
-    settings = resolve_settings(args.policy, args.settings)
-    policy = make_policy(args.policy, settings)
-    draft_path = args.draft_path or default_draft_path(args.model_path)
+    chosen = policy_class(args.policy)
+    policy = chosen(resolve_settings(chosen, args.settings))
+    draft_path = (args.draft_path or default_draft_path(args.model_path)) if policy.needs_draft else None
+    if policy.needs_draft and draft_path is None:
+        raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
+    dtype = DTYPES[args.dtype]
     weight_format = choose_weight_format(args.weight_format, device=args.device, profile=args.profile,
-                                         sizes=verify_sizes(args.policy, settings), model_path=args.model_path,
-                                         dtype=DTYPES[args.dtype], draft_path=draft_path,
-                                         draft_rows=draft_sizes(args.policy, settings)).weight_format
-    target, config, tokenizer = load_target(args.model_path, args.device, DTYPES[args.dtype], weight_format)
-    draft = None
-    if policy.name != "vanilla":
-        if draft_path is None:
-            raise ValueError("no draft head for this model: pass a draft path or use policy 'vanilla'")
-        draft = load_draft(draft_path, target, args.device, DTYPES[args.dtype], WeightFormat.parse(weight_format).draft)
-    max_context = config.max_position_embeddings
+                                         sizes=verify_sizes(policy.settings, policy.needs_draft),
+                                         model_path=args.model_path, dtype=dtype, draft_path=draft_path,
+                                         draft_rows=draft_sizes(policy.settings, policy.needs_draft)).weight_format
+    models = load_models(args.model_path, draft_path, args.device, dtype, weight_format, args.cuda_graph)
+    max_context = models.target.config.max_position_embeddings
     if args.context_length > max_context:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
-    if compile_wanted(args.compile, target):
-        compile_models(target, draft, args.max_batch_size)
-    graph_backend = "cuda" if args.cuda_graph and args.device.startswith("cuda") else None
-    return Engine(target, tokenizer, draft, policy, max_batch_size=args.max_batch_size,
-                  context_length=args.context_length, eos_token_ids=config.eos_token_ids,
-                  graph_backend=graph_backend)
+    if compile_wanted(args.compile, models.target):
+        compile_models(models.target, models.draft, args.max_batch_size)
+    return models.engine(policy, args.max_batch_size, args.context_length)

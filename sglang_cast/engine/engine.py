@@ -66,7 +66,7 @@ class Engine:
                  context_length: int = 2048, eos_token_ids: tuple[int, ...] = (),
                  graph_backend: str | None = None) -> None:
         self.scheduler = Scheduler(max_batch_size)
-        if policy.name != "vanilla" and draft is None:
+        if policy.needs_draft and draft is None:
             raise ValueError(f"policy {policy.name!r} needs a draft head; pass one or use policy 'vanilla'")
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
@@ -76,18 +76,13 @@ class Engine:
                                         context_length=context_length, graph_backend=graph_backend)
         self._ids = itertools.count()
 
-    # Read-only views of what the runner and the scheduler hold, for the server, tools and tests.
+    # Read-only views of what the runner and the scheduler hold, for the server and tools.
     target = property(lambda self: self.runner.target)
     draft = property(lambda self: self.runner.draft)
     policy = property(lambda self: self.runner.policy)
     tree_room = property(lambda self: self.runner.tree_room)
-    target_cache = property(lambda self: self.runner.target_cache)
-    draft_cache = property(lambda self: self.runner.draft_cache)
-    root_hidden = property(lambda self: self.runner.root_hidden)
-    root_logits = property(lambda self: self.runner.root_logits)
     running = property(lambda self: self.scheduler.running)
     waiting = property(lambda self: self.scheduler.waiting)
-    free_slots = property(lambda self: self.scheduler.free_slots)
 
     def graph_report(self) -> dict | None:
         """The CUDA graphs' start-up time, memory and use (`cuda_graphs.EngineGraphs.report`);

@@ -99,18 +99,19 @@ def running_format(weight_format: str, dtype: torch.dtype) -> str:
     return target if fmt.draft.value == DENSE else f"{target}+{fmt.draft.value}"
 
 
-def verify_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
-    """The Ms a format is timed at: 1, plus the largest verify size of a speculating bucket."""
-    if policy == "vanilla" or settings is None:
+def verify_sizes(settings: PolicySettings | None, drafts: bool) -> tuple[int, ...]:
+    """The Ms a format is timed at: 1, plus the largest verify size of a speculating
+    bucket when a draft head runs (``drafts``: the policy's ``needs_draft``)."""
+    if not drafts or settings is None:
         return (1,)
     sizes = [b.shape.num_verify_tokens for b in settings.buckets if b.speculate]
     return (1, max(sizes)) if sizes and max(sizes) > 1 else (1,)
 
 
-def draft_sizes(policy: str, settings: PolicySettings | None) -> tuple[int, ...]:
+def draft_sizes(settings: PolicySettings | None, drafts: bool) -> tuple[int, ...]:
     """The row counts a draft format is timed at: 1 and the largest top-k of a
-    speculating bucket; none when no draft head runs."""
-    if policy == "vanilla" or settings is None:
+    speculating bucket; none when no draft head runs (``drafts`` False)."""
+    if not drafts or settings is None:
         return ()
     widths = [b.shape.top_k for b in settings.buckets if b.speculate]
     if not widths:

@@ -30,8 +30,8 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (DraftTree, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified, greedy_tokens,
-                    grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
+from ..cast import (DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified,
+                    greedy_tokens, grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache, to_device
@@ -78,8 +78,8 @@ def prefill_groups(requests: list[Request], forward_ms: Callable[[int, int], flo
 
 def decode_shapes(policy: Policy, max_batch_size: int) -> DecodeShapes:
     """The largest decode-time forwards ``policy`` can ask for (the graphs' keys):
-    plain decoding only for ``vanilla``."""
-    if policy.name == "vanilla":
+    plain decoding only for a policy that drafts nothing."""
+    if not policy.needs_draft:
         return DecodeShapes(max_batch=max_batch_size, verify_tokens=1, top_k=1, max_depth=0)
     shapes = [b.shape for b in policy.settings.buckets]
     return DecodeShapes(max_batch=max_batch_size, verify_tokens=1 + max(s.num_verify_tokens for s in shapes),
@@ -109,8 +109,11 @@ class IterationRecord:
     plus the draft's catch-up, ``verify_ms`` the target forward, acceptance and
     target-cache commit, and ``step_ms`` the whole iteration, host work included
     (batch set-up, the policy's decisions, appending and detokenising the new tokens),
-    so ``step_ms`` minus the forwards' time is the iteration's host overhead."""
+    so ``step_ms`` minus the forwards' time is the iteration's host overhead.
+    ``plan`` is the policy's plan the iteration ran under (what the cost model charges
+    it against: `cast.charged_ms`)."""
 
+    plan: IterationPlan
     batch_size: int
     context_len: int
     depth: int
@@ -145,11 +148,12 @@ class Batch:
 
 @dataclass(frozen=True)
 class Drafted:
-    """A strategy's draft: the nodes the target verifies (host tensors) and the full
-    tree the draft head grew, ``None`` when it grew none (valid for this
-    iteration: the next tree is written into its storage, so copy what must outlive
-    it, ``DraftTree.copy``)."""
+    """A strategy's draft: the plan it drafted under, the nodes the target verifies
+    (host tensors) and the full tree the draft head grew, ``None`` when it grew none
+    (valid for this iteration: the next tree is written into its storage, so copy
+    what must outlive it, ``DraftTree.copy``)."""
 
+    plan: IterationPlan
     vtree: VerifyTree
     tree: DraftTree | None
 
@@ -177,9 +181,7 @@ class Accepted:
 def accepted_from(vtree: VerifyTree, result: VerifyResult, trace: TraceIteration | None = None) -> Accepted:
     """Verification's outcome with what it commits: per row the accepted draft tokens
     and the bonus, the verified tree's depth and value sum (all on the host)."""
-    rows = vtree.tokens.tolist()
-    committed = [[tokens[i] for i in path] + [bonus] for tokens, path, bonus in zip(rows, result.paths, result.bonus)]
-    return Accepted(result.paths, result.bonus, committed, int(vtree.depths.max()),
+    return Accepted(result.paths, result.bonus, result.committed(vtree), int(vtree.depths.max()),
                     vtree.values[:, 1:].sum(dim=1).tolist(), trace)
 
 
@@ -217,11 +219,10 @@ class PolicySpeculation:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
         speculate = runner.draft is not None and plan.max_depth > 0
         if not speculate:
-            return Drafted(VerifyTree.of_roots(batch.roots), None)
+            return Drafted(plan, VerifyTree.of_roots(batch.roots), None)
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
-        runner.tree_storage = tree.storage
-        return Drafted(select_verified(tree, decide_verified(plan, tree)), tree)
+        return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         return accepted_from(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
@@ -243,7 +244,7 @@ class SpeculativeRunner:
     def __init__(self, target, draft, policy: Policy, decode, *, max_batch_size: int, context_length: int,
                  graph_backend: str | None = None) -> None:
         self.target = target
-        self.draft = draft if policy.name != "vanilla" else None
+        self.draft = draft if policy.needs_draft else None
         self.policy = policy
         self.decode = decode
         self.speculation: Speculation = PolicySpeculation()
@@ -264,7 +265,7 @@ class SpeculativeRunner:
         self.draft_backlog: dict[int, tuple[list[int], list[torch.Tensor]]] = {}
         # The last drafted tree's storage, written over by the next tree of its batch
         # size (`cast.DraftTree.from_roots`): a tree's room is allocated once, not per iteration.
-        self.tree_storage: TreeStorage | None = None
+        self.tree_storage: TreeStorage | None = None  # kept from each `Drafted.tree` in `iterate`
 
     def _allocate_caches(self) -> None:
         """Empty target and draft caches of ``context_length + tree_room`` positions per
@@ -408,6 +409,8 @@ class SpeculativeRunner:
                       context, int(context.max()), [r.root for r in requests])
         clock.mark()
         drafted = self.speculation.draft(self, batch)
+        if drafted.tree is not None:
+            self.tree_storage = drafted.tree.storage
         clock.mark()
         tokens, positions, mask = self.verify_inputs(batch, drafted.vtree)
         logits, features = self.target_forward(tokens, positions, slots, mask)
@@ -424,7 +427,7 @@ class SpeculativeRunner:
         clock.mark()
         stages = clock.read()
         record = IterationRecord(
-            batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
+            plan=drafted.plan, batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
             verified=drafted.vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
             verified_value=accepted.verified_value, draft_ms=stages[1] + stages[3], verify_ms=stages[2],
             step_ms=sum(stages),

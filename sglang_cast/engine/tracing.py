@@ -28,7 +28,7 @@ class TraceRecording:
         runner.feed_backlog(batch.requests)
         self._recorder = RecordingExpander(runner.expander(batch), plan.top_k)
         tree = grow_tree(plan, self._recorder, batch.roots)
-        return Drafted(select_verified(tree, tree.size - 1), tree)
+        return Drafted(plan, select_verified(tree, tree.size - 1), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree

@@ -122,7 +122,7 @@ class IterationCost:
 
 def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verified: int, accepted: list[int],
                    live_ms: float) -> IterationCost:
-    """One finished iteration: ``plan`` is the one it ran under (``Policy.last_plan``),
+    """One finished iteration: ``plan`` is the one it ran under (``IterationRecord.plan``),
     the rest comes from the engine's record.  A plan that drafted no layer is a plain
     iteration (its predicted ms is the plain ms)."""
     return IterationCost(batch_size, context_len, len(plan.kept), verified, sum(accepted) + len(accepted),

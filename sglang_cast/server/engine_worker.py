@@ -96,7 +96,7 @@ class EngineWorker:
         self.metrics = metrics
         self.max_outstanding = max_outstanding
         config = live_gate or LiveGateConfig()
-        if config.switching and not engine.policy.plan_class.cost_aware:
+        if config.switching and not engine.policy.cost_aware:
             log.info("live gate: policy %s ignores speculate: false; calibration measures only",
                      engine.policy.name)
             config = replace(config, switching=False)
@@ -265,9 +265,7 @@ class EngineWorker:
         """Charge the iteration against the plan it ran under and let the live gate
         decide; a changed decision is applied before the next iteration begins.  A
         failure here is logged and skipped: it must never cost a request."""
-        plan = self.engine.policy.last_plan
-        if plan is None or plan.batch_size != record.batch_size:
-            return
+        plan = record.plan
         try:
             cost = iteration_cost(plan, record.batch_size, record.context_len, record.verified, record.accepted,
                                   record.step_ms)

@@ -12,10 +12,13 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .config import (DEFAULT_MAX_TOP_LOGPROBS, MIN_REQUEST_BYTES, REQUEST_BYTES_PER_CONTEXT_TOKEN,
                      ShapeOverride)
+
+if TYPE_CHECKING:
+    from ..cast.policies import Policy
 
 ALGORITHMS = {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "goodput"}
 BACKENDS = ("native", "sglang")
@@ -120,6 +123,14 @@ class LaunchArgs:
     @property
     def policy(self) -> str:
         return ALGORITHMS[self.algorithm]
+
+    @property
+    def policy_class(self) -> type[Policy]:
+        """The registry's class for the algorithm (imported on first use, so ``--help``
+        and flag errors answer without loading torch)."""
+        from ..cast.policies import policy_class
+
+        return policy_class(self.policy)
 
 
 def build_parser() -> OneLineParser:

@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
-from sglang_cast.cast import CostModel, PolicySettings, TreeShape, make_policy
+from sglang_cast.cast import CostModel, PolicySettings, TreeShape
+from sglang_cast.cast.policies import Eagle2Policy, VanillaPolicy
 from sglang_cast.engine import Engine
+from sglang_cast.engine.build import LoadedModels
 from sglang_cast.models import Eagle3Draft, LlamaModel, ModelConfig, eagle3_feature_layers, load_target
 
 
@@ -38,8 +40,6 @@ class Target:
     def engine(self, draft: Eagle3Draft | None, shape: TreeShape, max_batch: int, context: int) -> Engine:
         """A greedy EAGLE-2 tree engine over ``draft``, or plain decoding without one
         (sampling parameters come per request); with CUDA graphs on a GPU."""
-        policy = "vanilla" if draft is None else "eagle2"
         settings = PolicySettings.single(CostModel.linear(1.0, 0.0), shape=shape)
-        return Engine(self.model, self.tokenizer, draft, make_policy(policy, settings), max_batch_size=max_batch,
-                      context_length=context, eos_token_ids=self.eos_token_ids,
-                      graph_backend="cuda" if self.model.embed_tokens.weight.is_cuda else None)
+        policy = VanillaPolicy(settings) if draft is None else Eagle2Policy(settings)
+        return LoadedModels(self.model, draft, self.tokenizer, self.eos_token_ids).engine(policy, max_batch, context)

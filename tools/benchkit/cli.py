@@ -29,7 +29,7 @@ from .anchor import anchor_model
 from .figures import FIGURES, budget_sweep
 from .inputs import BenchError, DeviceSpec, load_settings, parse_device, parse_list
 from .lossless import Judge, check_failed, kernel_path_judge, needs_judge
-from .methods import ANCHOR, DEFAULT_METHODS, best_static_shapes, parse_methods
+from .methods import DEFAULT_METHODS, best_static_shapes, parse_methods
 from .plots import plot_acceptance, plot_speedups, plot_verify_budget
 from .records import command_line, machine_info, model_record, write_json
 from .rounds import DEFAULT_ROUNDS, MIN_ROUNDS
@@ -135,8 +135,7 @@ def timed_sizes(args: argparse.Namespace, settings: PolicySettings) -> tuple[int
     """The Ms ``--weight-format auto`` times: 1, plus the largest tree this run verifies."""
     if args.figure:
         return (1, max(parse_list(args.budgets, int, "--budgets", 2, EAGLE2_SHAPE.pool_size + 1)))
-    policies = {m.policy for m in parse_methods(args.methods)}
-    return verify_sizes("vanilla" if policies <= {"vanilla", ANCHOR} else "cast", settings)
+    return verify_sizes(settings, any(m.drafts for m in parse_methods(args.methods)))
 
 
 def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, str, ModelPair]:
@@ -236,7 +235,7 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
         check_run_sizes(args, batch_sizes)
         texts, settings, profile_name, pair = load_inputs(args)
-        if pair.random_draft and any(m.policy != "vanilla" for m in methods):
+        if pair.random_draft and any(m.drafts for m in methods):
             print(f"WARNING: no trained draft head; speculative methods use {pair.draft_id}", file=sys.stderr)
         gguf, methods = anchor_model(methods, args.model_path, args.spec.is_cuda)
         if not methods:

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from autotune.models import ModelPair, reference_target_id
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_settings
-from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, TreeShape
+from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, TreeShape, policy_class
 
 from .inputs import BenchError
 
@@ -32,6 +32,11 @@ class Method:
     def is_anchor(self) -> bool:
         return self.shape == "anchor"
 
+    @property
+    def drafts(self) -> bool:
+        """Does this method run a draft head (the anchor and plain decoding do not)?"""
+        return not self.is_anchor and policy_class(self.policy).needs_draft
+
     @classmethod
     def parse(cls, label: str) -> Method:
         name, _, suffix = label.partition("@")
@@ -48,7 +53,9 @@ class Method:
             if suffix:
                 raise BenchError(f"--methods: {label!r}: eagle2-best chooses its own shape")
             return cls(label, "eagle2", "best")
-        return cls(label, name, "eagle2" if name == "eagle2" or suffix == "eagle2" else "profile")
+        policy = policy_class(name)
+        static = policy.needs_draft and not policy.cost_aware  # EAGLE-2's tree: not shaped by a profile
+        return cls(label, name, "eagle2" if static or suffix == "eagle2" else "profile")
 
 
 def parse_methods(text: str | None) -> list[Method]:

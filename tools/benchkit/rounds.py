@@ -28,8 +28,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sglang_cast.cast import IterationPlan, SamplingParams, charged_ms
-from sglang_cast.engine import Engine, IterationRecord, StepLog, StepOutput
+from sglang_cast.cast import SamplingParams, charged_ms
+from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.engine.timing import start_clock
 
 MIN_ROUNDS = 3
@@ -125,23 +125,17 @@ class EngineRunner:
         self.engine.generate(self.prompts, self.params)
 
     def run(self) -> Round:
-        log, plans = StepLog(), []
-
-        def on_step(step: StepOutput) -> None:
-            log(step)
-            if step.record is not None:
-                plans.append(self.engine.policy.last_plan)
-
+        log = StepLog()
         stop = start_clock(self.device)
-        results = self.engine.generate(self.prompts, self.params, on_step=on_step)
+        results = self.engine.generate(self.prompts, self.params, on_step=log)
         seconds = stop() / 1000
-        return Round([r.token_ids for r in results], seconds, log.records, charges(plans, log.records))
+        return Round([r.token_ids for r in results], seconds, log.records, charges(log.records))
 
 
-def charges(plans: list[IterationPlan], records: list[IterationRecord]) -> list[float]:
+def charges(records: list[IterationRecord]) -> list[float]:
     """What the cost model charged for each iteration, on the plan it ran under; worked
     out after the clock stopped, so the timed decode does not pay for it."""
-    return [charged_ms(plan, r.verified, max(r.accepted))[0] for plan, r in zip(plans, records)]
+    return [charged_ms(r.plan, r.verified, max(r.accepted))[0] for r in records]
 
 
 def sampling(prompts: int, temperature: float, max_new_tokens: int) -> list[SamplingParams]:
