@@ -214,12 +214,6 @@ class EngineWorker:
                 self._score(stream, job, prompt_ids, started)
                 return
             params = job.params
-            if job.fill_context:
-                room = self.engine.context_length - len(prompt_ids)
-                if room < 1:
-                    raise ValueError(f"prompt ({len(prompt_ids)} tokens) leaves no room to generate within the "
-                                     f"context length {self.engine.context_length}")
-                params = replace(params, max_new_tokens=room)
             request = self.engine.add_request(prompt_ids, params)
         except ValueError as err:
             self._publish(stream, Rejected(str(err), job.prompt_field))  # the prompt does not fit the context

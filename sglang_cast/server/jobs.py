@@ -16,13 +16,11 @@ from .logprobs import LogprobOptions, LogprobReport
 
 @dataclass(frozen=True)
 class GenerateJob:
-    """Decode one prompt.  ``fill_context`` replaces ``params.max_new_tokens`` by
-    whatever the context leaves after the prompt (OpenAI chat without ``max_tokens``);
-    only the engine thread knows the prompt's token count."""
+    """Decode one prompt (its ``max_new_tokens`` already resolved by the handler that
+    tokenized it)."""
 
     prompt_ids: list[int]
     params: SamplingParams
-    fill_context: bool = False
     logprobs: LogprobOptions | None = None
     prompt_field: str = "prompt"  # the request field a context-length refusal names
 

@@ -81,9 +81,9 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     state = server_state(request)
     state.check_model(body.model)
     body.check_supported()
-    params = body.sampling_params(body.max_tokens or 1)
     prompt_ids = await state.encoder.encode(body.single_prompt(), "prompt")
-    job = GenerateJob(prompt_ids, params, fill_context=body.max_tokens is None)
+    params = body.sampling_params(body.max_tokens or state.room_after(prompt_ids, "prompt"))
+    job = GenerateJob(prompt_ids, params)
     return await _respond(state, request, body, job, CompletionFormat())
 
 
@@ -92,10 +92,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     state = server_state(request)
     state.check_model(body.model)
     body.check_supported()
-    limit = body.token_limit
-    params = body.sampling_params(limit or 1)
     prompt_ids = await state.encoder.encode_chat(body.template_messages())
-    job = GenerateJob(prompt_ids, params, fill_context=limit is None, prompt_field="messages")
+    params = body.sampling_params(body.token_limit or state.room_after(prompt_ids, "messages"))
+    job = GenerateJob(prompt_ids, params, prompt_field="messages")
     return await _respond(state, request, body, job, ChatFormat())
 
 

@@ -35,6 +35,16 @@ class ServerState:
             raise ApiError(404, f"The model `{name}` does not exist; this server serves "
                                 f"`{self.config.served_model_name}`.", param="model", code="model_not_found")
 
+    def room_after(self, prompt_ids: list[int], prompt_field: str) -> int:
+        """What an omitted ``max_tokens`` means (OpenAI's chat: the rest of the context):
+        the context length left after the tokenized prompt; a 400 naming ``prompt_field``
+        when the prompt leaves none."""
+        context = self.engine.context_length
+        if len(prompt_ids) >= context:
+            raise ApiError(400, f"prompt ({len(prompt_ids)} tokens) leaves no room to generate within the "
+                                f"context length {context}", param=prompt_field)
+        return context - len(prompt_ids)
+
 
 def server_state(request: Request) -> ServerState:
     return request.app.state.server
