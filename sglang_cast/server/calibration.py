@@ -1,69 +1,14 @@
-"""Live calibration while serving: what each iteration was predicted to cost against
-what it really cost, per bucket of the served settings, and the *live gate* that
-turns speculation off in a bucket where it has become slower than plain decoding
-(docs/server.md, "Live calibration and the live gate").
+"""Live calibration while serving: each iteration's charged cost against its measured
+one, per bucket of the served settings, and the *live gate* that switches a bucket's
+speculation off where it runs slower than plain decoding, probes it again later, and
+explores profile-off buckets on at most 2 % of their iterations (docs/server.md, "Live
+calibration and the live gate": the rules, the margins, the bounds).
 
-Every iteration the engine runs is charged by the cost model before it runs
-(``cast.charge`` of the policy's plan); the engine then times it.  Per bucket of the
-served settings (keyed by its ``max_batch_size``, as the policies key their depth
-FIFOs) this module keeps a bounded window of recent speculative iterations and one of
-recent plain iterations, each entry an :class:`IterationCost`:
-
-* live ms (the engine's record: draft + verify, whole-step timing), predicted ms
-  (``charge`` against the plan the iteration ran under), the ms of the forwards
-  alone (``charge`` with no host overhead: the residual ``live − forwards`` is the
-  host work, a ``cast.StepSample``), the table's plain-decoding ms for the same batch
-  and context, and the tokens committed.
-
-The gate, per bucket whose served settings say ``speculate: true``:
-
-* **switch off** when, over the speculative window (at least ``min_samples``
-  iterations), live tokens per live ms fall more than ``margin`` (5 %) below what plain
-  decoding would have done on those same iterations: ``Σ B_i / Σ plain_i``, where ``plain_i`` is the
-  table's plain ms scaled by how far *live* plain iterations of the bucket ran from
-  their prediction (scale 1 when the bucket has no fresh plain iterations).  Scaling
-  the table by live plain iterations is what keeps a machine that got uniformly
-  slower (both plain and speculative iterations) from switching speculation off for
-  good: a bucket switched off on the table's word gathers live plain iterations,
-  and its probe then compares like with like.
-* **probe**: a switched-off bucket runs ``probe_after`` plain iterations, then
-  speculates again with an empty window; after ``min_samples`` speculative
-  iterations the same test decides, now asking speculation to win by ``margin``
-  (the hysteresis that keeps a bucket near break-even from flapping) (the probe's first one is not counted: it also
-  feeds the draft every token committed while the bucket was plain).  A failed probe doubles the wait (up to
-  ``max_probe_after``), so a machine that stays slow pays a bounded, shrinking probe
-  tax, and one that recovers gets speculation back within one probe.
-
-* **explore** (``explore_share``, the profile's, 2 % at most): a bucket the profile
-  serves ``speculate: false`` is a switched-off bucket whose wait is sized so one
-  exploration (a catch-up iteration and ``min_samples`` measured ones, with the
-  profile's tree for that bucket) takes at most that share of its iterations; the same
-  test switches it on when speculation pays (it then stays on until the test says
-  otherwise), a failed exploration doubles the wait.  So a profile tuned on another
-  machine, or a machine that got faster, can turn speculation on, not only off.
-* No probe or exploration starts while requests wait for a slot (the server is
-  saturated): it starts at the first iteration with room.  What probes and explorations
-  cost beyond plain decoding committing the same tokens is counted per bucket
-  (``probe_extra_ms``; negative when they gained).
-
-Bounded by construction: the decision runs after every speculative iteration once
-the window holds ``min_samples``; ``window`` iterations after a slowdown began the
-window holds only slowed iterations, so a slowdown that makes speculation lose
-switches the bucket off within ``window`` speculative iterations of that bucket
-(32 by default, against the 200 the project promises).
-
-What this module does *not* do: it does not write the refitted host overhead back
-into the served settings.  The served profile stays the one source of costs, so
-predicted-vs-live keeps showing the drift (a refit fed back would pull every
-prediction to the live numbers and hide it), and the refit from a window of a few
-dozen noisy steps would otherwise steer C1–C3 directly.  The live terms and the
-window's ``StepSample``s are exported (``/server_info``) for ``cast-autotune daemon``
-(autotune/daemon.py), which re-profiles and re-tunes when live and predicted drift
-apart past its margin and publishes a profile the server hot-reloads.
-
-Decisions are pure bookkeeping; they take effect through ``Policy.reconfigure``
-between iterations (the engine thread calls :meth:`LiveCalibration.observe` after
-an iteration and before the next one begins).
+Decisions are pure bookkeeping: the engine thread calls `LiveCalibration.observe` after
+an iteration, and a changed decision takes effect through ``Policy.reconfigure`` before
+the next one.  The refitted host work is exported (``/server_info``) but never written
+back into the served settings: the profile stays the one source of costs, so the drift
+between charged and live stays visible, and `cast-autotune daemon` re-tunes from it.
 """
 
 from __future__ import annotations
