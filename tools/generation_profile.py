@@ -22,8 +22,8 @@ import torch
 from sglang_cast.cast import SamplingParams, TreeShape
 from sglang_cast.flags import int_list
 from sglang_cast.models import load_target
-from sglang_cast.training import data
-from sglang_cast.training.target import Target
+from sglang_cast.training.prompts import template_prompts
+from sglang_cast.training.target import Target, chat_ids, generate
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     model, config, tokenizer = load_target(None, args.device, getattr(torch, args.dtype))
     target = Target(model, tokenizer, config.eos_token_ids)
-    prompts = [data.chat_ids(tokenizer, p) for p in data.template_prompts(args.prompts[0], 7)]
+    prompts = [chat_ids(tokenizer, p) for p in template_prompts(args.prompts[0], 7)]
     new = args.tokens[0]
     results = []
     profiled = ""
@@ -55,7 +55,7 @@ def main() -> None:
         began = time.time()
         if profiler:
             profiler.enable()
-        gens = data.generate(engine, prompts, params, desc=f"B={batch}")
+        gens = generate(engine, prompts, params, desc=f"B={batch}")
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.time() - began
