@@ -13,34 +13,29 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import optuna
 from sqlalchemy import func, select
 
 from sglang_cast.cast import OverheadTable
 from sglang_cast.cast.overhead import TERMS
+from sglang_cast.engine.table_calibration import StartupCalibration
 from sglang_cast.hardware import MachineIdentity
-from sglang_cast.profile import ProfileError, find_profile, load_profile
+from sglang_cast.profile import LoadedProfile, Profile, ProfileError, find_profile, load_profile
 from sglang_cast.server.launch_args import hardware_label
+from sglang_cast.sglang_plugin.memory_plan import MemoryPlan
+from sglang_cast.sglang_plugin.plugin_config import StaticShape
 
+from .collect import CollectReport
 from .costs import measured_costs
 from .errors import AutotuneError
+from .grid import ProfileGrid
+from .overhead import StepDesign, StepProfileReport
+from .profiler import ProfileReport
+from .prompts import PromptSet
 from .store import Measurement, Setup, Store, TraceRecord
 from .tuner import storage
-
-if TYPE_CHECKING:  # the results the commands' summaries describe
-    from sglang_cast.engine.table_calibration import StartupCalibration
-    from sglang_cast.profile import LoadedProfile, Profile
-    from sglang_cast.sglang_plugin.memory_plan import MemoryPlan
-    from sglang_cast.sglang_plugin.plugin_config import StaticShape
-
-    from .collect import CollectReport
-    from .grid import ProfileGrid
-    from .overhead import StepDesign, StepProfileReport
-    from .profiler import ProfileReport
-    from .prompts import PromptSet
-    from .workflow import TuneOutcome
+from .workflow import TuneOutcome
 
 OVERHEAD_SKIPPED = "host overhead: not measured (--overhead-steps 0)"
 

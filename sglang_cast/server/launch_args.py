@@ -251,7 +251,7 @@ def hardware_label(device: str) -> str:
     (`hardware.gpu_label`), else the name made file-safe."""
     if not device.startswith("cuda"):
         return "cpu"
-    from ..hardware import device_name, gpu_label
+    from ..hardware import device_name, gpu_label  # imports torch: only for a CUDA device
 
     name = device_name(device)
     return gpu_label(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
