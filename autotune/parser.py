@@ -78,7 +78,6 @@ def n_points_mode(text: str) -> str | tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or increasing integers in [1, 4096], got {text!r}")
 
 
-
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Appends ``(default: …)`` unless the help already says it or there is none;
     lists print as they are typed (``1,4,16``)."""
@@ -259,7 +258,6 @@ def add_confirm(parser: argparse.ArgumentParser, default_prompts: int, default_t
                         help="tokens generated per prompt in the live run")
     parser.add_argument("--context-length", type=int_in(16, 1 << 20), default=2048,
                         help="engine context length (prompt + generated tokens)")
-
 
 
 # ------------------------------------------------------------------ the subcommands

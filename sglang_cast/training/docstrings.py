@@ -76,7 +76,6 @@ def stdlib_doc_items(modules: Sequence[str] = STDLIB_MODULES) -> list[DocItem]:
     return sorted(items.values(), key=lambda item: item.name)
 
 
-
 def doc_prompts(items: Sequence[DocItem], count: int, seed: int) -> list[str]:
     """``count`` requests about documented names: each name once before any name twice."""
     rng = random.Random(seed)
