@@ -23,10 +23,9 @@ INTERRUPTED = 130
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Only the chosen command's module is imported (plot's matplotlib stays off the other commands).
-    command = import_module(f"{__package__}.commands.{args.command}")
     try:
-        return command.run(args)
+        # Only the chosen command's module is imported (plot's matplotlib stays off the other commands).
+        return import_module(f"{__package__}.commands.{args.command}").run(args)
     except AutotuneError as err:
         print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
         return err.exit_code
