@@ -20,15 +20,10 @@ from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
 from sglang_cast.engine.draft_expander import DraftExpander
 from sglang_cast.models import KVCache, LlamaModel, ModelConfig, causal_tree_mask, load_draft
 
-from sglang_cast.training import benchmark_filter, docstrings
-from sglang_cast.training import gap as draft_gap
-from sglang_cast.training import prompts as prompt_stage
-from sglang_cast.training import responses as responses_stage
-from sglang_cast.training import tasks as draft_tasks
-from sglang_cast.training import templates as prompt_templates
-from sglang_cast.training import train as train_stage
+from sglang_cast.training import benchmark_filter, docstrings, workspace
+from sglang_cast.training import gap as draft_gap, prompts as prompt_stage, responses as responses_stage
+from sglang_cast.training import tasks as draft_tasks, templates as prompt_templates, train as train_stage
 from sglang_cast.training import vocab as draft_vocab
-from sglang_cast.training import workspace
 from sglang_cast.training.cli import FLAGS, parse_args
 from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
 from sglang_cast.training.features import Batch, FeatureSet, collate
