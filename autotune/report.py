@@ -1,5 +1,6 @@
-"""``show``: the database as text — cost curves, the host-overhead table, traces,
-tuning history, publications and their live gate.
+"""Everything ``cast-autotune`` prints, as text the commands print: ``show``'s view
+of the database (cost curves, the host-overhead table, traces, tuning history,
+publications and their live gate) and each command's summary of what it did.
 
 Cost curves are printed as timed (never interpolated) medians with the ratio
 ``f(B, c, n) / f(B, c, 1)``, the quantity CAST's decisions actually read.
@@ -9,17 +10,34 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 from sqlalchemy import func, select
 
 from sglang_cast.cast import OverheadTable
 from sglang_cast.cast.overhead import TERMS
+from sglang_cast.engine.table_calibration import StartupCalibration
+from sglang_cast.hardware import MachineIdentity
+from sglang_cast.profile import LoadedProfile, Profile, ProfileError, find_profile, load_profile
+from sglang_cast.server.launch_args import hardware_label
+from sglang_cast.sglang_plugin.memory_plan import MemoryPlan
+from sglang_cast.sglang_plugin.plugin_config import StaticShape
 
+from .collect import CollectReport
+from .costs import measured_costs
 from .errors import AutotuneError
+from .grid import ProfileGrid
+from .overhead import StepDesign, StepProfileReport
+from .profiler import ProfileReport
+from .prompts import PromptSet
 from .store import Measurement, Setup, Store, TraceRecord
 from .tuner import storage
+from .workflow import TuneOutcome
+
+OVERHEAD_SKIPPED = "host overhead: not measured (--overhead-steps 0)"
 
 
 def format_table(header: list[str], rows: list[list[object]]) -> str:
@@ -159,8 +177,6 @@ def publications_table(store: Store) -> str:
 
 def setup_overhead(store: Store, setup: Setup) -> str:
     """The setup's overhead table as ``tune`` would fit it now, with its step counts."""
-    from .costs import measured_costs
-
     try:
         costs = measured_costs(store, setup)
     except AutotuneError as err:  # incomplete forward tables: no grid to fit on yet
@@ -199,10 +215,6 @@ def show(store: Store, setup_index: int = 0, study_filter: str = "", per_trial: 
 def served_profile_line(device: str = "cpu") -> str:
     """One line: which shipped profile a server here picks, and whether it was measured
     on this machine (else how it differs, and that the server calibrates it)."""
-    from sglang_cast.hardware import MachineIdentity
-    from sglang_cast.profile import ProfileError, find_profile, load_profile
-    from sglang_cast.server.launch_args import hardware_label
-
     path = find_profile(hardware_label(device))
     if path is None:
         return f"none for {hardware_label(device)!r}: run `cast-autotune profile` and `tune` here"
@@ -214,3 +226,124 @@ def served_profile_line(device: str = "cpu") -> str:
     if note is None:
         return f"{path}: measured on this machine (or records no machine)"
     return f"{path}: {note}; the server calibrates its tables at start-up (--cast-calibrate auto)"
+
+
+# ------------------------------------------------------------------ the commands' summaries
+def profiled(setup: Setup, label: str, what: str, report: ProfileReport, store: Store, grid: ProfileGrid) -> str:
+    """``profile``: how many points were measured, and which n are interpolated."""
+    lines = [f"profiled {setup.device} ({label}), {what}: {report.measured} points measured, "
+             f"{report.skipped} already in {store.path}"]
+    for role in ("target", "draft"):
+        skipped = grid.interpolated(role)
+        if skipped:
+            lines.append(f"{role}: timed n = {list(grid.n_values(role))}; {len(skipped)} other n in "
+                         f"1..{grid.max_n_of(role)} are interpolated when cost tables are built")
+    return "\n".join(lines)
+
+
+def measured_curves(store: Store, setup: Setup) -> str:
+    """``profile``: the setup's cost curves, and the batch sizes left out of its tables."""
+    costs = measured_costs(store, setup)
+    rows = store.measurements(setup)
+    lines = [cost_curves(rows, "target") + "\n\n" + cost_curves(rows, "draft")]
+    for role, info in (("target", costs.target), ("draft", costs.draft)):
+        if info.left_out:
+            lines.append(f"{role}: batch sizes {list(info.left_out)} have incomplete rows and are left out; "
+                         "rerun to finish")
+    return "\n".join(lines)
+
+
+def steps_timed(report: StepProfileReport, design: StepDesign) -> str:
+    """``profile``: the whole steps the host-overhead step design timed."""
+    lines = [f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "
+             f"{len(design.shapes)} EAGLE-2 shapes per batch size), {report.skipped} runs already stored"]
+    if report.stalls():
+        lines.append(f"host overhead: {report.stalls()}")
+    return "\n".join(lines)
+
+
+def fitted_overhead(store: Store, setup: Setup) -> str:
+    return overhead_table(measured_costs(store, setup).costs.overhead)
+
+
+def profiled_formats(formats: Iterable[str]) -> str:
+    formats = list(formats)
+    return (f"profiled weight formats {', '.join(formats)}: `cast-autotune tune --weight-format "
+            f"{','.join(formats)}` tunes each and publishes the fastest")
+
+
+def collected(report: CollectReport, prompts: PromptSet, batch_sizes: tuple[int, ...], top_k: int, max_depth: int,
+              store: Store) -> str:
+    return (f"recorded {report.iterations} iterations ({report.tokens} tokens) of {len(prompts.texts)} prompts from "
+            f"{prompts.name} at batch sizes {list(batch_sizes)} with top_k {top_k}, depth {max_depth} "
+            f"into {store.path} (runs {', '.join(r[:8] for r in report.run_ids)})")
+
+
+def calibrated(path: Path, weight_format: str, served: StartupCalibration) -> str:
+    """``tune --calibrate-from``: how the profile's tables were fitted to this machine."""
+    return (f"calibrated {path} ({weight_format}) to this machine in {served.timings.seconds:.1f} s: "
+            f"target x{served.fit.target.scale:.3f}, draft x{served.fit.draft.scale:.3f} (held-out anchors off by "
+            f"{_percent(served.fit.target.check_error)} / {_percent(served.fit.draft.check_error)})")
+
+
+def _percent(error: float | None) -> str:
+    return "-" if error is None else f"{100 * error:.0f} %"
+
+
+def tuned(outcome: TuneOutcome, format_name: Callable[[str], str], states: str | None = None) -> str:
+    """``tune``: each weight format's replayed rate, the fastest one's buckets as published,
+    their live gate, the runtime states (``--backend sglang``) and the published file."""
+    lines = []
+    for tuning in outcome.formats:
+        rates = ", ".join(f"bucket <= {b}: {r}" for b, r in tuning.summary()["replay_tokens_per_s"].items())
+        lines.append(f"weight format {format_name(tuning.weight_format)}: geometric mean {tuning.score:.2f} "
+                     f"tokens/s replayed ({rates})")
+    if outcome.not_profiled:
+        lines.append(f"not profiled, so not tuned: {', '.join(outcome.not_profiled)} (run `cast-autotune profile "
+                     f"--weight-format {','.join(outcome.not_profiled)}`)")
+    lines.append(f"weight format {format_name(outcome.weight_format)} replays fastest; its buckets, as published:")
+    for result in outcome.results:
+        s = result.summary()
+        b = result.settings
+        lines.append(
+            f"bucket <= {b.max_batch_size}: {s['replay_tokens_per_s']} tokens/s replayed on {s['traces']} traces "
+            f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}); "
+            f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
+            f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
+            f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}; speculate: {str(b.speculate).lower()}"
+            + (f" (off by {result.off_by})" if result.off_by else ""))
+        c = outcome.confirmations.get(b.max_batch_size)
+        if c is not None:
+            lines.append(
+                f"  live gate B={c.batch_size}: CAST {c.live_cast_tokens_per_s:.2f} tokens/s live vs "
+                f"{c.predicted_cast_tokens_per_s:.2f} predicted ({c.live_over_predicted:.0%}; "
+                f"{c.live_over_predicted_at_profile_speed:.0%} at the profile's speed); plain "
+                f"{c.live_plain_tokens_per_s:.2f} live vs {c.predicted_plain_tokens_per_s:.2f} predicted "
+                f"({c.plain_live_over_predicted:.0%}; {c.plain_live_over_predicted_at_profile_speed:.0%}); "
+                f"live steps took {c.cast_measured_over_charged:.0%} (CAST) and "
+                f"{c.plain_measured_over_charged:.0%} (plain) of what the cost model charged for them; "
+                f"live CAST/plain {c.live_speedup:.2f}x (predicted "
+                f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
+                f"{c.speed_factor:.2f}x the profiled forward time)")
+    if states is not None:
+        lines.append(states)
+    lines.append(f"published {outcome.published.path} (version {outcome.published.version})")
+    return "\n".join(lines)
+
+
+def analytic_written(published: LoadedProfile, profile: Profile, tp_size: int) -> str:
+    costs = profile.settings.costs
+    per_gpu = f", per GPU of --tp-size {tp_size}" if tp_size > 1 else ""
+    return (f"wrote {published.path} (version {published.version}): {profile.device}{per_gpu}, f_T(1, 512, 1) = "
+            f"{costs.target(1, 512, 1):.4f} ms, f_T(1, 512, 64) = {costs.target(1, 512, 64):.4f} ms (roofline)")
+
+
+def written(paths: Iterable[Path]) -> str:
+    return "\n".join(f"wrote {p}" for p in paths)
+
+
+def preflight(profile: Path, shape: StaticShape, draft_config: Path | None, plan: MemoryPlan) -> str:
+    """``preflight``: the launch's tree shape, then the memory plan."""
+    return (f"profile {profile}: --speculative-num-steps {shape.num_steps} --speculative-eagle-topk {shape.topk} "
+            f"--speculative-num-draft-tokens {shape.num_draft_tokens}; draft head: "
+            f"{draft_config or 'assumed EAGLE-3 head of the target shape'}\n" + plan.report())

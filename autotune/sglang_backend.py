@@ -30,7 +30,7 @@ from sglang_cast.sglang_plugin.state_cover import StateCap
 
 from .errors import RUNTIME, AutotuneError
 from .grid import ProfileGrid
-from .preflight import read_config_json
+from .model_configs import read_config_json
 from .profiler import TimerFactory
 from .space import SearchSpace
 from .store import Setup, TimedStep

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune import cli
 from autotune.analytic import ANALYTIC_GPUS, BYTES_PER_ELEMENT, PLUGIN_GPUS, ForwardShape, GpuSpec, analytic_profile
 from autotune.cli import main
+from autotune.commands import analytic as analytic_command
 from sglang_cast.hardware import GPU_LABELS
 from sglang_cast.profile import load_profile
 from sglang_cast.sglang_plugin.memory_plan import tp_size_problem
@@ -64,7 +64,7 @@ def test_h200_is_priced_and_its_label_is_one_the_hardware_table_knows():
 
 
 def test_analytic_tp4_on_h200_writes_a_profile_keyed_by_its_layout(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(analytic_command, "PROFILE_DIR", tmp_path)
     assert main(["analytic", "--gpu", "h200", "--tp-size", "4", "--model-path", str(LLAMA_70B)]) == 0
     assert "per GPU of --tp-size 4" in capsys.readouterr().out
     profile = load_profile(tmp_path / "h200-tp4.yaml").profile

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from autotune.analytic import GPUS, AnalyticGrid, analytic_profile
-from autotune.cli import build_parser, format_name, main
+from autotune.cli import build_parser, main
+from autotune.commands.common import format_name
 from autotune.errors import AutotuneError
 from autotune.labels import check_label
 from autotune.store import Setup, Store
@@ -77,7 +78,7 @@ def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
 
 
 def test_weight_formats_auto_is_every_cpu_candidate_and_lists_are_canonical(capsys):
-    from autotune.cli import formats_for
+    from autotune.commands.common import formats_for
     from sglang_cast.engine.format_choice import CANDIDATES
 
     parser = build_parser()
@@ -170,7 +171,7 @@ def test_show_and_plot(tmp_path, capsys):
 
 
 def test_daemon_server_url_flags_build_the_watch_or_a_one_line_error():
-    from autotune.cli import server_watch
+    from autotune.commands.daemon import server_watch
 
     parser = build_parser()
     args = parser.parse_args(["daemon", "--gpu", "cpu", "--server-url", "http://127.0.0.1:30000",

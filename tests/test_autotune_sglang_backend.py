@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from autotune import cli, profiler
+from autotune.commands import profile as profile_command
+from autotune.commands import tune as tune_command
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
@@ -149,9 +151,9 @@ def test_tune_without_a_gpu_sizes_the_states_for_sglangs_cpu_engine(tmp_path):
     coverage bind; with --gpu-memory-gb the states are sized for that GPU instead."""
     target, head = llama_dirs(tmp_path)
     argv = ["tune", "--gpu", "cpu", "--backend", SGLANG, "--model-path", target, "--draft-path", head]
-    cpu = cli.state_sizing(cli.build_parser().parse_args(argv), "cpu")
+    cpu = tune_command.state_sizing(cli.build_parser().parse_args(argv), "cpu")
     assert cpu.state_bytes(3, 8) == 0 and cpu.captures_per_state == 0 and "SGLang's CPU engine" in cpu.described
-    gpu = cli.state_sizing(cli.build_parser().parse_args([*argv, "--gpu-memory-gb", "80"]), "cpu")
+    gpu = tune_command.state_sizing(cli.build_parser().parse_args([*argv, "--gpu-memory-gb", "80"]), "cpu")
     assert gpu.state_bytes(3, 8) > 0 and gpu.gpu_bytes == 80 * 1024 ** 3
 
 
@@ -251,10 +253,10 @@ def test_native_and_sglang_curves_never_mix_and_tables_come_from_the_backend_nam
 
 def test_tune_builds_its_setup_and_state_sizing_for_the_backend_it_is_given(monkeypatch, tmp_path):
     captured = {}
-    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
-    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
-    monkeypatch.setattr(cli, "open_store", lambda args: None)
-    monkeypatch.setattr(cli, "load_pair", lambda args, device, weight_format="fp32": type("Pair", (), dict(
+    monkeypatch.setattr(tune_command, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(tune_command, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(tune_command, "open_store", lambda args: None)
+    monkeypatch.setattr(tune_command, "load_pair", lambda args, device, weight_format="fp32": type("Pair", (), dict(
         target_id="t", draft_id="d", dtype="float32"))())
     import autotune.workflow as workflow
 
@@ -331,7 +333,7 @@ def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(m
     monkeypatch.setattr(sglang_backend, "sglang_timers",
                         lambda models, grid, dtype, tp_size, on_cpu: lambda role, b, c: DiesInTheSecondRow(role, 1.0, calls))
     monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
-    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(profile_command, "checked_label", lambda args, device: args.label)
     monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
     status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--tp-size", "2", "--quick", "--quiet",
                        "--db", str(tmp_path / "a.db")])
@@ -351,10 +353,10 @@ def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp
     from autotune.models import draft_model_id, target_model_id
 
     captured, loaded = {}, []
-    monkeypatch.setattr(cli, "resolve_device", lambda args: "cpu")
-    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
-    monkeypatch.setattr(cli, "open_store", lambda args: None)
-    monkeypatch.setattr(cli, "load_pair", lambda args, device, weight_format="fp32": loaded.append(device) or type(
+    monkeypatch.setattr(tune_command, "resolve_device", lambda args: "cpu")
+    monkeypatch.setattr(tune_command, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(tune_command, "open_store", lambda args: None)
+    monkeypatch.setattr(tune_command, "load_pair", lambda args, device, weight_format="fp32": loaded.append(device) or type(
         "Pair", (), dict(target_id="t", draft_id="d", dtype="float32"))())
     import autotune.workflow as workflow
 
@@ -419,7 +421,7 @@ def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_t
     monkeypatch.setattr(sglang_backend, "in_child_process", in_this_process)
     monkeypatch.setattr(sglang_backend, "sglang_step_timer",
                         lambda *args: real_step_timer(*args, engine_factory=factory))
-    monkeypatch.setattr(cli, "checked_label", lambda args, device: args.label)
+    monkeypatch.setattr(profile_command, "checked_label", lambda args, device: args.label)
     monkeypatch.setattr(hardware, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
     status = cli.main(["profile", "--gpu", "h100", "--backend", SGLANG, "--quick", "--quiet", "--overhead-steps", "3",
                        "--overhead-warmup", "1", "--db", str(tmp_path / "a.db")])

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.training import data as draft_data
 from sglang_cast.training import online
+from sglang_cast.training import responses as responses_stage
+from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.features import FeatureSet, TrainSequence, collate
 from test_train_draft import ROOT, random_head, tiny
 
@@ -23,9 +24,9 @@ def test_teacher_forced_batch_is_the_pipelines_batch_of_the_same_answers():
     labels equal what the CPU pipeline stores at generation and collates."""
     target = tiny()
     draft = random_head(target)
-    to_draft = draft_data.target_to_draft(draft.t2d)
+    to_draft = draft_vocab.target_to_draft(draft.t2d)
     prompts = [[5, 9, 11, 40, 7], [6, 8, 3, 12, 30, 31, 33, 35, 37]]  # different lengths: padding is exercised
-    answers = sorted(draft_data.greedy_with_features(target.model, prompts, 9, 2, target.feature_layers, (2,),
+    answers = sorted(responses_stage.greedy_with_features(target.model, prompts, 9, 2, target.feature_layers, (2,),
                                                      top_k=4), key=lambda a: a.index)
     fs = FeatureSet(
         features=[np.concatenate([a.features for a in answers])],
@@ -52,7 +53,7 @@ def test_rounds_train_the_head_and_a_second_call_resumes_where_the_first_stopped
     init = tmp_path / "init"
     draft = random_head(target)
     online.export(draft, init)
-    monkeypatch.setattr(online.data, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
+    monkeypatch.setattr(online, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
     cfg = online.OnlineConfig(rounds=1, self_instruct=2, doc_prompts=2, template_prompts=3, task_prompts=2,
                               request_tokens=6, response_tokens=8, gen_batch=4, feature_batch_tokens=256,
                               val_sequences=2, soft_top_k=3, max_prompt_tokens=400)

@@ -20,11 +20,10 @@ from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
 from sglang_cast.engine.draft_expander import DraftExpander
 from sglang_cast.models import KVCache, LlamaModel, ModelConfig, causal_tree_mask, load_draft
 
-from sglang_cast.training import data as draft_data
-from sglang_cast.training import gap as draft_gap
-from sglang_cast.training import tasks as draft_tasks
-from sglang_cast.training import train as train_stage
-from sglang_cast.training import workspace
+from sglang_cast.training import benchmark_filter, docstrings, workspace
+from sglang_cast.training import gap as draft_gap, prompts as prompt_stage, responses as responses_stage
+from sglang_cast.training import tasks as draft_tasks, templates as prompt_templates, train as train_stage
+from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.cli import FLAGS, parse_args
 from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
 from sglang_cast.training.features import Batch, FeatureSet, collate
@@ -79,7 +78,7 @@ def tiny(seed: int = 0) -> Target:
 
 def random_head(target: Target, vocab: int = 40, seed: int = 1):
     counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(seed))
-    d2t, t2d = draft_data.select_draft_vocab(counts, vocab)
+    d2t, t2d = draft_vocab.select_draft_vocab(counts, vocab)
     draft = new_draft(target, d2t, t2d)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -100,7 +99,7 @@ BENCH = [
 
 
 def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
-    bench = draft_data.BenchmarkFilter.from_prompts(BENCH)
+    bench = benchmark_filter.BenchmarkFilter.from_prompts(BENCH)
     assert bench.reason("give three TIPS for staying healthy!!") == "exact"
     near = ("Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural "
             "experiences and must see sights.")
@@ -111,7 +110,7 @@ def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
     for unrelated in ("Explain what `textwrap.dedent` does in Python and give a short example.",
                       "Give three tips for learning to play chess.", "Write a poem about the sea."):
         assert bench.reason(unrelated) is None
-    kept, report = draft_data.filter_prompts(
+    kept, report = benchmark_filter.filter_prompts(
         ["Write a poem about the sea.", "write a poem about the sea", BENCH[1], near, "Hello there, how are you today?"],
         bench, fits=lambda p: "Hello" not in p)
     assert kept == ["Write a poem about the sea."]
@@ -122,29 +121,29 @@ def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
 def test_benchmark_prompts_include_every_turn(tmp_path):
     (tmp_path / "a.jsonl").write_text(json.dumps({"turns": ["one", "two"]}) + "\n")
     (tmp_path / "b.jsonl").write_text(json.dumps({"turns": ["three"]}) + "\n")
-    assert draft_data.load_benchmark_prompts(tmp_path) == ["one", "two", "three"]
+    assert benchmark_filter.load_benchmark_prompts(tmp_path) == ["one", "two", "three"]
 
 
 def test_clean_request_and_doc_prompts():
-    assert draft_data.clean_request('Request: "Write a haiku about autumn leaves, please."\n\nSure!', False) \
+    assert prompt_stage.clean_request('Request: "Write a haiku about autumn leaves, please."\n\nSure!', False) \
         == "Write a haiku about autumn leaves, please."
-    assert draft_data.clean_request("Sure, here is a request for you to answer now.", False) is None
-    assert draft_data.clean_request("Explain how ocean tides work. Then describe the moon and", True) \
+    assert prompt_stage.clean_request("Sure, here is a request for you to answer now.", False) is None
+    assert prompt_stage.clean_request("Explain how ocean tides work. Then describe the moon and", True) \
         == "Explain how ocean tides work."
-    items = draft_data.stdlib_doc_items(("textwrap",))
+    items = docstrings.stdlib_doc_items(("textwrap",))
     assert any(item.name == "textwrap.dedent" for item in items)
-    prompts = draft_data.doc_prompts(items, 5, seed=0)
+    prompts = docstrings.doc_prompts(items, 5, seed=0)
     assert len(set(prompts)) == 5 and sum("`textwrap." in p for p in prompts) >= 3
 
 
 def test_template_prompts_are_filled_seeded_and_spread():
-    prompts = draft_data.template_prompts(200, seed=3)
-    assert prompts == draft_data.template_prompts(200, seed=3) != draft_data.template_prompts(200, seed=4)
+    prompts = prompt_stage.template_prompts(200, seed=3)
+    assert prompts == prompt_stage.template_prompts(200, seed=3) != prompt_stage.template_prompts(200, seed=4)
     assert len(prompts) == 200 and not any("{" in p or "}" in p for p in prompts)
     math = prompts[4::5]  # one in five is arithmetic or reasoning
     assert all(any(ch.isdigit() for ch in p) for p in math)
     chat = [p for i, p in enumerate(prompts) if i % 5 != 4]
-    topics = draft_data.TOPICS + draft_data.MORE_TOPICS
+    topics = prompt_templates.TOPICS + prompt_templates.MORE_TOPICS
     assert len({t for t in topics if any(t in p for p in chat)}) > 80
 
 
@@ -161,7 +160,7 @@ def test_task_prompts_are_filled_seeded_and_cover_every_kind():
 
 
 def test_signatures_carry_no_memory_addresses():
-    items = {item.name: item for item in draft_data.stdlib_doc_items(("difflib",))}
+    items = {item.name: item for item in docstrings.stdlib_doc_items(("difflib",))}
     assert "IS_CHARACTER_JUNK" in items["difflib.ndiff"].signature
     assert "0x" not in items["difflib.ndiff"].signature
 
@@ -180,7 +179,7 @@ def test_later_sources_follow_the_earlier_ones(tmp_path):
         out = tmp_path / f"prompts{templates}_{tasks}"
         out.mkdir()
         summary = build_prompts(tiny(), cfg, tmp_path / "si", out)
-        kept[templates, tasks] = rows = draft_data.read_jsonl(out / "prompts.jsonl")
+        kept[templates, tasks] = rows = workspace.read_jsonl(out / "prompts.jsonl")
         for source in ("templates", "tasks"):
             assert summary["kept_by_source"][source] == sum(r["source"] == source for r in rows)
     for earlier, later, source in (((0, 0), (10, 0), "templates"), ((10, 0), (10, 12), "tasks")):
@@ -193,37 +192,37 @@ def test_later_sources_follow_the_earlier_ones(tmp_path):
 
 def test_draft_vocab_roundtrip():
     counts = torch.tensor([5, 0, 9, 9, 1, 7, 0, 3])
-    d2t, t2d = draft_data.select_draft_vocab(counts, 4)
+    d2t, t2d = draft_vocab.select_draft_vocab(counts, 4)
     hot = torch.arange(4) + d2t
     assert hot.tolist() == [0, 2, 3, 5]  # the four most frequent, in target-id order
     assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
-    to_draft = draft_data.target_to_draft(t2d)
+    to_draft = draft_vocab.target_to_draft(t2d)
     assert torch.equal(to_draft[hot], torch.arange(4))  # draft -> target -> draft
     assert (to_draft[~t2d] == -1).all()
-    draft = new_draft(tiny(), *draft_data.select_draft_vocab(torch.arange(VOCAB), 10))
+    draft = new_draft(tiny(), *draft_vocab.select_draft_vocab(torch.arange(VOCAB), 10))
     ids = torch.arange(10)
-    assert torch.equal(draft_data.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
+    assert torch.equal(draft_vocab.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
 
 
 def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
     #                      id: 0  1  2  3  4  5  6  7
     counts = torch.tensor([0, 9, 1, 6, 5, 2, 3, 0])
     t2d = torch.tensor([1, 0, 1, 0, 1, 1, 1, 1], dtype=torch.bool)  # 1 and 3 are outside
-    d2t, new, rows = draft_data.swap_draft_vocab(counts, t2d, 3, keep=(0,))
+    d2t, new, rows = draft_vocab.swap_draft_vocab(counts, t2d, 3, keep=(0,))
     hot = torch.arange(6) + d2t
     assert hot.tolist() == [0, 1, 3, 4, 5, 6]  # 1 and 3 came in for 7 and 2; 0 is kept though unused
-    assert torch.equal(new, draft_data.target_to_draft(new) >= 0) and int(new.sum()) == 6
+    assert torch.equal(new, draft_vocab.target_to_draft(new) >= 0) and int(new.sum()) == 6
     assert rows.tolist() == [0, -1, -1, 2, 3, 4]  # old draft ids of 0, 4, 5, 6
     tie = counts.clone()
     tie[3] = 1  # no longer more frequent than the next-rarest token inside (2)
-    assert int((draft_data.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
-    d2t, same, rows = draft_data.swap_draft_vocab(counts, t2d, 0)
+    assert int((draft_vocab.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
+    d2t, same, rows = draft_vocab.swap_draft_vocab(counts, t2d, 0)
     assert torch.equal(same, t2d) and rows.tolist() == list(range(6))
 
     target = tiny()
     old = random_head(target)
     counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(5))
-    d2t, t2d, rows = draft_data.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
+    d2t, t2d, rows = draft_vocab.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
     assert int((rows < 0).sum()) > 0
     state = with_vocab(old.state_dict(), d2t, t2d, rows)
     new = new_draft(target, d2t, t2d)
@@ -322,7 +321,7 @@ def test_generation_captures_the_features_of_a_full_extraction_pass():
     forward over prompt + answer."""
     target = tiny(seed=4)
     prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
-    answers = sorted(draft_data.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,)),
+    answers = sorted(responses_stage.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,)),
                      key=lambda a: a.index)
     engine = target.engine(None, TreeShape(), 3, 32)
     expected = engine.generate(prompts, SamplingParams(max_new_tokens=9))
@@ -340,7 +339,7 @@ def test_generation_keeps_the_targets_top_k_at_every_answer_token():
     answer token itself) and their log-probabilities where it chose answer token j."""
     target = tiny(seed=4)
     prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
-    answers = draft_data.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,), top_k=5)
+    answers = responses_stage.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,), top_k=5)
     for answer in answers:
         prompt, n_out = prompts[answer.index], len(answer.output_ids)
         assert answer.top_ids.shape == (n_out, 5) and answer.top_logprobs.dtype == np.float16
@@ -467,7 +466,7 @@ def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
     assert not torch.equal(new.t2d, old.t2d)
     came_in = ~old.t2d[new.draft_to_target(torch.arange(16))]
     assert int(came_in.sum()) == report["summary"]["swapped_tokens"]
-    old_ids = draft_data.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
+    old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
     assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
     with pytest.raises(SystemExit):
         parse_args(["--vocab-swap", "4"])
@@ -500,7 +499,7 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
     assert report["train"]["summary"]["steps"] == cfg.train.max_steps
     assert report["responses"]["settings"]["soft_top_k"] == 4
     fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
-    to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    to_draft = draft_vocab.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
     batch = collate(fs, range(len(fs)), to_draft)
     scored = batch.targets & (batch.labels >= 0)
     assert int(scored.sum()) > 10
@@ -535,7 +534,7 @@ def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
     # The per-source parts add up to the training code's own validation of the same head.
     fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
     head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
-    to_draft = draft_data.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    to_draft = draft_vocab.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
     whole = validate(head, fs, split(fs, cfg.train, cfg.seed), to_draft, cfg.train)
     for step in range(cfg.train.ttt_steps):
         parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]

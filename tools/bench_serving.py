@@ -22,8 +22,13 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, when run as a script
+
+from sglang_cast.flags import int_at_least  # noqa: E402
 
 WORDS = ("time person year way day thing man world life hand part child eye woman place work week case point "
          "government company number group problem fact river garden music letter window morning story "
@@ -196,13 +201,6 @@ def run(args: BenchArgs) -> list[dict]:
     return summaries
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def parse_args(argv: list[str] | None = None) -> BenchArgs:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -212,12 +210,12 @@ def parse_args(argv: list[str] | None = None) -> BenchArgs:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--model", default="default", help="model name sent to /v1/completions (default: default)")
-    parser.add_argument("--num-prompts", type=_positive_int, default=64, help="prompts per level (default: 64)")
-    parser.add_argument("--random-input-len", type=_positive_int, default=32,
+    parser.add_argument("--num-prompts", type=int_at_least(1), default=64, help="prompts per level (default: 64)")
+    parser.add_argument("--random-input-len", type=int_at_least(1), default=32,
                         help="words per random prompt (default: 32)")
-    parser.add_argument("--random-output-len", type=_positive_int, default=16,
+    parser.add_argument("--random-output-len", type=int_at_least(1), default=16,
                         help="tokens generated per request, EOS ignored (default: 16)")
-    parser.add_argument("--max-concurrency", type=_positive_int, nargs="+", default=[1, 8, 32],
+    parser.add_argument("--max-concurrency", type=int_at_least(1), nargs="+", default=[1, 8, 32],
                         help="closed-loop client counts, one level each (default: 1 8 32)")
     parser.add_argument("--max-duration", type=float, default=110.0,
                         help="seconds after which a level sends no new request (default: 110)")

@@ -20,16 +20,10 @@ from pathlib import Path
 import torch
 
 from sglang_cast.cast import SamplingParams, TreeShape
+from sglang_cast.flags import int_list
 from sglang_cast.models import load_target
-from sglang_cast.training import data
-from sglang_cast.training.target import Target
-
-
-def positive_ints(text: str) -> list[int]:
-    values = [int(v) for v in text.split(",") if v.strip()]
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return values
+from sglang_cast.training.prompts import template_prompts
+from sglang_cast.training.target import Target, chat_ids, generate
 
 
 def main() -> None:
@@ -37,6 +31,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    positive_ints = int_list(1, increasing=False)
     parser.add_argument("--gen-batch", type=positive_ints, default=[32, 128], help="engine batch sizes, e.g. 32,128")
     parser.add_argument("--prompts", type=positive_ints, default=[256], help="template prompts per setting")
     parser.add_argument("--tokens", type=positive_ints, default=[128], help="new tokens per prompt")
@@ -45,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     model, config, tokenizer = load_target(None, args.device, getattr(torch, args.dtype))
     target = Target(model, tokenizer, config.eos_token_ids)
-    prompts = [data.chat_ids(tokenizer, p) for p in data.template_prompts(args.prompts[0], 7)]
+    prompts = [chat_ids(tokenizer, p) for p in template_prompts(args.prompts[0], 7)]
     new = args.tokens[0]
     results = []
     profiled = ""
@@ -60,7 +55,7 @@ def main() -> None:
         began = time.time()
         if profiler:
             profiler.enable()
-        gens = data.generate(engine, prompts, params, desc=f"B={batch}")
+        gens = generate(engine, prompts, params, desc=f"B={batch}")
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.time() - began

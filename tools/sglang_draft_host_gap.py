@@ -38,38 +38,19 @@ import torch
 
 from sglang_cast.cast import DraftTree, Thresholds, make_policy
 from sglang_cast.cast.policies import POLICIES
+from sglang_cast.flags import int_at_least, int_list
 from sglang_cast.profile import load_profile
 from sglang_cast.sglang_plugin import drafting
-
-
-def _positive_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    return values
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="profiles/h100.yaml", help="profile YAML whose cost tables are used")
     parser.add_argument("--policy", default="cast", choices=sorted(n for n, p in POLICIES.items() if p.needs_draft))
-    parser.add_argument("--batch-sizes", type=_positive_list, default=[1, 16, 48])
-    parser.add_argument("--topk", type=_positive, default=10, help="candidates per layer (>= 1)")
-    parser.add_argument("--depth", type=_positive, default=6, help="layers drafted (>= 2)")
-    parser.add_argument("--repeats", type=_positive, default=40, help="drafts timed per batch size (>= 1)")
+    parser.add_argument("--batch-sizes", type=int_list(1, increasing=False), default=[1, 16, 48])
+    parser.add_argument("--topk", type=int_at_least(1), default=10, help="candidates per layer (>= 1)")
+    parser.add_argument("--depth", type=int_at_least(1), default=6, help="layers drafted (>= 2)")
+    parser.add_argument("--repeats", type=int_at_least(1), default=40, help="drafts timed per batch size (>= 1)")
     args = parser.parse_args(argv)
     if args.depth < 2:
         parser.error(f"--depth must be >= 2 (a one-layer draft has no copy between layers), got {args.depth}")

@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from autotune.preflight import read_config_json
+from autotune.model_configs import read_config_json
 from autotune.store import Store
 from sglang_cast.profile import load_profile, save_profile
 from sglang_cast.sglang_plugin.memory_plan import GIB, LaunchSettings, ModelShape, state_bytes_for

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ..flags import OneLineParser, float_between, int_at_least, int_in
 from .config import (DEFAULT_MAX_TOP_LOGPROBS, MIN_REQUEST_BYTES, REQUEST_BYTES_PER_CONTEXT_TOKEN,
                      ShapeOverride)
 
@@ -24,39 +25,6 @@ ALGORITHMS = {"NONE": "vanilla", "EAGLE": "eagle2", "CAST": "cast", "GOODPUT": "
 BACKENDS = ("native", "sglang")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 DTYPES = ("float32", "float16", "bfloat16")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line (no usage dump) and still exits with 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
-    return value
 
 
 def _weight_format(text: str) -> str:
@@ -79,13 +47,6 @@ def _compile_mode(text: str) -> str:
 def _profile_path(text: str) -> Path | None:
     """``auto`` (the default) picks ``profiles/<hardware label>.yaml`` in `resolve_profile`."""
     return None if text == "auto" else Path(text)
-
-
-def _port(text: str) -> int:
-    value = _positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be in [1, 65535], got {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -147,7 +108,7 @@ def build_parser() -> OneLineParser:
                        help="EAGLE/EAGLE-3 draft head directory (default: the head shipped for the embedded model)")
     model.add_argument("--served-model-name", metavar="NAME", default=None,
                        help="model name clients send and /v1/models lists (default: the model path)")
-    model.add_argument("--context-length", metavar="TOKENS", type=_positive_int, default=2048,
+    model.add_argument("--context-length", metavar="TOKENS", type=int_at_least(1), default=2048,
                        help="longest prompt + generation per request, in tokens (default: 2048)")
     model.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     model.add_argument("--dtype", choices=DTYPES, default="float32",
@@ -181,12 +142,12 @@ def build_parser() -> OneLineParser:
                            "profile's cost tables (default; when the model has no draft head and none is given, "
                            "the default falls back to NONE and says so in the log); GOODPUT: threshold-free "
                            "cost-aware trees")
-    spec.add_argument("--speculative-num-steps", dest="max_depth", metavar="N", type=_positive_int, default=None,
+    spec.add_argument("--speculative-num-steps", dest="max_depth", metavar="N", type=int_at_least(1), default=None,
                       help="maximum draft tree depth; overrides every profile bucket")
-    spec.add_argument("--speculative-eagle-topk", dest="top_k", metavar="K", type=_positive_int, default=None,
+    spec.add_argument("--speculative-eagle-topk", dest="top_k", metavar="K", type=int_at_least(1), default=None,
                       help="candidates kept per tree layer (top-k); overrides every profile bucket")
     spec.add_argument("--speculative-num-draft-tokens", dest="num_verify_tokens", metavar="N",
-                      type=_positive_int, default=None,
+                      type=int_at_least(1), default=None,
                       help="tokens verified per iteration, the root included (>= 2); overrides every profile "
                            "bucket")
     spec.add_argument("--cast-profile", metavar="PATH", type=_profile_path, default=None,
@@ -211,10 +172,10 @@ def build_parser() -> OneLineParser:
 
     serving = parser.add_argument_group("serving")
     serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serving.add_argument("--port", type=_port, default=30000, help="port to listen on (default: 30000)")
-    serving.add_argument("--max-running-requests", metavar="N", type=_positive_int, default=8,
+    serving.add_argument("--port", type=int_in(1, 65535), default=30000, help="port to listen on (default: 30000)")
+    serving.add_argument("--max-running-requests", metavar="N", type=int_at_least(1), default=8,
                          help="requests decoded together in one batch (default: 8)")
-    serving.add_argument("--max-queued-requests", metavar="N", type=_int_at_least(0), default=64,
+    serving.add_argument("--max-queued-requests", metavar="N", type=int_at_least(0), default=64,
                          help="requests waiting for a batch slot; beyond that the server answers 503 with "
                               "Retry-After (default: 64)")
     serving.add_argument("--api-key", metavar="KEY", default=None,
@@ -224,14 +185,14 @@ def build_parser() -> OneLineParser:
                          help="key for the admin endpoints (/cast/reload, /cast/profile, /flush_cache, "
                               "/server_info, /get_server_info) instead of --api-key, which they then refuse; "
                               "without it they need --api-key when that is set")
-    serving.add_argument("--max-request-bytes", metavar="BYTES", type=_positive_int, default=None,
+    serving.add_argument("--max-request-bytes", metavar="BYTES", type=int_at_least(1), default=None,
                          help="largest request body; bigger ones get 413 before they are read (default: "
                               f"max({MIN_REQUEST_BYTES >> 20} MiB, context length x "
                               f"{REQUEST_BYTES_PER_CONTEXT_TOKEN} bytes), 2 MiB at the default context length)")
-    serving.add_argument("--max-logprobs", metavar="N", type=_int_at_least(0), default=DEFAULT_MAX_TOP_LOGPROBS,
+    serving.add_argument("--max-logprobs", metavar="N", type=int_at_least(0), default=DEFAULT_MAX_TOP_LOGPROBS,
                          help="most alternatives per position a request may ask for with top_logprobs_num "
                               f"(default: {DEFAULT_MAX_TOP_LOGPROBS}, as vLLM's --max-logprobs)")
-    serving.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
+    serving.add_argument("--mem-fraction-static", metavar="F", type=float_between(0, 1), default=None,
                          help="--backend sglang only: SGLang's share of GPU memory for weights and KV pool, in "
                               "(0, 1); `cast-autotune preflight` prints the value a profile's runtime states "
                               "need (default: SGLang's)")
@@ -239,7 +200,7 @@ def build_parser() -> OneLineParser:
                                         "the profile must be measured for this layout)"),
                           ("--dp-size", "data-parallel model copies (each serves the same profile)"),
                           ("--pp-size", "pipeline stages; CAST refuses > 1 (docs/gpu.md says why)")):
-        serving.add_argument(flag, metavar="N", type=_positive_int, default=None,
+        serving.add_argument(flag, metavar="N", type=int_at_least(1), default=None,
                              help=f"--backend sglang only: SGLang's {flag}, {meaning} (default: 1)")
     serving.add_argument("--backend", choices=BACKENDS, default="native",
                          help="native: this package's engine (default); sglang: real SGLang with the CAST "
@@ -302,7 +263,7 @@ def hardware_label(device: str) -> str:
     (`hardware.gpu_label`), else the name made file-safe."""
     if not device.startswith("cuda"):
         return "cpu"
-    from ..hardware import device_name, gpu_label
+    from ..hardware import device_name, gpu_label  # imports torch: only for a CUDA device
 
     name = device_name(device)
     return gpu_label(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

@@ -21,13 +21,16 @@ per-benchmark evaluation files) and a finished stage is skipped (`workspace.run_
 Modules, in the order a run uses them:
 
     config      the typed settings of data, training and evaluation (`PipelineConfig`)
-    workspace   resumable stage directories and the settings record that decides reuse
-    target      the frozen target model and the one place an `Engine` is built
-    data        prompt sources, benchmark filter, greedy answers with features, draft vocab
+    workspace   resumable stage directories, the settings record that decides reuse, JSON lines
+    target      the frozen target model, the one place an `Engine` is built, chat-template
+                ids and sampled generation
+    benchmark_filter  the benchmark prompts no training prompt may equal or overlap
+    templates   the words and templates of prompt_templates.yaml (data, loaded at import)
+    docstrings  requests mined from the installed standard library's docstrings
     tasks       the multi-part task requests of ``--task-prompts``
-    prompts     the self_instruct and prompts stages
-    responses   the responses stage
-    vocab       the vocab stage
+    prompts     the self_instruct and prompts stages: self-instruct and template requests
+    responses   the responses stage: greedy answers with the target features they compute
+    vocab       the vocab stage: the draft vocabulary, chosen or swapped
     head        a fresh head, an exported head read back (``--init-head``), the export stage
     features    training sequences, feature shards and padded batches
     ttt         training-time test: the unrolled forward on the head's own layer, its loss

@@ -15,9 +15,9 @@ from sglang_cast.cast import SamplingParams, TreeShape
 from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
 
-from . import data
+from .benchmark_filter import first_turns
 from .config import EVAL_DATASETS, PipelineConfig
-from .target import Target
+from .target import Target, chat_ids
 from .workspace import write_json
 
 
@@ -61,8 +61,8 @@ def build_eval(target: Target, cfg: PipelineConfig, head: Path, out: Path) -> di
     chain = TreeShape(top_k=1, max_depth=ec.chain_depth, num_verify_tokens=ec.chain_depth + 1)
     summary: dict[str, Any] = {"prompts_per_benchmark": ec.prompts, "max_new_tokens": ec.max_new_tokens}
     for name in EVAL_DATASETS:
-        texts = data.first_turns(cfg.benchmark_dir / f"{name}.jsonl", ec.prompts)
-        prompts = [data.chat_ids(target.tokenizer, p) for p in texts]
+        texts = first_turns(cfg.benchmark_dir / f"{name}.jsonl", ec.prompts)
+        prompts = [chat_ids(target.tokenizer, p) for p in texts]
         runs = {}
         for mode, shape in (("chain", chain), ("tree", ec.tree)):
             path = out / f"{name}.{mode}.json"

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import data
 from .responses import soft_path
+from .workspace import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class FeatureSet:
                 with np.load(soft_path(path)) as arrays:
                     soft.append((arrays["logprobs"], arrays["ids"]))
             row = soft_row = 0
-            for record in data.read_jsonl(path):
+            for record in read_jsonl(path):
                 ids = record["prompt_ids"] + record["output_ids"]
                 sequences.append(TrainSequence(np.array(ids[:max_len], dtype=np.int64), len(record["prompt_ids"]),
                                                shard, row, soft_row))

@@ -27,13 +27,15 @@ import torch
 
 from sglang_cast.models import load_draft
 
-from . import data
+from .benchmark_filter import first_turns
 from .config import DEFAULT_BENCHMARKS, EVAL_DATASETS, TrainConfig
 from .features import FeatureSet, collate
-from .target import Target
+from .responses import greedy_with_features
+from .target import Target, chat_ids
 from .train import split
 from .ttt import StepStats, ttt_loss
-from .workspace import META, write_jsonl
+from .vocab import target_to_draft
+from .workspace import META, read_jsonl, write_jsonl
 
 
 def score(draft, fs: FeatureSet, indices: list[int], to_draft: torch.Tensor, steps: int) -> dict:
@@ -56,8 +58,8 @@ def benchmark_answers(target: Target, name: str, benchmark_dir: Path, prompts: i
     marker = out / "shard_00000.jsonl"
     if not marker.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        encoded = [data.chat_ids(target.tokenizer, p) for p in data.first_turns(benchmark_dir / f"{name}.jsonl", prompts)]
-        answers = sorted(data.greedy_with_features(target.model, encoded, tokens, len(encoded),
+        encoded = [chat_ids(target.tokenizer, p) for p in first_turns(benchmark_dir / f"{name}.jsonl", prompts)]
+        answers = sorted(greedy_with_features(target.model, encoded, tokens, len(encoded),
                                                    target.feature_layers, target.eos_token_ids),
                          key=lambda a: a.index)
         np.save(out / "shard_00000.npy", np.concatenate([a.features for a in answers]))
@@ -70,7 +72,7 @@ def gap_report(target: Target, head: Path, work_dir: Path, benchmark_dir: Path, 
                tokens: int) -> dict[str, dict]:
     """`score` per benchmark and per training source of the held-out split."""
     draft = load_draft(head, target.model, "cpu", torch.float32)
-    to_draft = data.target_to_draft(torch.load(work_dir / "vocab" / "vocab.pt")["t2d"])
+    to_draft = target_to_draft(torch.load(work_dir / "vocab" / "vocab.pt")["t2d"])
     settings = json.loads((work_dir / "train" / META).read_text())["settings"]
     train_cfg = TrainConfig(**settings["train"])
     report = {}
@@ -80,7 +82,7 @@ def gap_report(target: Target, head: Path, work_dir: Path, benchmark_dir: Path, 
         report[name] = score(draft, fs, list(range(len(fs))), to_draft, train_cfg.ttt_steps)
     fs = FeatureSet.open(work_dir / "responses", train_cfg.max_seq_len)
     held_out = split(fs, train_cfg, settings["seed"]).val
-    sources = [row["source"] for row in data.read_jsonl(work_dir / "prompts" / "prompts.jsonl")]
+    sources = [row["source"] for row in read_jsonl(work_dir / "prompts" / "prompts.jsonl")]
     for source in sorted(set(sources)):
         indices = [i for i in held_out if sources[i] == source]
         if indices:

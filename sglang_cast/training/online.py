@@ -33,14 +33,18 @@ from sglang_cast.cast import SamplingParams, TreeShape
 from sglang_cast.engine import Engine
 from sglang_cast.models import KVCache, causal_tree_mask, load_target, save_draft
 
-from . import data, tasks
+from . import tasks
+from .benchmark_filter import BenchmarkFilter, filter_prompts, first_turns, load_benchmark_prompts
 from .config import DEFAULT_BENCHMARKS, DEFAULT_OUTPUT, EVAL_DATASETS, EvalConfig, TrainConfig
+from .docstrings import doc_prompts, stdlib_doc_items
 from .evaluate import acceptance, evaluate_mode
 from .features import Batch, make_batches
 from .head import head_state, new_draft
-from .target import Target
+from .prompts import clean_request, self_instruct_requests, template_prompts
+from .target import Target, chat_ids, generate
 from .train import lr_at
 from .ttt import StepStats, ttt_loss
+from .vocab import target_to_draft
 from .workspace import write_json
 
 
@@ -102,30 +106,30 @@ class Sequences:
 
 
 def round_prompts(target: Target, engine: Engine, cfg: OnlineConfig, round_index: int,
-                  benchmark: data.BenchmarkFilter) -> tuple[list[list[int]], int]:
+                  benchmark: BenchmarkFilter) -> tuple[list[list[int]], int]:
     """Round ``round_index``'s prompts as chat-template ids, and the answer tokens the
     self-instruct requests cost to generate."""
     seed = cfg.prompt_seed + round_index
-    metas = data.self_instruct_requests(cfg.self_instruct, seed)
+    metas = self_instruct_requests(cfg.self_instruct, seed)
     params = [SamplingParams(temperature=0.9, top_p=0.95, max_new_tokens=cfg.request_tokens, seed=seed * 1_000_003 + i)
               for i in range(len(metas))]
-    encoded = [data.chat_ids(target.tokenizer, m) for m in metas]
+    encoded = [chat_ids(target.tokenizer, m) for m in metas]
     invented = []
     generated = 0
     if encoded:
-        for gen in data.generate(engine, encoded, params, desc=f"round {round_index} requests"):
+        for gen in generate(engine, encoded, params, desc=f"round {round_index} requests"):
             generated += len(gen.output_ids)
             text = target.tokenizer.decode([t for t in gen.output_ids if t not in target.eos_token_ids],
                                            skip_special_tokens=True)
-            request = data.clean_request(text, gen.truncated)
+            request = clean_request(text, gen.truncated)
             if request is not None:
                 invented.append(request)
-    candidates = (invented + data.doc_prompts(data.stdlib_doc_items(), cfg.doc_prompts, seed)
-                  + data.template_prompts(cfg.template_prompts, seed) + tasks.task_prompts(cfg.task_prompts, seed))
+    candidates = (invented + doc_prompts(stdlib_doc_items(), cfg.doc_prompts, seed)
+                  + template_prompts(cfg.template_prompts, seed) + tasks.task_prompts(cfg.task_prompts, seed))
     random.Random(seed).shuffle(candidates)
-    kept, _ = data.filter_prompts(
-        candidates, benchmark, fits=lambda p: len(data.chat_ids(target.tokenizer, p)) <= cfg.max_prompt_tokens)
-    return [data.chat_ids(target.tokenizer, p) for p in kept], generated
+    kept, _ = filter_prompts(
+        candidates, benchmark, fits=lambda p: len(chat_ids(target.tokenizer, p)) <= cfg.max_prompt_tokens)
+    return [chat_ids(target.tokenizer, p) for p in kept], generated
 
 
 def generation_engine(target: Target, cfg: OnlineConfig) -> Engine:
@@ -138,7 +142,7 @@ def generation_engine(target: Target, cfg: OnlineConfig) -> Engine:
 def answer(engine: Engine, cfg: OnlineConfig, prompts: list[list[int]], round_index: int) -> Sequences:
     """The target's greedy answers to ``prompts``."""
     params = [SamplingParams(max_new_tokens=cfg.response_tokens)] * len(prompts)
-    gens = data.generate(engine, prompts, params, desc=f"round {round_index} answers")
+    gens = generate(engine, prompts, params, desc=f"round {round_index} answers")
     return Sequences([g.prompt_ids + g.output_ids for g in gens], [len(g.prompt_ids) for g in gens])
 
 
@@ -277,10 +281,10 @@ def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, be
     draft.load_state_dict(start, strict=True)
     draft.to(device)
     draft.train()
-    to_draft = data.target_to_draft(draft.t2d.cpu()).to(device)
+    to_draft = target_to_draft(draft.t2d.cpu()).to(device)
     params = [p for p in draft.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, betas=(0.9, 0.95), weight_decay=cfg.train.weight_decay)
-    benchmark = data.BenchmarkFilter.from_prompts(data.load_benchmark_prompts(benchmark_dir))
+    benchmark = BenchmarkFilter.from_prompts(load_benchmark_prompts(benchmark_dir))
     engine = generation_engine(target, cfg)
     first_step, last_round_s = state.step, 0.0
     while (not cfg.rounds or state.round < cfg.rounds) and time.time() - began + 1.2 * last_round_s < cfg.budget_s:
@@ -331,8 +335,8 @@ def evaluate_heads(target: Target, heads: dict[str, Path], benchmark_dir: Path, 
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"prompts": ec.prompts, "max_new_tokens": ec.max_new_tokens}
     for name in EVAL_DATASETS:
-        prompts = [data.chat_ids(target.tokenizer, p)
-                   for p in data.first_turns(benchmark_dir / f"{name}.jsonl", ec.prompts)]
+        prompts = [chat_ids(target.tokenizer, p)
+                   for p in first_turns(benchmark_dir / f"{name}.jsonl", ec.prompts)]
         for label, head in heads.items():
             runs = {}
             for mode, shape in (("tree", ec.tree), ("chain", chain)):

@@ -1,5 +1,5 @@
 """Task requests for the draft head's training data: multi-part prompts in the shapes
-the chat templates of `data` leave out.
+the chat templates of `templates` leave out.
 
 A head's acceptance falls most on mt_bench (`gap.py` measures where it goes), whose
 answers use words the other sources' answers rarely contain (7.6 % of their tokens lie
@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from .data import ROLES, TOPICS
+from .templates import ROLES, TOPICS
 
 PEOPLE = (
     "Alice", "Bashir", "Carmen", "Dmitri", "Elena", "Farid", "Grace", "Hiroshi", "Ines", "Jonas", "Kwame",

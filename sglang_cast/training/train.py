@@ -18,12 +18,12 @@ from tqdm import tqdm
 
 from sglang_cast.models import Eagle3Draft
 
-from . import data
 from .config import PipelineConfig, TrainConfig
 from .features import FeatureSet, collate, make_batches
 from .head import new_draft
 from .target import Target
 from .ttt import StepStats, ttt_loss
+from .vocab import target_to_draft
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -83,7 +83,7 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
     draft = new_draft(target, vocab["d2t"], vocab["t2d"])
     if (vocab_dir / "init_head.pt").is_file():
         draft.load_state_dict(torch.load(vocab_dir / "init_head.pt"), strict=True)
-    to_draft = data.target_to_draft(vocab["t2d"])
+    to_draft = target_to_draft(vocab["t2d"])
     fs = FeatureSet.open(responses_dir, tc.max_seq_len)
     if tc.soft_labels and fs.soft is None:
         raise SystemExit("--soft-labels needs soft labels in every answer shard: generate the answers with "

@@ -37,6 +37,11 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open() as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 # Fields added to the configs after work dirs were first built are recorded in a stage's
 # settings only when set, so a work dir built without them stays valid (a changed record
 # would discard its finished stages and checkpoints).  `settings_of` applies this to the

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from autotune.cli import comma_list
 from sglang_cast.engine.build import DTYPES
+from sglang_cast.flags import Bounds, comma_list
 from sglang_cast.profile import LoadedProfile, ProfileError, find_profile, load_profile
 from sglang_cast.server.launch_args import hardware_label
 
@@ -21,7 +21,7 @@ class BenchError(Exception):
 def parse_list(text: str, kind: type, name: str, low: float, high: float) -> tuple:
     """Comma-separated ``kind`` values in ``[low, high]``; `BenchError` naming ``name``."""
     try:
-        return comma_list(text, kind, "integers" if kind is int else "numbers", low, high, increasing=False)
+        return comma_list(text, Bounds(kind, low, high))
     except ValueError as err:
         raise BenchError(f"{name}: {err}") from None
 

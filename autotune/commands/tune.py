@@ -1,0 +1,116 @@
+"""``cast-autotune tune``: from the measured cost curves and the recorded traces to
+the published profile YAML.
+
+    the flags (autotune/parser.py, ``tune``)
+    → `TuneOptions`, here: the device, the label checked against it, the weight
+      formats (with ``--backend sglang`` the dense one and the runtime states'
+      sizing; with ``--calibrate-from`` another profile's tables fitted here)
+    → `workflow.TuneConfig` (`common.tune_config`)
+    → `workflow.tune_and_publish`: Optuna over trace replay per bucket and format,
+      the fastest format, its live gate against plain decoding, and
+      `publish.publish` writing profiles/<label>.yaml
+    → `report.tuned`: what was tuned, gated and published.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from sglang_cast.engine.format_choice import DENSE
+from sglang_cast.engine.table_calibration import calibrate
+from sglang_cast.profile import ProfileError, load_profile
+from sglang_cast.sglang_plugin.memory_plan import GIB
+from sglang_cast.sglang_plugin.state_cover import StateCap
+
+# Module-qualified: tests stand in for the pipeline and for SGLang's model checks there.
+from .. import report, sglang_backend, workflow
+from ..costs import MeasuredCosts, calibrated_costs
+from ..errors import USAGE, AutotuneError
+from ..models import ModelPair
+from ..options import (BackendOptions, DbOptions, LabelOptions, ModelOptions, RuntimeStateOptions, SpaceOptions,
+                       WeightFormatOptions)
+from ..prompts import load_prompts
+from ..sglang_backend import PairIds, RuntimeStateSizing
+from .common import (checked_label, current_setup, dense_format_only, format_name, formats_for, load_pair, open_store,
+                     require_one_device, resolve_device, tune_config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions(LabelOptions, ModelOptions, WeightFormatOptions, SpaceOptions, DbOptions, BackendOptions,
+                  RuntimeStateOptions):
+    calibrate_from: Path | None  # another machine's profile, re-tuned for this one
+
+
+def run(args: argparse.Namespace) -> int:
+    options = TuneOptions.from_args(args)
+    if options.calibrate_from is not None and options.backend != "native":
+        raise AutotuneError("--calibrate-from: re-tunes for the native engine (the anchors time its forwards); "
+                            "drop --backend sglang", USAGE)
+    require_one_device(options)
+    device = resolve_device(options)
+    label = checked_label(options, device)
+    sizing = state_sizing(options, device) if options.backend == "sglang" else None
+    format_costs = None
+    if options.calibrate_from is not None:
+        format_costs = profile_fitted_here(options, device)
+        formats = tuple(format_costs)
+    elif options.backend == "sglang":
+        dense_format_only(options)
+        formats = (DENSE,)
+    else:
+        formats = formats_for(options, device)
+    config = tune_config(options, label, formats, sizing, options.backend)
+    prompts = load_prompts(options.dataset)
+    store = open_store(options)
+    pair = tuned_pair(options, device)
+    outcome = workflow.tune_and_publish(pair, store, current_setup(pair, device, options.backend, options.tp_size),
+                                        config, prompts, load_format=lambda fmt: load_pair(options, device, fmt),
+                                        progress=not options.quiet, format_costs=format_costs)
+    states = None if sizing is None else sglang_backend.states_report(outcome.published.profile, sizing)
+    print(report.tuned(outcome, lambda fmt: format_name(options, fmt), states))
+    return 0
+
+
+def tuned_pair(options: TuneOptions, device: str) -> ModelPair | PairIds:
+    """The pair ``tune`` keys traces and rows by: loaded in the native engine when
+    its live gate runs, else (``--backend sglang --confirm-prompts 0``) its ids only."""
+    if options.backend == "sglang" and options.confirm_prompts == 0:
+        models = sglang_backend.sglang_models(options.model_path, options.draft_path)
+        return sglang_backend.pair_ids(models, options.dtype, device)
+    return load_pair(options, device)
+
+
+def state_sizing(options: TuneOptions, device: str) -> RuntimeStateSizing:
+    """``tune --backend sglang``: how the published profile's runtime states are sized
+    (for SGLang's CPU engine when tune runs on the CPU without --gpu-memory-gb)."""
+    models = sglang_backend.sglang_models(options.model_path, options.draft_path)
+    cap = StateCap(options.max_states, options.max_state_memory, options.state_coverage)
+    gpu_gib = options.gpu_memory_gb
+    if gpu_gib is None:
+        if device != "cuda":
+            return sglang_backend.cpu_state_sizing(models, cap)
+        gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB
+    return sglang_backend.runtime_state_sizing(models, gpu_gib, options.serve_context_length,
+                                               options.max_running_requests, options.tp_size, cap)
+
+
+def profile_fitted_here(options: TuneOptions, device: str) -> dict[str, MeasuredCosts]:
+    """``tune --calibrate-from PROFILE``: the profile's tables fitted to forwards timed
+    here in the profile's weight format, keyed by that format."""
+    try:
+        profile = load_profile(options.calibrate_from).profile
+    except ProfileError as err:
+        raise AutotuneError(f"--calibrate-from: {err}") from None
+    weight_format = profile.weight_format or "fp32"
+    if options.weight_formats not in ("auto", (weight_format,)):
+        raise AutotuneError(f"--weight-format: --calibrate-from tunes the profile's own format ({weight_format}); "
+                            "drop --weight-format or pass that one", USAGE)
+    pair = load_pair(options, device, weight_format)
+    costs = profile.settings.costs
+    served = calibrate(pair.target, pair.draft, costs, max(options.buckets), pair.graph_backend)
+    print(report.calibrated(options.calibrate_from, weight_format, served))
+    return {weight_format: calibrated_costs(str(options.calibrate_from), costs, served.fit, served.report(costs))}
