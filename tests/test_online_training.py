@@ -16,6 +16,7 @@ from sglang_cast.training import online
 from sglang_cast.training import responses as responses_stage
 from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.features import FeatureSet, TrainSequence, collate
+from sglang_cast.training.head import write_head
 from test_train_draft import ROOT, random_head, tiny
 
 
@@ -52,7 +53,7 @@ def test_rounds_train_the_head_and_a_second_call_resumes_where_the_first_stopped
     target = tiny()
     init = tmp_path / "init"
     draft = random_head(target)
-    online.export(draft, init)
+    write_head(target, draft.d2t, draft.t2d, draft.state_dict(), init)
     monkeypatch.setattr(online, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
     cfg = online.OnlineConfig(rounds=1, self_instruct=2, doc_prompts=2, template_prompts=3, task_prompts=2,
                               request_tokens=6, response_tokens=8, gen_batch=4, feature_batch_tokens=256,

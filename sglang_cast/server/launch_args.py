@@ -12,7 +12,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from ..flags import OneLineParser, float_between, int_at_least, int_in
 from .config import (DEFAULT_MAX_TOP_LOGPROBS, MIN_REQUEST_BYTES, REQUEST_BYTES_PER_CONTEXT_TOKEN,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
 
 from .benchmark_filter import first_turns
-from .config import EVAL_DATASETS, PipelineConfig
+from .config import EVAL_DATASETS, EvalConfig, PipelineConfig
 from .target import Target, chat_ids
 from .workspace import write_json
 
@@ -55,27 +55,39 @@ def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: T
             "generated_tokens": sum(len(o) for o in outputs), "seconds": seconds, "outputs": outputs}
 
 
+def benchmark_prompts(target: Target, benchmark_dir: Path, name: str, count: int) -> list[list[int]]:
+    """The first ``count`` first turns of benchmark ``name``, in the target's chat template."""
+    return [chat_ids(target.tokenizer, p) for p in first_turns(benchmark_dir / f"{name}.jsonl", count)]
+
+
+def evaluate_head(target: Target, head: Path, prompts: list[list[int]], ec: EvalConfig,
+                  run_file: Callable[[str], Path], desc: str) -> dict[str, Any]:
+    """Tree τ (EAGLE-2's tree, ``ec.tree``) and chain α of ``head`` on ``prompts``; each
+    mode's run is kept in ``run_file(mode)`` and reused when it exists (resumable)."""
+    chain = TreeShape(top_k=1, max_depth=ec.chain_depth, num_verify_tokens=ec.chain_depth + 1)
+    runs = {}
+    for mode, shape in (("chain", chain), ("tree", ec.tree)):
+        path = run_file(mode)
+        if not path.is_file():
+            write_json(path, evaluate_mode(target, head, prompts, shape, ec.max_new_tokens, f"{desc} {mode}"))
+        runs[mode] = json.loads(path.read_text())
+    return {
+        "tree_tau": runs["tree"]["tau"],
+        "chain_tau": runs["chain"]["tau"],
+        **acceptance(runs["chain"]["accepted"], ec.chain_depth),
+        "tree_tokens_per_second": runs["tree"]["generated_tokens"] / max(runs["tree"]["seconds"], 1e-9),
+        "chain_tokens_per_second": runs["chain"]["generated_tokens"] / max(runs["chain"]["seconds"], 1e-9),
+        "outputs_identical": sum(a == b for a, b in zip(runs["tree"]["outputs"], runs["chain"]["outputs"])),
+        "prompts": len(prompts),
+    }
+
+
 def build_eval(target: Target, cfg: PipelineConfig, head: Path, out: Path) -> dict[str, Any]:
     """Tree τ and chain α per benchmark; one resumable file per (benchmark, mode)."""
     ec = cfg.eval
-    chain = TreeShape(top_k=1, max_depth=ec.chain_depth, num_verify_tokens=ec.chain_depth + 1)
     summary: dict[str, Any] = {"prompts_per_benchmark": ec.prompts, "max_new_tokens": ec.max_new_tokens}
     for name in EVAL_DATASETS:
-        texts = first_turns(cfg.benchmark_dir / f"{name}.jsonl", ec.prompts)
-        prompts = [chat_ids(target.tokenizer, p) for p in texts]
-        runs = {}
-        for mode, shape in (("chain", chain), ("tree", ec.tree)):
-            path = out / f"{name}.{mode}.json"
-            if not path.is_file():
-                write_json(path, evaluate_mode(target, head, prompts, shape, ec.max_new_tokens, f"eval {name} {mode}"))
-            runs[mode] = json.loads(path.read_text())
-        summary[name] = {
-            "tree_tau": runs["tree"]["tau"],
-            "chain_tau": runs["chain"]["tau"],
-            **acceptance(runs["chain"]["accepted"], ec.chain_depth),
-            "tree_tokens_per_second": runs["tree"]["generated_tokens"] / runs["tree"]["seconds"],
-            "chain_tokens_per_second": runs["chain"]["generated_tokens"] / runs["chain"]["seconds"],
-            "outputs_identical": sum(a == b for a, b in zip(runs["tree"]["outputs"], runs["chain"]["outputs"])),
-            "prompts": len(prompts),
-        }
+        prompts = benchmark_prompts(target, cfg.benchmark_dir, name, ec.prompts)
+        summary[name] = evaluate_head(target, head, prompts, ec, lambda mode: out / f"{name}.{mode}.json",
+                                      f"eval {name}")
     return summary

@@ -54,12 +54,20 @@ def head_state(path: Path, target: Target) -> dict[str, Tensor]:
 
 
 def export_head(target: Target, vocab_dir: Path, train_dir: Path, output: Path) -> int:
-    """Write the trained head as fp16 safetensors + config.json, replacing ``output``
-    in one rename; fp16 keeps the 8k-vocab head under the 20 MB asset budget."""
+    """The export stage: the trained head's checkpoint as an exported head (`write_head`)."""
     vocab = torch.load(vocab_dir / "vocab.pt")
-    draft = new_draft(target, vocab["d2t"], vocab["t2d"])
-    state = torch.load(train_dir / "draft.pt")
-    draft.load_state_dict({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, assign=True)
+    size = write_head(target, vocab["d2t"], vocab["t2d"], torch.load(train_dir / "draft.pt"), output)
+    print(f"[export] {output} ({size / 1e6:.1f} MB)", flush=True)
+    return size
+
+
+def write_head(target: Target, d2t: Tensor, t2d: Tensor, state: dict[str, Tensor], output: Path) -> int:
+    """Write a head's ``state`` as fp16 safetensors + config.json (what the engine and
+    SGLang load), replacing ``output`` in one rename; fp16 keeps the 8k-vocab head under
+    the 20 MB asset budget.  Returns its size in bytes."""
+    draft = new_draft(target, d2t.cpu(), t2d.cpu())
+    draft.load_state_dict({k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()
+                           for k, v in state.items()}, assign=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -69,6 +77,5 @@ def export_head(target: Target, vocab_dir: Path, train_dir: Path, output: Path) 
         raise SystemExit(f"exported head is {size} bytes, over the {MAX_HEAD_BYTES} byte budget: lower --draft-vocab")
     shutil.rmtree(output, ignore_errors=True)
     os.replace(tmp, output)
-    print(f"[export] {output} ({size / 1e6:.1f} MB)", flush=True)
     return size
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -26,20 +25,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from sglang_cast.cast import SamplingParams, TreeShape
 from sglang_cast.engine import Engine
-from sglang_cast.models import KVCache, causal_tree_mask, load_target, save_draft
+from sglang_cast.models import KVCache, causal_tree_mask, load_target
 
 from . import tasks
-from .benchmark_filter import BenchmarkFilter, filter_prompts, first_turns, load_benchmark_prompts
+from .benchmark_filter import BenchmarkFilter, filter_prompts, load_benchmark_prompts
 from .config import DEFAULT_BENCHMARKS, DEFAULT_OUTPUT, EVAL_DATASETS, EvalConfig, TrainConfig
 from .docstrings import doc_prompts, stdlib_doc_items
-from .evaluate import acceptance, evaluate_mode
+from .evaluate import benchmark_prompts, evaluate_head
 from .features import Batch, make_batches
-from .head import head_state, new_draft
+from .head import head_state, new_draft, write_head
 from .prompts import clean_request, self_instruct_requests, template_prompts
 from .target import Target, chat_ids, generate
 from .train import lr_at
@@ -239,29 +237,6 @@ def synchronize(target: Target) -> None:
         torch.cuda.synchronize()
 
 
-def export(draft, path: Path) -> None:
-    """The head as fp16 safetensors + config.json (the export stage's format), atomically."""
-    exported = new_draft_like(draft)
-    exported.load_state_dict({k: v.half() if v.is_floating_point() else v for k, v in draft.state_dict().items()},
-                             assign=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    save_draft(exported.cpu(), tmp)
-    if path.exists():
-        for child in path.iterdir():
-            child.unlink()
-        path.rmdir()
-    os.replace(tmp, path)
-
-
-def new_draft_like(draft):
-    """A head of ``draft``'s shape and vocabulary over the same target."""
-    twin = type(draft)(draft.config, draft.target.model)
-    twin.d2t.copy_(draft.d2t)
-    twin.t2d.copy_(draft.t2d)
-    return twin
-
-
 def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, benchmark_dir: Path) -> dict[str, Any]:
     """Rounds of prompts → answers → training until the budget or ``rounds`` says stop.
 
@@ -315,7 +290,7 @@ def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, be
         print(f"[online] {json.dumps(entry)}", flush=True)
         with (out / "log.jsonl").open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
-        export(draft, out / "head")
+        write_head(target, draft.d2t, draft.t2d, draft.state_dict(), out / "head")
         write_json(out / STATE, asdict(state))
         last_round_s = time.time() - round_began
     return {"rounds": state.round, "steps": state.step, "resumed": resumed,
@@ -331,24 +306,13 @@ def evaluate_heads(target: Target, heads: dict[str, Path], benchmark_dir: Path, 
                    out: Path) -> dict[str, Any]:
     """Tree τ (and chain α) of each head on the benchmarks' first turns, interleaved per
     benchmark so the heads share the machine's state; one JSON file per (head, benchmark, mode)."""
-    chain = TreeShape(top_k=1, max_depth=ec.chain_depth, num_verify_tokens=ec.chain_depth + 1)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"prompts": ec.prompts, "max_new_tokens": ec.max_new_tokens}
     for name in EVAL_DATASETS:
-        prompts = [chat_ids(target.tokenizer, p)
-                   for p in first_turns(benchmark_dir / f"{name}.jsonl", ec.prompts)]
+        prompts = benchmark_prompts(target, benchmark_dir, name, ec.prompts)
         for label, head in heads.items():
-            runs = {}
-            for mode, shape in (("tree", ec.tree), ("chain", chain)):
-                path = out / f"{label}.{name}.{mode}.json"
-                if not path.is_file():
-                    write_json(path, evaluate_mode(target, head, prompts, shape, ec.max_new_tokens,
-                                                   f"eval {label} {name} {mode}"))
-                runs[mode] = json.loads(path.read_text())
-            summary.setdefault(label, {})[name] = {
-                "tree_tau": runs["tree"]["tau"], "chain_tau": runs["chain"]["tau"],
-                **acceptance(runs["chain"]["accepted"], ec.chain_depth),
-                "tree_tokens_per_second": runs["tree"]["generated_tokens"] / max(runs["tree"]["seconds"], 1e-9)}
+            summary.setdefault(label, {})[name] = evaluate_head(
+                target, head, prompts, ec, lambda mode: out / f"{label}.{name}.{mode}.json", f"eval {label} {name}")
     return summary
 
 
