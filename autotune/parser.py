@@ -277,8 +277,8 @@ def build_parser() -> Parser:
     add_overhead(p)
     add_db(p)
     add_backend(p, "whose forwards to time: 'native' (this project's engine) or 'sglang' (SGLang's own target-verify "
-                   "and draft-extend forwards through its model runner; needs a CUDA GPU, SGLang 0.5.23, "
-                   "--model-path and --draft-path; see docs/gpu.md)")
+                   "and draft-extend forwards through its model runner, on a CUDA GPU or SGLang's CPU engine; needs "
+                   "SGLang 0.5.23, --model-path and --draft-path; see docs/gpu.md)")
     add_tp_size(p, "--backend sglang: GPUs of this machine each forward is sharded over (SGLang's --tp-size; one "
                    "rank per GPU; the model's attention and KV heads must divide over them); the rows are keyed by "
                    "it, as a TP-4 forward is another cost curve")
