@@ -31,7 +31,7 @@ from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
 from sglang_cast.sglang_plugin.profile_steps import SGLangStepTimer, StepRun
 from sglang_cast.sglang_plugin.runtime_shapes import NO_DRAFT
 from sglang_cast.sglang_plugin.step_log import STEP_PROFILE_ENV, LoggedStep, StepLog, StepProfileMode, read_steps
-from synthetic import PathModel
+from support.synthetic import PathModel
 from test_sglang_plugin import worker_iteration
 
 PLANTED = OverheadTerms(plain=0.7, spec_base=1.3, per_layer=0.4, per_token=0.05)  # host ms the stand-in adds

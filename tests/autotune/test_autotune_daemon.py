@@ -1,7 +1,7 @@
 """The daemon publishes, stops cleanly on SIGTERM, and never publishes a profile
 that fails validation.
 
-Run as a script (``python tests/test_autotune_daemon.py DB OUT``) this file is the
+Run as a script (``python tests/autotune/test_autotune_daemon.py DB OUT``) this file is the
 daemon process the SIGTERM test signals: the real ``Daemon`` on tiny models.
 """
 
@@ -25,6 +25,7 @@ from autotune.store import Store
 from autotune.workflow import TuneConfig
 from sglang_cast.profile import Profile, load_profile
 from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
+from support import ROOT
 
 
 def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
@@ -36,8 +37,8 @@ def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
 def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
     db, output = tmp_path / "a.db", tmp_path / "profiles" / "tiny.yaml"
     fill(Store(db), prompts=1, batch_sizes=(1,))
-    # This checkout's packages, not whichever checkout the environment installed.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
+    # This checkout's packages (and the tests' helpers), not whichever checkout the environment installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"),
                                                                       os.environ.get("PYTHONPATH")]))}
     process = subprocess.Popen([sys.executable, __file__, str(db), str(output)], stderr=subprocess.PIPE, text=True,
                                env=env)

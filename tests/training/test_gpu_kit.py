@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-KIT = Path(__file__).resolve().parents[1] / "tools" / "gpu_kit.sh"
+from support import ROOT
+
+KIT = ROOT / "tools" / "gpu_kit.sh"
 
 
 def kit(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:

@@ -2,9 +2,8 @@
 
 import os
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
 
 
 def test_too_little_free_disk_is_refused_before_anything_is_installed(tmp_path):

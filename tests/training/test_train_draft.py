@@ -37,8 +37,8 @@ from sglang_cast.training.train import build_train, split, validate
 from sglang_cast.training.ttt import soft_cross_entropy, ttt_attention_mask, ttt_forward, ttt_loss
 from sglang_cast.training.vocab import build_vocab, with_vocab
 from sglang_cast.training.workspace import run_stage, write_jsonl
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 VOCAB = 96
 

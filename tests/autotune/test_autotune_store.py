@@ -16,7 +16,7 @@ from autotune.errors import AutotuneError
 from autotune.store import Setup, Store
 from sglang_cast.cast import PolicySettings, CostModel, RecordingExpander, TreeShape, grow_tree, make_policy
 from sglang_cast.engine.timing import Timing
-from synthetic import PathModel
+from support.synthetic import PathModel
 
 SETUP = Setup.current("test-cpu", "tiny-target", "tiny-draft", "float32")
 

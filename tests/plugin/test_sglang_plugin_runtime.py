@@ -26,8 +26,8 @@ if (problem := sglang_runtime_problem()) is not None:
 from tools.benchkit.sglang_server import SGLangServer, cpu_launcher
 
 from sglang_cast.models.loader import resolve_model_dir
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = [json.loads(line)["turns"][0] for line in (ROOT / "datasets" / "mt_bench.jsonl").read_text().splitlines()]
 GREEDY_PROMPTS, NEW_TOKENS, CONCURRENCY = 8, 64, 4
 # SGLang's EAGLE-3 static tree, the one the first run measured.

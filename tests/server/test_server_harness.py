@@ -112,7 +112,7 @@ def config(**overrides) -> ServerConfig:
     """The tiny model's timings against its made-up cost tables would make the live gate
     switch buckets at random, and a switch changes which draws a seeded sampled request
     makes: the test servers measure but do not switch unless a test passes ``live_gate``
-    (tests/test_server_live_gate.py does)."""
+    (tests/server/test_server_live_gate.py does)."""
     return ServerConfig(**{"served_model_name": MODEL, "model_path": "tiny-random-llama",
                            "live_gate": LiveGateConfig(switching=False), **overrides})
 

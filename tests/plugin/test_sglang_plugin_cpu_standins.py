@@ -11,7 +11,7 @@ stand-ins, so their argument lists are checked against the registered schemas.
 Needs an interpreter where SGLang's modules import (``.venv-sglang``); elsewhere the
 module is skipped with the reason.  Run as::
 
-    TRITON_INTERPRET=1 SGLANG_USE_CPU_ENGINE=1 .venv-sglang/bin/python -m pytest -q tests/test_sglang_plugin_cpu_standins.py
+    TRITON_INTERPRET=1 SGLANG_USE_CPU_ENGINE=1 .venv-sglang/bin/python -m pytest -q tests/plugin/test_sglang_plugin_cpu_standins.py
 
 The module itself does not set ``SGLANG_USE_CPU_ENGINE`` (SGLang caches ``is_cpu()`` for
 the whole session, and other test modules import SGLang without it); the call-site tests

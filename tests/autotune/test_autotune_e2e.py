@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,9 +19,9 @@ import torch
 from autotune.models import random_eagle_head
 from sglang_cast.models import load_target, save_draft
 from sglang_cast.profile import load_profile
+from support import ROOT
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, timeout: float = 900) -> str:

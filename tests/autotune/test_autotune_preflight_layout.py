@@ -4,11 +4,10 @@ line, as the server would refuse the profile."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from autotune.cli import main
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TP4 = ROOT / "profiles" / "h100-tp4.yaml"
 LLAMA_70B = ROOT / "profiles" / "models" / "llama-3.1-70b"
 

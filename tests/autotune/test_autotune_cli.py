@@ -2,7 +2,6 @@
 errors for bad flags, help for every flag, analytic profiles, show and plot."""
 
 from argparse import Namespace
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +16,9 @@ from sglang_cast.cast import BucketSettings, PolicySettings, Thresholds, TreeSha
 from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
 from test_autotune_tuner import GRID, chain_costs, chain_trace
+from support import ROOT
 
-PROFILES = Path(__file__).resolve().parents[1] / "profiles"
+PROFILES = ROOT / "profiles"
 
 
 @pytest.mark.parametrize("label, device_type, name", [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape, grow_tree, make_policy, select_verified
-from synthetic import PathModel, path_of
+from support.synthetic import PathModel, path_of
 
 
 def eagle2_reference(children, root: int, top_k: int, depth: int, num_verify: int):

@@ -16,17 +16,16 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sglang_cast.sglang_plugin.launch import sglang_runtime_problem
+from support import ROOT
 
 if (problem := sglang_runtime_problem()) is not None:
     pytest.skip(f"SGLang 0.5.23's runtime does not import here ({problem}); run these tests with "
                 ".venv-sglang/bin/python", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
 
 BUILD_AND_CHECK = """
 import json, sys

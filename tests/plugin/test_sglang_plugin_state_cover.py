@@ -17,7 +17,7 @@ from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape
 from sglang_cast.sglang_plugin.runtime_shapes import NO_DRAFT
 from sglang_cast.sglang_plugin.state_cover import StateCap, cover_states, reached_pair, reached_states
-from synthetic import PathModel
+from support.synthetic import PathModel
 
 GIB = 1 << 30
 

@@ -38,6 +38,7 @@ from sglang_cast.sglang_plugin.rank_sync import ProfileBroadcast  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
 from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
                                 unused_forwards, worker_iteration)
+from support import ROOT
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -164,11 +165,9 @@ def test_invalid_server_args_fail_with_a_clear_message(overrides, message, profi
 def llama_8b_with_an_eagle3_head(tmp_path, monkeypatch, gpu_gib: float) -> dict:
     """Server args for Llama-3.1-8B (the hand-written config in profiles/models) with
     an EAGLE-3 head and profiles/h100.yaml, on a GPU of ``gpu_gib`` as SGLang sees it."""
-    from pathlib import Path
-
     from sglang.srt.utils import common
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     head = tmp_path / "eagle3-llama-8b"
     head.mkdir()
     target = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
@@ -508,14 +507,13 @@ def test_the_worker_holds_the_states_memory_until_it_builds_them_and_holds_what_
     and released right before the first extra state is built, so the states come out
     of the KV pool; the bytes are ``memory_plan``'s for the same states."""
     import contextlib
-    from pathlib import Path
 
     from transformers import LlamaConfig
 
     from sglang_cast.sglang_plugin import worker as worker_module
     from sglang_cast.sglang_plugin.memory_plan import LaunchSettings, ModelShape, plan_memory
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     target_config = json.loads((root / "profiles/models/llama-3.1-8b/config.json").read_text())
     head_config = dict(target_config, num_hidden_layers=1)
     settings = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=6, num_verify_tokens=20),

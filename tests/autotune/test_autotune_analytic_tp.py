@@ -4,7 +4,6 @@ N replicated) plus the activations exchanged between the GPUs."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from sglang_cast.hardware import GPU_LABELS
 from sglang_cast.profile import load_profile
 from sglang_cast.sglang_plugin.memory_plan import tp_size_problem
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection
+from support import ROOT
 
-LLAMA_70B = Path(__file__).resolve().parents[1] / "profiles" / "models" / "llama-3.1-70b"
+LLAMA_70B = ROOT / "profiles" / "models" / "llama-3.1-70b"
 # A memory-bound card (tiny FLOP rate would make it compute-bound): 1 TB/s, 1000 TFLOPS, 100 GB/s links.
 CARD = GpuSpec("test card", 1.0, 1000.0, 100.0, "planted")
 SHAPE = ForwardShape(weights=10**9, kv_per_token=1000, attention_width=100, logits_width=5000,

@@ -21,8 +21,8 @@ from sglang_cast.sglang_plugin.memory_plan import (CUDA_CONTEXT, GIB, LaunchSett
                                                    default_chunked_prefill,
                                                    default_mem_fraction_static, plan_memory, state_memory)
 from sglang_cast.sglang_plugin.plugin_config import StaticShape
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LLAMA_8B = ROOT / "profiles/models/llama-3.1-8b/config.json"
 H100 = ROOT / "profiles/h100.yaml"
 

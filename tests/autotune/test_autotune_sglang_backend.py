@@ -20,6 +20,7 @@ from autotune.grid import ProfileGrid
 from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_on_cpu, sglang_setup
 from autotune.store import Setup, Store, TimedStep
 from sglang_cast.engine.timing import Timing, summarise
+from support import ROOT
 
 GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=2, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
                    warmup=1, repeats=2)
@@ -45,7 +46,7 @@ def curve_timers(calls: list, factory_calls: list | None = None, target_base: fl
     return timers
 
 
-LLAMA_8B = Path(__file__).resolve().parents[1] / "profiles" / "models" / "llama-3.1-8b" / "config.json"
+LLAMA_8B = ROOT / "profiles" / "models" / "llama-3.1-8b" / "config.json"
 
 
 def llama_dirs(tmp_path, heads: int = 32, kv_heads: int = 8) -> tuple[str, str]:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from synthetic import PathModel
+from support.synthetic import PathModel
 
 from sglang_cast.cast import (BucketSettings, CostModel, OverheadTable, PolicySettings, TreeShape, charge,
                               grow_tree, make_policy)

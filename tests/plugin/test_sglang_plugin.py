@@ -30,7 +30,7 @@ from sglang_cast.sglang_plugin.reload import ProfileWatcher
 from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
                                                       verify_widths, widths_at_depth)
 from sglang_cast.sglang_plugin.verify_layout import verify_layout
-from synthetic import PathModel
+from support.synthetic import PathModel
 
 
 # ----------------------------------------------------------------- fixtures

@@ -12,7 +12,7 @@ from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyT
 from sglang_cast.cast import verify as verify_module
 from sglang_cast.cast.sampling import nucleus
 from sglang_cast.cast.tree import ancestor_matrix
-from synthetic import path_of, random_tree, root_to_leaf_paths
+from support.synthetic import path_of, random_tree, root_to_leaf_paths
 
 
 @settings(max_examples=200, deadline=None)
