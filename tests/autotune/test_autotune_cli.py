@@ -15,8 +15,8 @@ from autotune.tuner import tune_bucket
 from sglang_cast.cast import BucketSettings, PolicySettings, Thresholds, TreeShape, make_policy, replay
 from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
-from test_autotune_tuner import GRID, chain_costs, chain_trace
 from support import ROOT
+from support.autotune import CHAIN_GRID, chain_costs, chain_trace
 
 PROFILES = ROOT / "profiles"
 
@@ -158,7 +158,7 @@ def test_show_and_plot(tmp_path, capsys):
         for batch in (1, 4):
             for n in (1, 2, 4, 8):
                 store.add_measurement(setup, role, batch, 128, n, Timing(base * batch * (1 + 0.1 * n), 0, 0, 3), 0.1)
-    tune_bucket(store, "demo-b1", [chain_trace()], chain_costs(), 1, GRID.space(), 3, progress=False)
+    tune_bucket(store, "demo-b1", [chain_trace()], chain_costs(), 1, CHAIN_GRID.space(), 3, progress=False)
     assert main(["show", "--db", str(db), "--trials"]) == 0
     out = capsys.readouterr().out
     assert "target f(B, c=128, n) / f(B, c, 1)" in out and "demo-b1" in out and "best so far" in out

@@ -24,8 +24,8 @@ from autotune.prompts import load_prompts
 from autotune.store import Store
 from autotune.workflow import TuneConfig
 from sglang_cast.profile import Profile, load_profile
-from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
 from support import ROOT
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
 
 
 def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
@@ -136,8 +136,7 @@ def test_live_drift_names_the_bucket_the_kind_and_the_ratio_past_the_margin():
 
 
 def test_the_daemon_reads_a_real_servers_drift_once_per_served_profile(tmp_path, capsys):
-    from test_server_harness import SHAPE, serve, tiny_engine
-    from test_server_live_gate import complete_all
+    from support.server import SHAPE, complete_all, serve, tiny_engine
 
     from sglang_cast.cast import BucketSettings, CostModel, PolicySettings
 

@@ -19,7 +19,7 @@ from autotune.workflow import TuneConfig, tune_and_publish
 from sglang_cast.cast import BucketSettings, PolicySettings, TreeShape
 from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
-from test_autotune_pipeline import GRID, SETUP, SPACE, fill, tiny_pair
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
 
 PLAIN_HOST_MS = 5.0  # planted: what plain decoding's live steps cost beyond their forward
 

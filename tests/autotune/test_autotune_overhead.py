@@ -13,9 +13,8 @@ from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, run_s
 from autotune.prompts import load_prompts
 from autotune.store import Store, TimedStep
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, charged_ms, grow_tree, make_policy
-from test_autotune_pipeline import GRID, SETUP, fill, tiny_pair
-from test_autotune_tuner import ChainDraft, chain_costs
-from test_overhead import overhead
+from support.autotune import GRID, SETUP, ChainDraft, chain_costs, fill, tiny_pair
+from support.costs import overhead
 
 
 def test_the_step_design_varies_depth_apart_from_the_verified_count_inside_the_grid():

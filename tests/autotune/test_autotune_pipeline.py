@@ -4,60 +4,21 @@ carries its provenance and live-confirmation numbers."""
 
 from dataclasses import replace
 
-import functools
 import sqlite3
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from autotune.bench import BenchConfig, run_bench
-from autotune.collect import CollectConfig, collect, full_shape
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
-from autotune.models import ModelPair
 from autotune.profiler import run_profile
 from autotune.prompts import load_prompts
 from autotune.space import Grid, SearchSpace
-from autotune.store import Setup, Store
+from autotune.store import Store
 from autotune.workflow import TuneConfig, tune_and_publish
 from sglang_cast.profile import load_profile
-from test_engine import CharTokenizer, MirrorDraft, tiny_target
-
-GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=1, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
-                   warmup=0, repeats=1)
-SPACE = SearchSpace(max_depth=3, top_k=3, max_tokens=10, fifo_max=4)
-SETUP = Setup.current("test-device", "tiny-target", "mirror-draft", "float32")
-
-
-def tiny_pair() -> ModelPair:
-    target = tiny_target()
-    return ModelPair(target, MirrorDraft(target), CharTokenizer(), target_id="tiny-target", draft_id="mirror-draft", dtype="float32",
-                     chat_template=False)
-
-
-@functools.cache
-def _template(prompts: int, batch_sizes: tuple[int, ...]) -> Path:
-    """A database with the tiny grid measured and traces recorded, built once per
-    test session; tests get copies (measuring is the slow part)."""
-    path = Path(tempfile.mkdtemp(prefix="autotune-template-")) / "template.db"
-    store, pair = Store(path), tiny_pair()
-    run_profile(pair, store, SETUP, GRID, progress=False)
-    config = CollectConfig(full_shape(SPACE.top_k, SPACE.max_depth), batch_sizes, max_new_tokens=12,
-                           context_length=128)
-    collect(pair, store, "test-device", load_prompts().head(prompts), config, progress=False)
-    store.close()
-    return path
-
-
-def fill(store: Store, prompts: int = 3, batch_sizes: tuple[int, ...] = (1, 2)) -> Store:
-    """Give ``store`` what `tune` needs: the tiny grid measured and traces recorded."""
-    store.close()
-    with sqlite3.connect(_template(prompts, batch_sizes)) as source, sqlite3.connect(store.path) as target:
-        source.backup(target)
-    return store
-
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
 
 def test_profile_resumes_after_an_interruption(tmp_path):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()

@@ -22,8 +22,7 @@ from sglang_cast.sglang_plugin.memory_plan import (GIB, MIB, ModelShape, capture
                                                    state_memory)
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape, require_layout
 from sglang_cast.sglang_plugin.state_cover import StateCap
-from test_autotune_pipeline import SETUP, SPACE, fill
-from test_autotune_sglang_backend import llama_dirs
+from support.autotune import SETUP, SPACE, fill, llama_dirs
 
 SGLANG_TP2 = replace(SETUP, backend=SGLANG, tp_size=2)
 

@@ -20,7 +20,7 @@ from autotune.grid import ProfileGrid
 from autotune.sglang_backend import SGLANG, check_sglang_backend, sglang_on_cpu, sglang_setup
 from autotune.store import Setup, Store, TimedStep
 from sglang_cast.engine.timing import Timing, summarise
-from support import ROOT
+from support.autotune import llama_dirs
 
 GRID = ProfileGrid(batch_sizes=(1, 2), ctx_bucket=32, ctx_buckets=2, max_n=8, draft_max_n=4, n_mode=(1, 2, 4),
                    warmup=1, repeats=2)
@@ -44,20 +44,6 @@ def curve_timers(calls: list, factory_calls: list | None = None, target_base: fl
             factory_calls.append((role, max_batch, capacity))
         return CostCurveTimer(role, target_base if role == "target" else 1.0, calls)
     return timers
-
-
-LLAMA_8B = ROOT / "profiles" / "models" / "llama-3.1-8b" / "config.json"
-
-
-def llama_dirs(tmp_path, heads: int = 32, kv_heads: int = 8) -> tuple[str, str]:
-    """A Llama-3.1-8B-shaped target directory (``heads``/``kv_heads`` overridable) and
-    an EAGLE-3 head directory of its layer shape: config.json files, no weights."""
-    config = {**json.loads(LLAMA_8B.read_text()), "num_attention_heads": heads, "num_key_value_heads": kv_heads}
-    head = {**config, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "draft_vocab_size": 32000}
-    for name, content in (("target", config), ("head", head)):
-        (tmp_path / name).mkdir(exist_ok=True)
-        (tmp_path / name / "config.json").write_text(json.dumps(content))
-    return str(tmp_path / "target"), str(tmp_path / "head")
 
 
 def sglang_setup_for(device: str = "NVIDIA H100 80GB HBM3") -> Setup:
@@ -409,7 +395,7 @@ def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_t
     ``tune --backend sglang`` charges the planted terms."""
     import sglang_cast.hardware as hardware
     from autotune import sglang_backend
-    from test_sglang_plugin_steps import PLANTED, StandInFactory
+    from support.plugin import PLANTED, StandInFactory
 
     calls, factory = [], StandInFactory()
     models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")

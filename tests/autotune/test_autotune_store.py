@@ -14,21 +14,10 @@ import torch
 from autotune.cli import main
 from autotune.errors import AutotuneError
 from autotune.store import Setup, Store
-from sglang_cast.cast import PolicySettings, CostModel, RecordingExpander, TreeShape, grow_tree, make_policy
 from sglang_cast.engine.timing import Timing
-from support.synthetic import PathModel
+from support.autotune import make_trace
 
 SETUP = Setup.current("test-cpu", "tiny-target", "tiny-draft", "float32")
-
-
-def make_trace(seed: int = 0, batch: int = 2):
-    model = PathModel(vocab=10, seed=seed)
-    settings = PolicySettings.single(CostModel.linear(1.0, 4.0), shape=TreeShape(3, 3, 10))
-    plan = make_policy("eagle2", settings).begin(batch, 20)
-    recorder = RecordingExpander(model, plan.top_k)
-    tree = grow_tree(plan, recorder, torch.arange(batch))
-    nodes = torch.arange(tree.size).expand(batch, -1)
-    return recorder.finish(tree, torch.full((batch,), 20), model.argmax_for(tree, nodes))
 
 
 def test_measurements_round_trip_and_newest_row_wins(tmp_path):

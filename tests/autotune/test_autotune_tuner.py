@@ -11,51 +11,15 @@ is; Optuna must reach it with a fraction of the evaluations.
 import pytest
 import torch
 
-from autotune.space import Grid
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, replay_filter
-from sglang_cast.cast import (BucketSettings, CostModel, CostTable, DraftTree, OverheadTable, PolicySettings,
-                              RecordingExpander, TreeShape, grow_tree, make_policy)
-
-ACCEPTED = 3  # the target accepts the top-1 chain to this depth
-VOCAB = 8
-RECORDED = TreeShape(top_k=3, max_depth=5, num_verify_tokens=16)
-
-
-class ChainDraft:
-    """Children of every node: token 0 with p = 0.9, then tokens 1, 2, ... with the rest."""
-
-    def expand(self, tree: DraftTree, frontier: range, top_k: int):
-        batch, n = tree.batch_size, len(frontier)
-        rest = torch.tensor([0.06, 0.03, 0.01][: top_k - 1], dtype=torch.float64)
-        probs = torch.cat([torch.tensor([0.9], dtype=torch.float64), rest]).expand(batch, n, top_k)
-        tokens = torch.arange(top_k).expand(batch, n, top_k)
-        return probs.numpy().copy(), tokens.numpy().copy()
-
-
-def chain_costs() -> CostModel:
-    n = torch.arange(1, 33, dtype=torch.float64)
-    target = CostTable(1024, 1, (1, 4), torch.stack([10 + 1.0 * n, 20 + 4.0 * n]).view(2, 1, -1))
-    draft = CostTable(1024, 1, (1, 4), torch.stack([2 + 0.5 * n, 4 + 2.0 * n]).view(2, 1, -1))
-    return CostModel(target=target, draft=draft)
-
-
-def chain_trace(batch: int = 1, accepted: int = ACCEPTED):
-    plan = make_policy("eagle2", PolicySettings.single(chain_costs(), shape=RECORDED)).begin(batch, 50)
-    recorder = RecordingExpander(ChainDraft(), plan.top_k)
-    tree = grow_tree(plan, recorder, torch.full((batch,), 5))
-    # Target: token 0 after every node above depth ACCEPTED, a token nobody drafted below.
-    argmax = torch.where(torch.from_numpy(tree.depths) < accepted, 0, VOCAB - 1)
-    return recorder.finish(tree, torch.full((batch,), 50), argmax)
-
-
-GRID = Grid(c_values=(0.1, 1.0, 10.0), depths=(1, 3, 5), top_ks=(1, 3), budgets=(4, 16), fifo_lens=(2,))
-
+from sglang_cast.cast import BucketSettings, CostModel, OverheadTable, PolicySettings
+from support.autotune import ACCEPTED, CHAIN_GRID, chain_costs, chain_trace
 
 def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_path):
     traces = [chain_trace()]  # every iteration of this workload is the same
     costs = chain_costs()
-    scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in GRID.settings(1)]
+    scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in CHAIN_GRID.settings(1)]
     grid_best, best = max(scored, key=lambda item: item[0])
     # The exhaustive grid confirms the plant: a top-1 chain of exactly ACCEPTED nodes,
     # clearly ahead of every configuration with another depth.
@@ -63,8 +27,8 @@ def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_
     assert replay_bucket(traces, best, costs).tau == pytest.approx(ACCEPTED + 1)
     assert grid_best > 1.05 * max(v for v, s in scored if s.shape.max_depth != ACCEPTED)
 
-    trials = len(GRID) // 10
-    result = tune_bucket(Store(tmp_path / "t.db"), "planted-b1", traces, costs, 1, GRID.space(), trials,
+    trials = len(CHAIN_GRID) // 10
+    result = tune_bucket(Store(tmp_path / "t.db"), "planted-b1", traces, costs, 1, CHAIN_GRID.space(), trials,
                          seed=0, progress=False)
     assert result.trials == trials
     assert result.tokens_per_s >= 0.97 * grid_best
@@ -75,7 +39,7 @@ def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_
 
 def test_a_bucket_where_no_tree_pays_is_published_with_speculation_off(tmp_path):
     traces = [chain_trace(accepted=0)]  # the target rejects every draft token
-    searched = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, GRID.space(), 6,
+    searched = tune_bucket(Store(tmp_path / "t.db"), "useless-b1", traces, chain_costs(), 1, CHAIN_GRID.space(), 6,
                            progress=False)
     assert searched.settings.speculate is True and searched.tokens_per_s < searched.baselines["vanilla"]
     result = replay_filter(searched)
@@ -93,7 +57,7 @@ def test_host_work_per_drafted_layer_makes_replay_choose_a_shallower_tree():
     base = chain_costs()
     host = OverheadTable(1024, 1, (1, 4), torch.tensor([0.0, 0.0, 10.0, 0.0]).expand(2, 1, 4).clone())
     for costs, depth in ((base, ACCEPTED), (CostModel(base.target, base.draft, host), 1)):
-        scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in GRID.settings(1)]
+        scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in CHAIN_GRID.settings(1)]
         best = max(scored, key=lambda item: item[0])[1]
         assert (best.shape.top_k, best.shape.max_depth) == (1, depth)
 
@@ -101,8 +65,8 @@ def test_host_work_per_drafted_layer_makes_replay_choose_a_shallower_tree():
 def test_a_named_study_resumes_instead_of_starting_over(tmp_path):
     store = Store(tmp_path / "t.db")
     traces = [chain_trace()]
-    first = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, GRID.space(), 4, progress=False)
-    again = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, GRID.space(), 6, progress=False)
+    first = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, CHAIN_GRID.space(), 4, progress=False)
+    again = tune_bucket(store, "resume-b1", traces, chain_costs(), 1, CHAIN_GRID.space(), 6, progress=False)
     assert (first.trials, again.trials) == (4, 6)
 
 

@@ -12,6 +12,7 @@ from sglang_cast.cast import (CostModel, CostTable, DraftTree, OverheadTable, Po
                               TreeShape, charge, fit_overhead, make_policy)
 from sglang_cast.cast.overhead import TERMS
 from sglang_cast.profile import Profile, load_profile
+from support.costs import overhead
 
 N = torch.arange(1, 65, dtype=torch.float64)
 
@@ -21,11 +22,6 @@ def flat_costs(overhead: OverheadTable | None = None) -> CostModel:
     target = CostTable(1 << 20, 1, (1,), (10 + N).view(1, 1, -1))
     draft = CostTable(1 << 20, 1, (1,), (1 + 0.1 * N).view(1, 1, -1))
     return CostModel(target, draft, overhead)
-
-
-def overhead(plain=0.0, spec_base=0.0, per_layer=0.0, per_token=0.0, sizes=(1,), buckets=1) -> OverheadTable:
-    cell = torch.tensor([plain, spec_base, per_layer, per_token], dtype=torch.float64)
-    return OverheadTable(1 << 20, buckets, sizes, cell.expand(len(sizes), buckets, 4).clone())
 
 
 def chain(values: list[float]) -> DraftTree:

@@ -8,7 +8,7 @@ import pytest
 from autotune.errors import AutotuneError
 from autotune.store import Store
 from sglang_cast.cast import TRACE_FORMAT, TraceIteration
-from test_autotune_store import make_trace
+from support.autotune import make_trace
 
 
 def test_a_trace_round_trips_with_its_format():

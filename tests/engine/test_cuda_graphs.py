@@ -13,7 +13,8 @@ from sglang_cast.engine.cuda_graphs import (DecodeShapes, GraphedForward, GraphK
                                             held_memory)
 from sglang_cast.models import AttentionBatch, KVCache
 from sglang_cast.models.attention import causal_tree_mask
-from test_device_paths import PROMPTS, CharTokenizer, random_pair
+from support.random_pair import PROMPTS
+from tools.tiny_models import CharTokenizer, random_pair
 
 SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=TreeShape(3, 3, 8))
 CUDA_REASON = "no CUDA device on this machine (torch.cuda.is_available() is False)"

@@ -11,25 +11,22 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.cast import POLICIES, CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import POLICIES, SamplingParams, make_policy
 from sglang_cast.cast import largest_valid_index
 from sglang_cast.engine import Engine
 from sglang_cast.models import attention
+from support.random_pair import PROMPTS, SETTINGS
 from tools.tiny_models import VOCAB, CharTokenizer, random_pair
 
 CUDA_REASON = "no CUDA device on this machine (torch.cuda.is_available() is False)"
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_REASON))]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0, draft_ratio=0.2), shape=TreeShape(4, 3, 10))
 
 
 def make_engine(policy: str, device: str, dtype: str, max_batch: int = 3) -> Engine:
     target, draft = random_pair(device, DTYPES[dtype])
     return Engine(target, CharTokenizer(), draft, make_policy(policy, SETTINGS), max_batch_size=max_batch,
                   context_length=96)
-
-
-PROMPTS = ["hello world", "trees", "speculative decoding on a device"]
 
 
 def assert_engine_on(engine: Engine, device: str) -> None:

@@ -7,8 +7,8 @@ import torch
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine
 from sglang_cast.engine.build import default_draft_path
-from sglang_cast.models import ModelConfig, load_draft, load_target
-from sglang_cast.models.eagle import DraftConfig, EagleDraft
+from sglang_cast.models import load_draft, load_target
+from support.models import random_head
 
 pytestmark = pytest.mark.slow
 
@@ -35,16 +35,6 @@ def model():
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
                                              tokenize=False) for p in PROMPTS]
     return target, config, tokenizer, prompts
-
-
-def random_head(target, config):
-    torch.manual_seed(0)
-    layer = ModelConfig.from_hf({**config.to_hf(), "num_hidden_layers": 1})
-    head = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
-    with torch.no_grad():
-        for param in head.parameters():
-            param.normal_(0.0, 0.05)
-    return head.eval()
 
 
 def run(model, draft, policy, batch):

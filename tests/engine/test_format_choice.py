@@ -12,7 +12,7 @@ from autotune.prompts import load_prompts
 from autotune.store import Setup, Store
 from autotune.tuner import BucketResult
 from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and_publish
-from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, TreeShape
+from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.engine import build
 from sglang_cast.engine.format_choice import (CANDIDATES, DRAFT_CANDIDATES, choose_weight_format, cheapest,
                                               draft_sizes, measure_costs, parse_requested, running_format,
@@ -20,8 +20,8 @@ from sglang_cast.engine.format_choice import (CANDIDATES, DRAFT_CANDIDATES, choo
 from sglang_cast.engine.timing import Timing
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
+from support.autotune import FORMAT_SETTINGS, profile
 
-SETTINGS = PolicySettings.single(CostModel.linear(1.0, 4.0), shape=TreeShape(4, 4, 16))
 # ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too.
 PLANTED = {"fp32": {1: 32.0, 16: 64.0}, "bf16": {1: 37.0, 16: 46.0}, "int8": {1: 20.0, 16: 70.0},
            "int4/int8": {1: 15.0, 16: 45.0 + 30.0}}
@@ -37,13 +37,6 @@ def planted_timer(calls=None):
 
 def refusing_timer(fmt, m):
     raise AssertionError("nothing may be timed when the format is already decided")
-
-
-def profile(source="measured", weight_format="int8", isa="amx") -> Profile:
-    model = {"target": "t", "draft": "d"} | ({"weight_format": weight_format} if weight_format else {})
-    provenance = {"machine": {"device_type": "cpu", "isa_class": isa}} if isa else {}
-    return Profile(label="cpu", device="test cpu", source=source, settings=SETTINGS, model=model,
-                   provenance=provenance)
 
 
 def test_measured_choice_is_the_cheapest_summed_over_the_timed_sizes(caplog):
@@ -125,9 +118,9 @@ def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):
 
 
 def test_draft_sizes_are_one_row_and_the_widest_layer_of_a_speculating_bucket():
-    off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
-    assert draft_sizes(SETTINGS, drafts=False) == () and draft_sizes(off, drafts=True) == ()
-    assert draft_sizes(SETTINGS, drafts=True) == (1, 4) and draft_sizes(None, drafts=True) == ()
+    off = replace(FORMAT_SETTINGS, buckets=tuple(replace(b, speculate=False) for b in FORMAT_SETTINGS.buckets))
+    assert draft_sizes(FORMAT_SETTINGS, drafts=False) == () and draft_sizes(off, drafts=True) == ()
+    assert draft_sizes(FORMAT_SETTINGS, drafts=True) == (1, 4) and draft_sizes(None, drafts=True) == ()
 
 
 def test_explicit_formats_and_cuda_are_not_measured():
@@ -140,9 +133,9 @@ def test_explicit_formats_and_cuda_are_not_measured():
 
 
 def test_verify_sizes_follow_the_policy_and_the_speculating_buckets():
-    off = replace(SETTINGS, buckets=tuple(replace(b, speculate=False) for b in SETTINGS.buckets))
-    assert verify_sizes(SETTINGS, drafts=False) == (1,)
-    assert verify_sizes(SETTINGS, drafts=True) == (1, 16)
+    off = replace(FORMAT_SETTINGS, buckets=tuple(replace(b, speculate=False) for b in FORMAT_SETTINGS.buckets))
+    assert verify_sizes(FORMAT_SETTINGS, drafts=False) == (1,)
+    assert verify_sizes(FORMAT_SETTINGS, drafts=True) == (1, 16)
     assert verify_sizes(off, drafts=True) == (1,)
 
 
@@ -159,7 +152,7 @@ def test_build_engine_loads_the_format_auto_resolves_to(monkeypatch):
     monkeypatch.setattr(build, "load_target", load_target)
     monkeypatch.setattr("sglang_cast.engine.format_choice.isa_class", lambda: "amx")
     with pytest.raises(Stop):
-        build.build_engine(build.EngineArgs(policy="cast", settings=SETTINGS, profile=profile()))
+        build.build_engine(build.EngineArgs(policy="cast", settings=FORMAT_SETTINGS, profile=profile()))
     assert build.EngineArgs().weight_format == "auto" and loaded == ["int8"]
 
 
@@ -221,7 +214,7 @@ def plant_format(store: Store, setup: Setup, weight_format: str, factor: float) 
 
 @pytest.mark.parametrize("factor,published", [(0.5, "int8"), (2.0, "fp32")])
 def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, published):
-    from test_autotune_pipeline import SETUP, SPACE, fill, tiny_pair
+    from support.autotune import SETUP, SPACE, fill, tiny_pair
 
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
     fill(store, prompts=2, batch_sizes=(1,))
@@ -261,7 +254,7 @@ def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monke
     from autotune.prompts import PromptSet
     from sglang_cast.models.weights import WeightFormat, apply_weight_format
     from sglang_cast.profile import LoadedProfile
-    from test_engine import CharTokenizer, MirrorDraft, tiny_target
+    from support.tiny import CharTokenizer, MirrorDraft, tiny_target
     from tools import bench
     from tools.benchkit import cli
 
@@ -325,7 +318,7 @@ def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path,
     import sglang_cast.models as models_module
     from sglang_cast.models import DraftConfig, Eagle3Draft, ModelConfig, WeightFormat
     from sglang_cast.models.eagle import save_draft
-    from test_models import make_pair
+    from support.models import make_pair
 
     hf, target = make_pair("llama", seed=3)
     hf.save_pretrained(tmp_path / "target")

@@ -10,10 +10,9 @@ import torch
 
 from sglang_cast.cast import SamplingParams, make_policy
 from sglang_cast.engine import Engine
+from support.random_pair import SETTINGS
 from tools.device_marking import SENDERS, Ledger, mark_engine, on_device
 from tools.tiny_models import CharTokenizer, random_pair
-
-from test_device_paths import SETTINGS
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from sglang_cast.cast import (CostModel, CostTable, PolicySettings, RequestSampl
 from sglang_cast.engine import Engine, StepLog
 from sglang_cast.engine.runner import PREFILL_GROUP_TOKENS, prefill_groups
 from sglang_cast.engine.requests import Request
-from test_device_paths import SETTINGS, CharTokenizer, random_pair
+from support.random_pair import SETTINGS
+from tools.tiny_models import CharTokenizer, random_pair
 
 PROMPTS = ["hello world", "trees and more trees", "speculative decoding"]
 

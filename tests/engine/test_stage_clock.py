@@ -10,7 +10,7 @@ import torch
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, StepLog
 from sglang_cast.engine.timing import StageClock
-from test_device_paths import CharTokenizer, random_pair
+from tools.tiny_models import CharTokenizer, random_pair
 
 
 class FakeEvent:

@@ -70,7 +70,7 @@ def test_a_table_without_a_fitted_anchor_is_an_error():
 
 
 def test_anchors_are_timed_on_the_loaded_models_and_fit_the_tables():
-    from test_train_draft import random_head, tiny
+    from support.training import random_head, tiny
 
     target = tiny()
     draft = random_head(target)

@@ -156,7 +156,7 @@ def test_greedy_engine_output_differs_from_eager_only_at_near_ties(spec: str) ->
     judge (`numerics.judge_by_kernel_paths`, on the eager target; in fp32 its two paths
     agree to ~1e-6, so in practice none occurs).  A planted wrong token is not one."""
     from sglang_cast.cast import SamplingParams
-    from test_engine import PROMPTS, engine
+    from support.tiny import PROMPTS, engine
 
     eager, _ = tiny_pair("eagle", spec)
     compiled, _ = tiny_pair("eagle", spec)

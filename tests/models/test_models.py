@@ -8,61 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
-from sglang_cast.models import (
-    DraftConfig,
-    Eagle3Draft,
-    EagleDraft,
-    KVCache,
-    LlamaModel,
-    ModelConfig,
-    causal_tree_mask,
-    eagle3_feature_layers,
-    hf_to_internal,
-    load_draft,
-    load_target,
-    save_draft,
-)
+from sglang_cast.models import (KVCache, LlamaModel, ModelConfig, causal_tree_mask, eagle3_feature_layers, load_draft,
+                                load_target, save_draft)
 from sglang_cast.models import loader
-from sglang_cast.models.loader import build_model
+from support.models import DEVICE, TINY, commit_all, draft_cache, draft_inputs, draft_run, make_pair, random_draft
 
-DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ATOL = 1e-4
-TINY = dict(
-    vocab_size=96,
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    rms_norm_eps=1e-6,
-    max_position_embeddings=256,
-    bos_token_id=1,
-    eos_token_id=2,
-)
-
-
-def _randomize(module: torch.nn.Module, seed: int) -> None:
-    """Large random weights (and biases) so that any mistake shows up in the logits."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            noise = torch.randn(param.shape, generator=gen)
-            param.copy_(1 + 0.2 * noise if "norm" in name else 0.15 * noise)
-
-
-def make_pair(arch: str, seed: int = 0) -> tuple[torch.nn.Module, LlamaModel]:
-    """A tiny transformers model and our model holding the same weights."""
-    if arch == "llama":
-        hf = LlamaForCausalLM(LlamaConfig(**TINY, rope_theta=500.0, tie_word_embeddings=True))
-    else:
-        hf = Qwen2ForCausalLM(Qwen2Config(**TINY, rope_theta=2000.0, use_sliding_window=False))
-    _randomize(hf, seed)
-    hf = hf.to(DEVICE).eval()
-    config = ModelConfig.from_hf(hf.config.to_dict())
-    state = {key: value.clone() for key, value in hf.state_dict().items()}
-    return hf, build_model(config, hf_to_internal(state, config), DEVICE, torch.float32)
 
 
 def step(model, cache, slots, tokens, positions=None, tree_mask=None, capture=()):
@@ -77,12 +30,6 @@ def step(model, cache, slots, tokens, positions=None, tree_mask=None, capture=()
     with torch.no_grad():
         out = model(tokens, positions, cache, slots, tree_mask.to(DEVICE), capture)
         return model.logits(out.hidden), out.captured
-
-
-def commit_all(cache: KVCache, slots: torch.Tensor, n: int) -> None:
-    b = slots.shape[0]
-    keep = torch.arange(n, device=DEVICE).expand(b, n)
-    cache.commit(slots, keep, torch.full((b,), n, device=DEVICE))
 
 
 def plain_logits(model: LlamaModel, tokens: list[int]) -> torch.Tensor:
@@ -277,44 +224,10 @@ def test_config_validation() -> None:
     assert eagle3_feature_layers(30) == (2, 15, 27)
 
 
-def _draft(kind: str, target: LlamaModel, seed: int = 7) -> EagleDraft | Eagle3Draft:
-    layer = ModelConfig.from_hf({**target.config.to_hf(), "num_hidden_layers": 1})
-    if kind == "eagle":
-        draft = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
-    else:
-        draft = Eagle3Draft(DraftConfig("eagle3", layer, False, draft_vocab_size=40), target)
-        gen = torch.Generator().manual_seed(seed)
-        hot = torch.randperm(layer.vocab_size, generator=gen)[:40].sort().values
-        draft.d2t.copy_(hot - torch.arange(40))
-        draft.t2d.zero_()[hot] = True
-    _randomize(draft, seed)
-    return draft.to(DEVICE).eval()
-
-
-def _draft_inputs(draft, target: LlamaModel, n: int = 5, seed: int = 8):
-    gen = torch.Generator().manual_seed(seed)
-    width = target.config.hidden_size * (3 if isinstance(draft, Eagle3Draft) else 1)
-    ids = torch.randint(0, target.config.vocab_size, (2, n), generator=gen).to(DEVICE)
-    features = torch.randn(2, n, width, generator=gen).to(DEVICE)
-    return ids, features, torch.arange(n, device=DEVICE).expand(2, n)
-
-
-def _draft_cache(draft) -> KVCache:
-    return KVCache.for_model(draft.config.layer, 2, 16, DEVICE, torch.float32, num_layers=1)
-
-
-def _draft_run(draft, ids, features, positions, cache=None):
-    cache = cache or _draft_cache(draft)
-    slots = torch.arange(2, device=DEVICE)
-    with torch.no_grad():
-        mask = causal_tree_mask(2, ids.shape[1], DEVICE)
-        return draft(ids, features, positions, cache, slots, mask)
-
-
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 def test_draft_roundtrip_public_layout(kind: str, tmp_path: Path) -> None:
     _, target = make_pair("llama")
-    draft = _draft(kind, target)
+    draft = random_draft(kind, target)
     save_draft(draft, tmp_path)
     keys = set(json.loads((tmp_path / "config.json").read_text()))
     assert {"hidden_size", "vocab_size", "bias"} <= keys
@@ -339,8 +252,8 @@ def test_draft_roundtrip_public_layout(kind: str, tmp_path: Path) -> None:
         hot = torch.nonzero(loaded.t2d).flatten()
         assert torch.equal(loaded.draft_to_target(torch.arange(40, device=DEVICE)), hot)
     assert not any(key.startswith("target") or key == "embed_tokens.weight" for key in state)
-    inputs = _draft_inputs(draft, target)
-    for got, want in zip(_draft_run(loaded, *inputs), _draft_run(draft, *inputs)):
+    inputs = draft_inputs(draft, target)
+    for got, want in zip(draft_run(loaded, *inputs), draft_run(draft, *inputs)):
         assert torch.equal(got, want)
 
 
@@ -348,13 +261,13 @@ def test_draft_roundtrip_public_layout(kind: str, tmp_path: Path) -> None:
 def test_draft_chunked_equals_incremental(kind: str) -> None:
     """The draft heads use the same cache/mask machinery: a chunk equals token-by-token."""
     _, target = make_pair("qwen2")
-    draft = _draft(kind, target)
-    ids, features, positions = _draft_inputs(draft, target)
-    full = _draft_run(draft, ids, features, positions)
-    cache = _draft_cache(draft)
+    draft = random_draft(kind, target)
+    ids, features, positions = draft_inputs(draft, target)
+    full = draft_run(draft, ids, features, positions)
+    cache = draft_cache(draft)
     for t in range(ids.shape[1]):
         chunk = slice(t, t + 1)
-        out = _draft_run(draft, ids[:, chunk], features[:, chunk], positions[:, chunk], cache)
+        out = draft_run(draft, ids[:, chunk], features[:, chunk], positions[:, chunk], cache)
         commit_all(cache, torch.arange(2, device=DEVICE), 1)
         torch.testing.assert_close(out.logits[:, 0], full.logits[:, t], atol=ATOL, rtol=0)
         torch.testing.assert_close(out.hidden[:, 0], full.hidden[:, t], atol=ATOL, rtol=0)
@@ -363,7 +276,7 @@ def test_draft_chunked_equals_incremental(kind: str) -> None:
 def test_draft_loader_accepts_bin_and_embeddings(tmp_path: Path) -> None:
     _, target = make_pair("llama")
     for kind in ("eagle", "eagle3"):
-        draft = _draft(kind, target)
+        draft = random_draft(kind, target)
         save_draft(draft, tmp_path / kind)
         state = dict(draft.state_dict())
         scale = 2 if kind == "eagle3" else 1  # EAGLE-3 may ship its own, different table
@@ -371,10 +284,10 @@ def test_draft_loader_accepts_bin_and_embeddings(tmp_path: Path) -> None:
         (tmp_path / kind / "model.safetensors").unlink()
         torch.save(state, tmp_path / kind / "pytorch_model.bin")
         loaded = load_draft(tmp_path / kind, target, DEVICE, torch.float32)
-        inputs = _draft_inputs(draft, target)
+        inputs = draft_inputs(draft, target)
         if kind == "eagle":  # the checkpoint copy is dropped in favour of the shared table
             assert "embed_tokens.weight" not in loaded.state_dict()
-            got, want = _draft_run(loaded, *inputs), _draft_run(draft, *inputs)
+            got, want = draft_run(loaded, *inputs), draft_run(draft, *inputs)
             assert torch.equal(got.logits, want.logits)
         else:  # EAGLE-3 keeps its own embedding
             assert torch.equal(loaded.embed_tokens.weight, state["embed_tokens.weight"])
@@ -384,7 +297,7 @@ def test_draft_loader_accepts_bin_and_embeddings(tmp_path: Path) -> None:
 @pytest.mark.parametrize("field", ["hidden_size", "vocab_size"])
 def test_draft_mismatch_errors(kind: str, field: str, tmp_path: Path) -> None:
     _, target = make_pair("llama")
-    save_draft(_draft(kind, target), tmp_path)
+    save_draft(random_draft(kind, target), tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg[field] += 32
     (tmp_path / "config.json").write_text(json.dumps(cfg))

@@ -18,7 +18,7 @@ from sglang_cast.models.numerics import (
     kernel_paths_per_position,
     stepwise_logits,
 )
-from test_models import commit_all, make_pair
+from support.models import commit_all, make_pair
 
 VOCAB = 96
 

@@ -24,7 +24,7 @@ from sglang_cast.models.weights import (
     int4_from_q4_1,
     int4_quantize,
 )
-from test_models import make_pair
+from support.models import make_pair
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
 
@@ -105,10 +105,10 @@ def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, f
     from torch import nn
 
     from sglang_cast.models import load_draft, save_draft
-    from test_models import _draft, _draft_inputs, _draft_run
+    from support.models import draft_inputs, draft_run, random_draft
 
     _, target = make_pair("llama")
-    save_draft(_draft(kind, target), tmp_path)
+    save_draft(random_draft(kind, target), tmp_path)
     dense = load_draft(tmp_path, target, "cpu", torch.float32)
     packed = load_draft(tmp_path, target, "cpu", torch.float32, fmt)
     linears = [name for name, module in dense.named_modules() if type(module) is nn.Linear]
@@ -117,8 +117,8 @@ def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, f
                for name in linears)
     assert not any(type(m) is nn.Linear for m in packed.modules())
     assert all(type(m) is nn.Linear for m in target.layers.modules() if "Linear" in type(m).__name__)
-    inputs = _draft_inputs(dense, target)
-    reference, out = _draft_run(dense, *inputs), _draft_run(packed, *inputs)
+    inputs = draft_inputs(dense, target)
+    reference, out = draft_run(dense, *inputs), draft_run(packed, *inputs)
     error = (out.logits - reference.logits).abs().max() / reference.logits.abs().max()
     assert 0 < error < 0.05  # the format's rounding, nothing more
 
@@ -285,7 +285,7 @@ def test_greedy_speculation_in_a_packed_format_diverges_only_at_near_ties(spec: 
     vanilla decodes one: different kernels, so an argmax may flip, but only at a
     near-tie by the measured kernel-path judge (numerics.py).  A planted wrong token is not one."""
     from sglang_cast.cast import SamplingParams
-    from test_engine import PROMPTS, engine, tiny_target
+    from support.tiny import PROMPTS, engine, tiny_target
 
     target = apply_weight_format(tiny_target(), WeightFormat.parse(spec))
     params = SamplingParams(max_new_tokens=40)

@@ -8,20 +8,17 @@ refused with a clear message; profiles must hot-reload.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, Thresholds, TreeShape, grow_tree,
-                              make_policy, select_verified)
-from sglang_cast.profile import Profile, ProfileError, save_profile
+from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, grow_tree, make_policy, select_verified
+from sglang_cast.profile import ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
@@ -31,77 +28,8 @@ from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width
                                                       verify_widths, widths_at_depth)
 from sglang_cast.sglang_plugin.verify_layout import verify_layout
 from support.synthetic import PathModel
-
-
-# ----------------------------------------------------------------- fixtures
-def steep_costs() -> CostModel:
-    n = torch.arange(1, 65, dtype=torch.float64)
-    target = CostTable(512, 4, (1, 8), torch.stack([10 + 0.6 * n**1.2, 30 + 2.0 * n**1.2]).unsqueeze(1).repeat(1, 4, 1))
-    draft = CostTable(512, 4, (1, 8), torch.stack([1 + 0.2 * n, 2 + 0.5 * n]).unsqueeze(1).repeat(1, 4, 1))
-    return CostModel(target=target, draft=draft)
-
-
-def two_bucket_settings(thresholds: Thresholds) -> PolicySettings:
-    """Batch <= 2: a deep narrow-ish tree; larger batches: a shallower one."""
-    return PolicySettings(buckets=(
-        BucketSettings(2, TreeShape(top_k=4, max_depth=6, num_verify_tokens=20), thresholds, fifo_len=4),
-        BucketSettings(1 << 30, TreeShape(top_k=3, max_depth=4, num_verify_tokens=12), thresholds, fifo_len=4),
-    ), costs=steep_costs())
-
-
-class Float32Model(PathModel):
-    """SGLang hands the worker float32 draft probabilities; the native expander
-    gets the same float32 numbers, so both trees carry bit-identical values."""
-
-    def draft_probs(self, path):
-        return super().draft_probs(path).float().double()
-
-
-class SGLangLayoutDraft:
-    """The same draft model seen through SGLang's multi-step layout: every call
-    gets the ``[B·K]`` frontier tokens and each row's parent row, and answers each
-    row's best ``K`` children (what one EAGLE draft forward + top-k produces)."""
-
-    def __init__(self, model: PathModel, roots: torch.Tensor, topk: int) -> None:
-        self.model, self.topk = model, topk
-        self.paths = [[(int(root),)] for root in roots]
-        self.forwards = 0
-
-    def _children(self, path):
-        top = torch.sort(self.model.draft_probs(path), descending=True, stable=True)
-        return top.values[: self.topk].float(), top.indices[: self.topk]
-
-    def root_children(self) -> tuple[torch.Tensor, torch.Tensor]:
-        pairs = [self._children(paths[0]) for paths in self.paths]
-        return torch.stack([p for p, _ in pairs]), torch.stack([t for _, t in pairs])
-
-    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor | None, step: int):
-        self.forwards += 1
-        batch, k = len(self.paths), self.topk
-        tokens = tokens.view(batch, k)
-        self.paths = [[(paths[0] if rows is None else paths[int(rows[b, r])]) + (int(tokens[b, r]),)
-                       for r in range(k)] for b, paths in enumerate(self.paths)]
-        pairs = [self._children(path) for paths in self.paths for path in paths]
-        return torch.stack([p for p, _ in pairs]), torch.stack([t for _, t in pairs])
-
-
-def worker_iteration(decider: CastDecider, model: PathModel, roots: torch.Tensor, context: int, topk: int,
-                     max_steps: int, expected_depth: int | None = None):
-    """One iteration as the worker drafts it; ``expected_depth`` replaces the plan's
-    own prediction (which decides how early draft forwards are launched).  Returns
-    the plan, the draft, the rerank's k, the draft forwards and the depth used."""
-    plan = decider.begin(roots.numel(), context)
-    draft = SGLangLayoutDraft(model, roots, topk)
-    root_probs, root_tokens = draft.root_children()
-    roots_host = roots_to_host(root_probs, root_tokens, roots)
-    expected = plan.predict_depth(roots_host.values) if expected_depth is None else expected_depth
-    drafted = draft_masked_tree(plan, root_probs, root_tokens, roots_host, draft, max_steps, expected)
-    return plan, drafted, plan.verify_count(drafted.tree), draft.forwards, expected
-
-
-def unused_forwards(plan, expected_depth: int, max_steps: int) -> int:
-    """1 when the draft stopped below the depth its forwards were launched early for."""
-    return int(len(plan.kept) < min(expected_depth, plan.max_depth, max_steps))
+from support.plugin import (Float32Model, SGLangLayoutDraft, launch_args, no_draft_above_two, steep_costs,
+                            two_bucket_settings, unused_forwards, worker_iteration)
 
 
 # ------------------------------------------------------ decisions = native
@@ -376,11 +304,6 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
 
 
-def no_draft_above_two() -> PolicySettings:
-    settings = two_bucket_settings(Thresholds(0.3, 0.5, 0.8))
-    return replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
-
-
 def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():
     decider = CastDecider(make_policy("cast", no_draft_above_two()), StaticShape(6, 4, 20))
     assert decider.states[0] == (0, 1) and decider.has_no_draft_state
@@ -396,30 +319,6 @@ def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_of
 
 
 # ------------------------------------------------------------ launch flags
-@pytest.fixture
-def profile_path(tmp_path) -> Path:
-    profile = Profile(label="h100", device="NVIDIA H100 80GB HBM3", source="analytic",
-                      settings=two_bucket_settings(Thresholds(1.0, 1.0, 1.0)))
-    return save_profile(profile, tmp_path / "h100.yaml")
-
-
-@pytest.fixture
-def eagle3_head(tmp_path) -> Path:
-    head = tmp_path / "eagle3-head"
-    head.mkdir()
-    (head / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    return head
-
-
-def launch_args(**overrides) -> argparse.Namespace:
-    values = dict(model_path="meta-llama/Llama-3.1-8B-Instruct", speculative_draft_model_path=None,
-                  speculative_algorithm="NONE", speculative_num_steps=None, speculative_eagle_topk=None,
-                  speculative_num_draft_tokens=None, cast_profile=None, host="127.0.0.1", port=30000,
-                  max_running_requests=8, context_length=4096, api_key=None, device="cuda")
-    values.update(overrides)
-    return argparse.Namespace(**values)
-
-
 def test_cast_translates_to_sglang_flags_with_the_profiles_largest_tree(profile_path, eagle3_head):
     args = launch_args(speculative_algorithm="cast", speculative_draft_model_path=str(eagle3_head),
                        cast_profile=profile_path, api_key="secret", device="cuda:1")

@@ -11,12 +11,11 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 
-try:
-    import sglang
-    from sglang.srt.speculative import eagle_worker_v2  # noqa: F401
-except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
-                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+from support.plugin import require_sglang  # noqa: E402
+
+require_sglang("sglang.srt.speculative.eagle_worker_v2")
+
+import sglang  # noqa: E402
 
 from sglang_cast.sglang_plugin.contract import (SUPPORTED_VERSION, ContractError, Fields,  # noqa: E402
                                                 check_installed_sglang, contract_problems)

@@ -38,22 +38,25 @@ from sglang_cast.sglang_plugin.cpu_standins import STANDIN_PATH  # noqa: E402
 if os.environ.get("SGLANG_USE_CPU_ENGINE") and importlib.util.find_spec("sgl_kernel") is None:
     sys.path.insert(0, str(STANDIN_PATH))
 
-try:
-    import triton  # noqa: F401
+from support.plugin import require_sglang  # noqa: E402
 
-    from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
-    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
-    from sglang.kernels.ops.kvcache import cache_move
-    from sglang.kernels.ops.speculative import cache_locs, eagle, multi_layer_eagle, spec_tree
-    from sglang.srt.layers.attention import intel_amx_backend
-    from sglang.srt.layers.radix_attention import AttentionType
-    from sglang.srt.mem_cache import allocation
-    from sglang.srt.mem_cache.memory_pool import move_kv_cache_native
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-    from sglang.srt.speculative.eagle_utils import organize_draft_results
-except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
-                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+require_sglang("triton", "sglang.kernels.ops.attention.decode_attention",
+               "sglang.kernels.ops.attention.extend_attention", "sglang.kernels.ops.kvcache",
+               "sglang.kernels.ops.speculative", "sglang.srt.layers.attention.intel_amx_backend",
+               "sglang.srt.layers.radix_attention", "sglang.srt.mem_cache.allocation",
+               "sglang.srt.mem_cache.memory_pool", "sglang.srt.model_executor.forward_batch_info",
+               "sglang.srt.speculative.eagle_utils")
+
+from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd  # noqa: E402
+from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd  # noqa: E402
+from sglang.kernels.ops.kvcache import cache_move  # noqa: E402
+from sglang.kernels.ops.speculative import cache_locs, eagle, multi_layer_eagle, spec_tree  # noqa: E402
+from sglang.srt.layers.attention import intel_amx_backend  # noqa: E402
+from sglang.srt.layers.radix_attention import AttentionType  # noqa: E402
+from sglang.srt.mem_cache import allocation  # noqa: E402
+from sglang.srt.mem_cache.memory_pool import move_kv_cache_native  # noqa: E402
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
+from sglang.srt.speculative.eagle_utils import organize_draft_results  # noqa: E402
 
 from sglang_cast.sglang_plugin.cpu_standins import kernels  # noqa: E402
 

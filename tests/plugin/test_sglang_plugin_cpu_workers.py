@@ -17,14 +17,10 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-from sglang_cast.sglang_plugin.launch import sglang_runtime_problem
 from support import ROOT
+from support.plugin import RUNTIME, require_sglang
 
-if (problem := sglang_runtime_problem()) is not None:
-    pytest.skip(f"SGLang 0.5.23's runtime does not import here ({problem}); run these tests with "
-                ".venv-sglang/bin/python", allow_module_level=True)
+require_sglang(RUNTIME)
 
 
 BUILD_AND_CHECK = """

@@ -27,22 +27,21 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-try:
-    import sglang
-    from sglang.kernels.ops.speculative import spec_tree
-    from sglang.srt.speculative import eagle_utils
-    from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
-except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
-                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+from support.plugin import Float32Model, PathDraftRunner, require_sglang, steep_costs, worker_iteration  # noqa: E402
+
+require_sglang("sglang.kernels.ops.speculative.spec_tree", "sglang.srt.speculative.eagle_utils",
+               "sglang.srt.speculative.adaptive_runtime_state")
+
+import sglang  # noqa: E402
+from sglang.kernels.ops.speculative import spec_tree  # noqa: E402
+from sglang.srt.speculative import eagle_utils  # noqa: E402
+from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState  # noqa: E402
 
 from sglang_cast.cast import BucketSettings, PolicySettings, Thresholds, TreeShape, make_policy  # noqa: E402
 from sglang_cast.sglang_plugin import worker as worker_module  # noqa: E402
 from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import StaticShape  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
-from test_sglang_plugin import Float32Model, steep_costs, worker_iteration  # noqa: E402
-from test_sglang_plugin_sglang import PathDraftRunner  # noqa: E402
 
 TREE_CUH = Path(sglang.__file__).parent / "kernels/jit/csrc/speculative/tree.cuh"
 SAMPLING_CUH = Path(sglang.__file__).parent / "kernels/jit/csrc/speculative/sampling.cuh"

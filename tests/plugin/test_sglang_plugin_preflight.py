@@ -8,7 +8,6 @@ reference parameter count) need ``.venv-sglang`` and are skipped elsewhere.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from sglang_cast.sglang_plugin.memory_plan import (CUDA_CONTEXT, GIB, LaunchSett
                                                    default_mem_fraction_static, plan_memory, state_memory)
 from sglang_cast.sglang_plugin.plugin_config import StaticShape
 from support import ROOT
+from support.plugin import require_sglang
 
 LLAMA_8B = ROOT / "profiles/models/llama-3.1-8b/config.json"
 H100 = ROOT / "profiles/h100.yaml"
@@ -160,12 +160,7 @@ def test_a_missing_model_config_is_named(capsys, tmp_path):
 
 
 # ----------------------------------------------- against SGLang's own code
-def require_sglang() -> None:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    try:
-        import sglang.srt.arg_groups.pipeline  # noqa: F401  (imports SGLang's model configs)
-    except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-        pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}); run with .venv-sglang/bin/python")
+MODEL_CONFIGS = "sglang.srt.arg_groups.pipeline"  # imports SGLang's model configs
 
 
 def sglang_resolution(gpu_gib: float, max_running_requests: int, monkeypatch, tp_size: int = 1):
@@ -173,7 +168,7 @@ def sglang_resolution(gpu_gib: float, max_running_requests: int, monkeypatch, tp
     max batch) for a GPU of ``gpu_gib``, computed by SGLang on CPU as on CUDA
     (the prefill-graph default answers as it does on a GPU, breakable:
     cuda_graph_config.py:119-123)."""
-    require_sglang()
+    require_sglang(MODEL_CONFIGS)
     from sglang.srt.arg_groups import memory_hook
     from sglang.srt.arg_groups.overrides import resolved_view
     from sglang.srt.model_executor import cuda_graph_config
@@ -209,7 +204,7 @@ def test_sglangs_default_fraction_on_an_80_gb_gpu_is_0_835_with_its_prefill_grap
 
 
 def test_the_cited_sglang_lines_hold_what_the_memory_model_restates():
-    require_sglang()
+    require_sglang(MODEL_CONFIGS)
     import sglang
 
     root = Path(sglang.__file__).parent
@@ -243,7 +238,7 @@ def test_the_cited_sglang_lines_hold_what_the_memory_model_restates():
 
 
 def test_kv_cell_matches_sglangs_model_config():
-    require_sglang()
+    require_sglang(MODEL_CONFIGS)
     from sglang.srt.configs.model_config import ModelConfig
 
     config = ModelConfig(str(LLAMA_8B.parent))

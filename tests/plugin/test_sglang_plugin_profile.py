@@ -16,13 +16,14 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-try:
-    from sglang.kernels.ops.speculative import spec_tree
-    from sglang.srt.server_args import prepare_server_args
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
-                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+from support.plugin import require_sglang  # noqa: E402
+
+require_sglang("sglang.kernels.ops.speculative.spec_tree", "sglang.srt.server_args",
+               "sglang.srt.speculative.eagle_worker_v2")
+
+from sglang.kernels.ops.speculative import spec_tree  # noqa: E402
+from sglang.srt.server_args import prepare_server_args  # noqa: E402
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2  # noqa: E402
 
 from sglang_cast.sglang_plugin.profile_forwards import (RankCommand, RankFollowers, RankLost,  # noqa: E402
                                                          SGLangForwards, SGLangProfileLaunch, SGLangRoleTimer,

@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_cast.sglang_plugin.launch import sglang_runtime_problem
+from support.plugin import RUNTIME, require_sglang
 
-if (problem := sglang_runtime_problem()) is not None:
-    pytest.skip(f"SGLang 0.5.23's server does not import here ({problem}); run these tests with "
-                ".venv-sglang/bin/python", allow_module_level=True)
+require_sglang(RUNTIME)
 
 from tools.benchkit.sglang_server import SGLangServer, cpu_launcher
 

@@ -20,15 +20,18 @@ from dataclasses import replace  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-try:
-    from sglang.kernels.ops.speculative import spec_tree
-    from sglang.srt.server_args import ServerArgs
-    from sglang.srt.speculative.eagle_utils import build_tree_kernel_efficient
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-except Exception as err:  # ImportError, or torchvision's RuntimeError on a CPU-only torch
-    pytest.skip(f"SGLang 0.5.23 does not import here ({type(err).__name__}: {err}); run these tests with "
-                ".venv-sglang/bin/python (bash tools/setup_sglang_env.sh creates it)", allow_module_level=True)
+from support.plugin import (Float32Model, PathDraftRunner, launch_args, no_draft_above_two, require_sglang,  # noqa: E402
+                            steep_costs, unused_forwards, worker_iteration)
+
+require_sglang("sglang.kernels.ops.speculative.spec_tree", "sglang.srt.server_args",
+               "sglang.srt.speculative.eagle_utils", "sglang.srt.speculative.eagle_worker_v2",
+               "sglang.srt.speculative.spec_info")
+
+from sglang.kernels.ops.speculative import spec_tree  # noqa: E402
+from sglang.srt.server_args import ServerArgs  # noqa: E402
+from sglang.srt.speculative.eagle_utils import build_tree_kernel_efficient  # noqa: E402
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, make_policy, verify_greedy  # noqa: E402
 from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
@@ -36,9 +39,7 @@ from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
 from sglang_cast.sglang_plugin.rank_sync import ProfileBroadcast  # noqa: E402
 from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
-from test_sglang_plugin import (Float32Model, eagle3_head, launch_args, profile_path, steep_costs,  # noqa: E402,F401
-                                unused_forwards, worker_iteration)
-from support import ROOT
+from support import ROOT  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -284,30 +285,6 @@ def test_sglangs_greedy_verify_accepts_what_ours_accepts(seed, monkeypatch):
 
 
 # ------------------------------------------- the worker's draft, end to end
-class PathDraftRunner:
-    """Stands in for SGLang's draft ModelRunner on CPU: a node's "hidden state" is
-    its token path (padded with -1), and its logits are the synthetic model's
-    log-probabilities after that path, so the draft is the same one the native
-    engine expands."""
-
-    model_config = argparse.Namespace(model_is_mrope=False)
-
-    def __init__(self, model: Float32Model, width: int) -> None:
-        self.model, self.width = model, width
-        self.calls = 0
-
-    def encode(self, paths) -> torch.Tensor:
-        return torch.tensor([list(p) + [-1] * (self.width - len(p)) for p in paths], dtype=torch.float32)
-
-    def forward(self, batch):
-        self.calls += 1
-        parents = [tuple(int(t) for t in row if t >= 0) for row in batch.spec_info.hidden_states]
-        paths = [parent + (int(token),) for parent, token in zip(parents, batch.input_ids)]
-        logits = torch.stack([self.model.draft_probs(p).float().log() for p in paths])
-        return argparse.Namespace(logits_output=argparse.Namespace(next_token_logits=logits,
-                                                                   hidden_states=self.encode(paths)))
-
-
 def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeypatch):
     from sglang_cast.cast import grow_tree, select_verified
     from sglang_cast.sglang_plugin import worker as worker_module
@@ -444,7 +421,6 @@ def test_a_batch_size_whose_bucket_does_not_speculate_runs_the_zero_step_state()
     from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
 
     from sglang_cast.sglang_plugin.worker import CastWorker
-    from test_sglang_plugin import no_draft_above_two
 
     def state(depth: int, width: int) -> SpecRuntimeState:
         name = f"{depth}x{width}"

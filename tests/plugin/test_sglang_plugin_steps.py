@@ -13,113 +13,22 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from sglang_cast.cast import (CostModel, CostTable, OverheadTable, PolicySettings, TreeShape, charge, decide_verified,
-                              make_policy)
-from sglang_cast.cast.overhead import OverheadTerms
+from sglang_cast.cast import CostModel, OverheadTable, PolicySettings, TreeShape, charge, make_policy
 from sglang_cast.profile import load_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
-from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, \
-    load_fitting_profile
+from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape
 from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
 from sglang_cast.sglang_plugin.profile_steps import SGLangStepTimer, StepRun
 from sglang_cast.sglang_plugin.runtime_shapes import NO_DRAFT
 from sglang_cast.sglang_plugin.step_log import STEP_PROFILE_ENV, LoggedStep, StepLog, StepProfileMode, read_steps
 from support.synthetic import PathModel
-from test_sglang_plugin import worker_iteration
-
-PLANTED = OverheadTerms(plain=0.7, spec_base=1.3, per_layer=0.4, per_token=0.05)  # host ms the stand-in adds
-
-
-def forward_tables() -> CostModel:
-    n = torch.arange(1, 17, dtype=torch.float64)
-    target = CostTable(32, 1, (1, 2), torch.stack([10 + 0.5 * n, 14 + 0.9 * n]).unsqueeze(1))
-    draft = CostTable(32, 1, (1, 2), torch.stack([1 + 0.1 * n, 1.5 + 0.2 * n]).unsqueeze(1))
-    return CostModel(target=target, draft=draft)
-
-
-class PlantedClock:
-    """``engine.timing.start_clock``'s shape over a clock the test advances."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self, device):
-        began = self.now
-        return lambda: self.now - began
-
-
-def shape_flags(argv: list[str]) -> StaticShape:
-    value = {flag: int(argv[argv.index(flag) + 1]) for flag in (
-        "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")}
-    return StaticShape(*value.values())
-
-
-class StandInEngine:
-    """``sglang.Engine`` as the step design uses it, on CPU: it reads what SGLang's
-    processes would inherit (the profile and the step mode), builds the worker's
-    decider, and serves each ``generate`` as one prefill call then decode calls until
-    every request has its tokens — each decode call drafting as ``CastDraftWorker.draft``
-    does, logged by the plugin's ``StepLog``, the clock advanced by the iteration's
-    forwards (the profile's tables) plus ``PLANTED`` host work."""
-
-    def __init__(self, argv: list[str], clock: PlantedClock, model: PathModel | None = None) -> None:
-        assert argv[argv.index("--speculative-algorithm") + 1] == "CAST"
-        self.argv, self.clock, self.model = argv, clock, model or PathModel(vocab=12, seed=3)
-        self.shape = shape_flags(argv)
-        loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.shape, ParallelLayout(1, 1))
-        self.mode = StepProfileMode.from_env()
-        self.decider = CastDecider(make_policy(self.mode.policy or "cast", loaded.profile.settings), self.shape,
-                                   SGLangSection.of(loaded.profile).runtime_states)
-        self.log = StepLog(self.mode.log, torch.device("cpu"), clock)
-        self.rng = random.Random(0)
-        self.shut = False
-
-    def generate(self, prompt: list[str], sampling_params: dict) -> None:
-        assert sampling_params["ignore_eos"] and not self.shut
-        contexts = [len(p) for p in prompt]
-        left = [sampling_params["max_new_tokens"]] * len(prompt)
-        self.log.arrive(False)  # the batch's prefill
-        self.clock.now += 50.0
-        while any(left):
-            active = [i for i, n in enumerate(left) if n > 0]
-            batch, context = len(active), max(contexts[i] for i in active)
-            self.log.arrive(True)
-            if self.decider.drafts(batch):
-                roots = torch.tensor([contexts[i] % self.model.vocab for i in active])
-                plan, drafted, _, _, expected = worker_iteration(self.decider, self.model, roots, context,
-                                                                 self.shape.topk, self.shape.num_steps)
-                width = self.decider.width(self.decider.depth(expected), decide_verified(plan, drafted.tree),
-                                           drafted.tree.size - 1)
-                depth, verified = len(plan.kept), width - 1
-            else:
-                plan, depth, verified = self.decider.begin(batch, context), 0, 0
-            accepted = [min(self.rng.randint(1, depth + 1), left[i]) for i in active]  # a path of the tree
-            self.clock.now += (sum(charge(plan, verified, depth, max(accepted) - 1, host=False))
-                               + PLANTED.iteration_ms(depth, verified))
-            self.log.ran(plan, depth, verified, torch.tensor(accepted))
-            for i, n in zip(active, accepted):
-                contexts[i] += n
-                left[i] -= n
-
-    def shutdown(self) -> None:
-        self.shut = True
-
-
-class StandInFactory:
-    def __init__(self) -> None:
-        self.clock, self.engines = PlantedClock(), []
-
-    def __call__(self, argv: list[str]) -> StandInEngine:
-        self.engines.append(StandInEngine(argv, self.clock))
-        return self.engines[-1]
-
+from support.plugin import PLANTED, PlantedClock, StandInFactory, forward_tables, shape_flags, worker_iteration
 
 def launch(tp_size: int = 1) -> SGLangProfileLaunch:
     return SGLangProfileLaunch("target", "draft", "bfloat16", context_length=512, max_batch_size=2, topk=4, max_n=8,
@@ -224,15 +133,13 @@ def test_the_timer_runs_one_engine_per_tree_for_every_batch_and_keeps_the_design
 
 
 # --------------------------------------------- the hook inside SGLang's worker
+@pytest.mark.requires_sglang("sglang.srt.speculative.eagle_worker_v2", "sglang.srt.model_executor.forward_batch_info",
+                              "sglang_cast.sglang_plugin.worker")
 def test_the_workers_hook_logs_decode_calls_and_passes_every_call_through(tmp_path, monkeypatch):
-    pytest.importorskip("sglang.srt.speculative.eagle_worker_v2", exc_type=ImportError)
-    try:
-        from sglang.srt.model_executor.forward_batch_info import ForwardMode
-        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 
-        from sglang_cast.sglang_plugin.worker import CastWorker
-    except Exception as err:  # torchvision's RuntimeError on a CPU-only torch, etc.
-        pytest.skip(f"SGLang's worker does not import here: {err}")
+    from sglang_cast.sglang_plugin.worker import CastWorker
     settings = PolicySettings.single(forward_tables(), TreeShape(2, 2, 5))
     clock = PlantedClock()
     worker = object.__new__(CastWorker)  # the hook's state only: SGLang's __init__ needs a GPU

@@ -7,28 +7,17 @@ import threading
 
 import httpx
 import pytest
-from test_engine import CharTokenizer, tiny_target
-from test_server_harness import (MODEL, LiveServer, StepGate, config, metric, reference, serve, sse_events,
-                                 tiny_engine, wait_for)
 
 from sglang_cast.server.app import create_app
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target()
+from support.server import (BAD_INPUTS, MODEL, LiveServer, StepGate, config, metric, reference, serve, sse_events,
+                            tiny_engine, wait_for)
+from support.tiny import CharTokenizer
 
 
 @pytest.fixture(scope="module")
 def live(target):
     with serve(tiny_engine("cast", target=target)) as server:
         yield server
-
-
-@pytest.fixture
-def client(live):
-    with live.client() as c:
-        yield c
 
 
 def encode(text):
@@ -159,44 +148,6 @@ def test_select_style_scoring_request(client):
     assert all(r["meta_info"]["output_token_logprobs"] == [] for r in results)
     assert all(isinstance(entry[0], float) and isinstance(entry[2], str)
                for r in results for entry in r["meta_info"]["input_token_logprobs"])
-
-
-BAD_INPUTS = [
-    ("/v1/completions", {"model": MODEL, "prompt": "x" * 300, "max_tokens": 8}, 400,
-     "prompt (300 tokens) + max_new_tokens (8) = 308 exceeds the context length 256"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 1000}, 400,
-     "max_new_tokens (1000) = 1002 exceeds the context length 256"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "x" * 260}]}, 400,
-     "leaves no room to generate within the context length 256"),
-    ("/generate", {"text": "x" * 300, "sampling_params": {"max_new_tokens": 0}}, 400,
-     "prompt (300 tokens) exceeds the context length 256"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "temperature": "hot"}, 400, "temperature"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "temperature": 5}, 400, "temperature"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "top_p": 0}, 400, "top_p"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "seed": "abc"}, 400, "seed"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "n": 2}, 400, "only n=1"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "stop": [""]}, 400, "stop"),
-    ("/v1/completions", {"model": MODEL, "prompt": ["a", "b"]}, 400, "one prompt per request"),
-    ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "at least one token"),
-    ("/v1/completions", {"model": MODEL, "prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
-    ("/v1/chat/completions", {"model": MODEL}, 400, "messages: field required"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, "role"),
-    ("/v1/completions", {"model": "gpt-4", "prompt": "hi"}, 404, "The model `gpt-4` does not exist"),
-    ("/v1/chat/completions", {"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}, 404, "gpt-4"),
-    ("/generate", {"sampling_params": {"max_new_tokens": 4}}, 400, "exactly one of text or input_ids"),
-    ("/generate", {"text": "hello", "return_logprob": True, "logprob_start_len": 9,
-                   "sampling_params": {"max_new_tokens": 0}}, 400, "logprob_start_len (9)"),
-    ("/generate", {"text": "hi", "sampling_params": {"regex": "a+"}}, 400, "regex: not supported"),
-    ("/generate", {"text": "hi", "sampling_params": {"stop_token_ids": ["a"]}}, 400, "stop_token_ids"),
-    ("/generate", {"text": "hi", "sampling_params": {"top_p": 0}}, 400, "sampling_params.top_p"),
-    ("/generate", {"text": "hi", "sampling_params": {"temperature": 500}}, 400, "temperature must be in"),
-    ("/generate", {"input_ids": [1, 999]}, 400, "token id 999 is outside the vocabulary"),
-    ("/generate", {"text": ["a", "b"], "sampling_params": [{"max_new_tokens": 1}]}, 400, "1 values for 2 prompts"),
-    ("/generate", {"text": ["a", "b"], "stream": True}, 400, "single prompt"),
-    ("/generate", {"text": "hi", "sampling_params": {"n": 3}}, 400, "only n=1"),
-]
 
 
 @pytest.mark.parametrize("path,body,status,message", BAD_INPUTS)

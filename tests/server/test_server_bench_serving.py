@@ -4,9 +4,9 @@ server is reported as failures, not as throughput."""
 
 from __future__ import annotations
 
-from test_server_harness import metric, serve, tiny_engine
 
 from tools import bench_serving
+from support.server import metric, serve, tiny_engine
 
 
 def test_levels_complete_and_count_the_servers_tokens(tmp_path):

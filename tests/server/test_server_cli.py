@@ -146,7 +146,7 @@ def test_gpu_profile_labels(monkeypatch, name, label):
 
 def test_limit_and_key_flags_reach_the_app(monkeypatch):
     import uvicorn
-    from test_server_harness import tiny_engine
+    from support.server import tiny_engine
 
     served = {}
     monkeypatch.setattr("sglang_cast.engine.build_engine", lambda engine_args: tiny_engine("vanilla"))
@@ -174,8 +174,8 @@ def test_weight_format_auto_is_the_default_and_cast_profile_auto_means_this_hard
 
 def test_the_profile_reaches_the_engine_so_auto_can_use_its_format(monkeypatch, tmp_path):
     import uvicorn
-    from test_format_choice import profile
-    from test_server_harness import tiny_engine
+    from support.autotune import profile
+    from support.server import tiny_engine
 
     from sglang_cast.profile import save_profile
 
@@ -199,7 +199,7 @@ def test_cast_live_gate_is_on_by_default_and_help_says_what_off_keeps():
 @pytest.mark.parametrize("flag, switching", [("on", True), ("off", False)])
 def test_cast_live_gate_flag_reaches_the_served_config(monkeypatch, flag, switching):
     import uvicorn
-    from test_server_harness import tiny_engine
+    from support.server import tiny_engine
 
     served = {}
     monkeypatch.setattr("sglang_cast.engine.build_engine", lambda engine_args: tiny_engine("vanilla"))

@@ -8,22 +8,16 @@ import threading
 
 import httpx
 import pytest
-from test_server_harness import MODEL, StepGate, reference, serve, tiny_engine, wait_for
 
 from sglang_cast.server.access import required_key
 from sglang_cast.server.config import default_max_request_bytes
+from support.server import LOOSE_TYPES, MODEL, SURROGATES, StepGate, reference, serve, tiny_engine, wait_for
 
 
 @pytest.fixture(scope="module")
 def live():
     with serve(tiny_engine("cast"), max_request_bytes=4096, max_queued_requests=2, max_top_logprobs=5) as server:
         yield server
-
-
-@pytest.fixture
-def client(live):
-    with live.client() as c:
-        yield c
 
 
 def post_json(c: httpx.Client, path: str, body) -> httpx.Response:
@@ -75,46 +69,9 @@ def test_prompt_that_cannot_fit_is_refused_before_tokenizing(live, client):
         encoder.tokenizer.encode = encode
 
 
-# Every place a string enters; the lone surrogate must be refused naming that field.
-SURROGATES = [
-    ("/v1/completions", {"prompt": "a\ud800b"}, "prompt"),
-    ("/v1/completions", {"prompt": "a\ud800b", "stream": True}, "prompt"),
-    ("/v1/completions", {"prompt": ["a\udfff"]}, "prompt.0"),
-    ("/v1/completions", {"prompt": "hi", "stop": "\ud800"}, "stop"),
-    ("/v1/completions", {"prompt": "hi", "stop": ["ok", "x\ud800"]}, "stop.1"),
-    ("/v1/completions", {"model": "m\ud800", "prompt": "hi"}, "model"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800"}]}, "messages.0.content"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800"}], "stream": True},
-     "messages.0.content"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "\udc00"}]}]},
-     "messages.0.content.0.text"),
-    ("/generate", {"text": "a\ud800b"}, "text"),
-    ("/generate", {"text": "a\ud800b", "stream": True}, "text"),
-    ("/generate", {"text": ["ok", "\ud800"]}, "text.1"),
-    ("/generate", {"text": "hi", "sampling_params": {"stop": ["\ud800"]}}, "sampling_params.stop.0"),
-    ("/generate", {"text": "hi", "rid": "r\ud800"}, "rid"),
-]
-
-
 @pytest.mark.parametrize("path,body,param", SURROGATES)
 def test_lone_surrogates_are_refused_naming_the_field(client, path, body, param):
     assert_error(post_json(client, path, body), 400, param, "lone surrogate")
-
-
-LOOSE_TYPES = [
-    ("/v1/completions", {"prompt": "hi", "stream": "yes"}, "stream"),
-    ("/v1/completions", {"prompt": "hi", "max_tokens": True}, "max_tokens"),
-    ("/v1/completions", {"prompt": "hi", "temperature": True}, "temperature"),
-    ("/v1/completions", {"prompt": "hi", "top_k": "3"}, "top_k"),
-    ("/v1/completions", {"prompt": 7}, "prompt"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
-    ("/v1/completions", {"prompt": "hi", "stream": True, "stream_options": {"include_usage": "true"}},
-     "stream_options.include_usage"),
-    ("/generate", {"text": "hi", "return_logprob": "yes"}, "return_logprob"),
-    ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": True}}, "sampling_params.max_new_tokens"),
-    ("/generate", {"text": "hi", "sampling_params": {"ignore_eos": 1}}, "sampling_params.ignore_eos"),
-    ("/generate", {"input_ids": [1, True]}, "input_ids.1"),
-]
 
 
 @pytest.mark.parametrize("path,body,param", LOOSE_TYPES)

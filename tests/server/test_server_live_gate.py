@@ -11,16 +11,14 @@ on any machine (several times the table's plain rate, measured on a loaded 2-cor
 CPU), and the planted 1 s per speculative step loses by as wide a margin: the test
 asserts what the gate does with the two, not how fast anything runs."""
 
-import threading
 import time
 
 import pytest
 import torch
-from test_engine import tiny_target
-from test_server_harness import MODEL, SHAPE, metric, reference, serve, tiny_engine
 
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings
 from sglang_cast.server.config import LiveGateConfig
+from support.server import MODEL, SHAPE, complete_all, metric, reference, serve, tiny_engine
 
 PROMPTS = ["alpha", "beta"]
 MAX_TOKENS = 120
@@ -71,27 +69,6 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target()
-
-
-def complete_all(server, prompts):
-    results = {}
-
-    def run(prompt):
-        with server.client() as c:
-            results[prompt] = c.post("/v1/completions", json={"model": MODEL, "prompt": prompt,
-                                                             "max_tokens": MAX_TOKENS, "temperature": 0})
-
-    threads = [threading.Thread(target=run, args=(p,)) for p in prompts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    return results
-
-
 def bucket_state(client):
     return client.get("/server_info").json()["cast_live_calibration"]["buckets"][0]
 
@@ -109,7 +86,7 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
         assert metric(first, 'cast_speculation_on{bucket="64"}') == 1.0
         assert metric(first, "cast_live_gate_switches_off_total") == 0.0
 
-        results = complete_all(server, PROMPTS)
+        results = complete_all(server, PROMPTS, MAX_TOKENS)
 
         assert {p: r.status_code for p, r in results.items()} == {p: 200 for p in PROMPTS}
         assert {p: r.json()["choices"][0]["text"] for p, r in results.items()} == expected
@@ -147,7 +124,7 @@ def test_a_planted_slowdown_switches_the_bucket_off_without_dropping_or_changing
 def test_server_info_exports_what_the_daemon_ingests(target):
     engine = tiny_engine("cast", settings=SETTINGS, target=target)
     with serve(engine, live_gate=LiveGateConfig()) as server, server.client() as c:
-        assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1]).values())
+        assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1], MAX_TOKENS).values())
         info = c.get("/server_info").json()["cast_live_calibration"]
     assert info["switching"] is True and info["config"]["window"] == 32
     bucket = info["buckets"][0]
@@ -166,7 +143,7 @@ def test_the_gate_switches_nothing_under_a_policy_that_ignores_speculate_false(t
     engine = tiny_engine("eagle2", settings=SETTINGS, target=target)
     PlantedSlowdown(engine, 0.05, after=0)
     with serve(engine, live_gate=LiveGateConfig()) as server, server.client() as c:
-        assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1]).values())
+        assert all(r.status_code == 200 for r in complete_all(server, PROMPTS[:1], MAX_TOKENS).values())
         info = c.get("/server_info").json()["cast_live_calibration"]
     assert info["switching"] is False
     assert info["buckets"][0]["switches_off"] == 0 and info["buckets"][0]["speculative"]["iterations"] > 16

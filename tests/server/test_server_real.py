@@ -10,14 +10,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 import openai
 import pytest
 import torch
-from test_engine_real import random_head
-from test_server_harness import LiveServer, wait_until_healthy
 
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine
@@ -25,6 +22,8 @@ from sglang_cast.engine.build import default_draft_path
 from sglang_cast.models import load_draft, load_target
 from sglang_cast.server.app import create_app
 from sglang_cast.server.config import ServerConfig
+from support.server import LiveServer, wait_until_healthy
+from support.models import random_head
 
 pytestmark = pytest.mark.slow
 

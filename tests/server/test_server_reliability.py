@@ -11,20 +11,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_engine import tiny_target
-from test_server_api import BAD_INPUTS
-from test_server_harness import (MODEL, StepGate, reference, serve, sse_events, tiny_engine, wait_for,
-                                 write_profile)
-from test_server_limits import LOOSE_TYPES, SURROGATES
 
 from sglang_cast.profile import load_profile
+from support.server import (BAD_INPUTS, LOOSE_TYPES, MODEL, SURROGATES, StepGate, reference, serve, sse_events,
+                            tiny_engine, wait_for, write_profile)
 
 PROMPTS = [f"prompt number {i}: {'abcdefgh'[i % 8] * (i % 5 + 1)}" for i in range(16)]
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target()
 
 
 def complete(server, prompt: str, max_tokens: int, stream: bool) -> str:

@@ -4,21 +4,13 @@ changed (greedy decoding is lossless under any profile)."""
 
 import threading
 
-import pytest
-from test_engine import tiny_target
-from test_server_harness import (MODEL, StepGate, metric, reference, serve, sse_events, tiny_engine, wait_for,
-                                 write_profile)
 
 from sglang_cast.cast import TreeShape
 from sglang_cast.profile import load_profile
 from sglang_cast.server.config import ShapeOverride
+from support.server import MODEL, StepGate, metric, reference, serve, sse_events, tiny_engine, wait_for, write_profile
 
 PROMPTS = ["alpha", "beta", "gamma", "delta"]
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_target()
 
 
 def profiled_engine(target, path, shape: ShapeOverride | None = None):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server_harness import wait_until_healthy
+from support.server import wait_until_healthy
 
 pytestmark = pytest.mark.slow
 

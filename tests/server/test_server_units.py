@@ -49,7 +49,7 @@ def test_shape_override_replaces_only_given_knobs_in_every_bucket():
 
 
 def test_tree_room_matches_the_engine_reservation():
-    from test_server_harness import tiny_engine
+    from support.server import tiny_engine
 
     engine = tiny_engine("cast")
     assert tree_room(engine.policy.settings) == engine.tree_room

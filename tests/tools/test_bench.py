@@ -20,11 +20,11 @@ from sglang_cast.engine import StepLog
 from sglang_cast.engine.runner import PolicySpeculation
 from sglang_cast.hardware import cpu_name
 from sglang_cast.models.numerics import KernelPaths, judge_paths, kernel_paths
-from test_engine import CharTokenizer, MirrorDraft, tiny_target
 from tools import bench
 from tools.benchkit import anchor, cli, figures, inputs, lossless, table
 from tools.benchkit import methods as methodkit
 from tools.benchkit.rounds import Round
+from support.tiny import CharTokenizer, MirrorDraft, tiny_target
 
 SHAPE = TreeShape(top_k=3, max_depth=3, num_verify_tokens=8)
 

@@ -14,8 +14,8 @@ from sglang_cast.hardware import cpu_name, isa_class
 from tools import bench
 from tools.benchkit import cli, inputs, records
 from tools.benchkit.inputs import BenchError, DeviceSpec, parse_device
+from support.tiny import CharTokenizer, MirrorDraft, tiny_target
 
-from test_engine import CharTokenizer, MirrorDraft, tiny_target
 
 
 def fake_cuda(monkeypatch, devices: int = 1) -> None:

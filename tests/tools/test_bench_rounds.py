@@ -11,8 +11,8 @@ from tools.benchkit import methods as methodkit
 from tools.benchkit import rounds, table
 from tools.benchkit.rounds import Measured, Round, interleave
 
-from test_engine import CharTokenizer, MirrorDraft, tiny_target
 from autotune.models import ModelPair
+from support.tiny import CharTokenizer, MirrorDraft, tiny_target
 
 TOKENS = [[1] * 50, [2] * 50]  # 100 tokens per decode
 

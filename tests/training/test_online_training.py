@@ -15,7 +15,8 @@ import torch
 from sglang_cast.training import data as draft_data
 from sglang_cast.training import online
 from sglang_cast.training.features import FeatureSet, TrainSequence, collate
-from test_train_draft import ROOT, random_head, tiny
+from support import ROOT
+from support.training import random_head, tiny
 
 
 def test_teacher_forced_batch_is_the_pipelines_batch_of_the_same_answers():

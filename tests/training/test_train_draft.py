@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
 from sglang_cast.engine.draft_expander import DraftExpander
-from sglang_cast.models import KVCache, LlamaModel, ModelConfig, causal_tree_mask, load_draft
+from sglang_cast.models import KVCache, causal_tree_mask, load_draft
 
 from sglang_cast.training import data as draft_data
 from sglang_cast.training import gap as draft_gap
@@ -32,61 +32,12 @@ from sglang_cast.training.head import head_state, new_draft
 from sglang_cast.training.pipeline import run_pipeline
 from sglang_cast.training.prompts import build_prompts, build_self_instruct
 from sglang_cast.training.responses import build_responses
-from sglang_cast.training.target import Target
 from sglang_cast.training.train import build_train, split, validate
 from sglang_cast.training.ttt import soft_cross_entropy, ttt_attention_mask, ttt_forward, ttt_loss
 from sglang_cast.training.vocab import build_vocab, with_vocab
 from sglang_cast.training.workspace import run_stage, write_jsonl
 from support import ROOT
-
-
-VOCAB = 96
-
-
-class ByteTokenizer:
-    """Stand-in for the HF tokenizer: characters mod ``VOCAB``, a tiny chat template."""
-
-    eos = 2
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
-        assert not tokenize and add_generation_prompt
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
-
-    def encode(self, text, add_special_tokens=False):
-        return [3 + ord(c) % (VOCAB - 3) for c in text]
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(chr(32 + i % 90) for i in ids)
-
-
-def tiny_target(seed: int = 0, layers: int = 4) -> LlamaModel:
-    config = ModelConfig.from_hf({
-        "architectures": ["LlamaForCausalLM"], "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
-        "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "max_position_embeddings": 1024, "tie_word_embeddings": True, "eos_token_id": 2,
-    })
-    model = LlamaModel(config)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            param.copy_(torch.ones_like(param) if "norm" in name else 0.3 * torch.randn(param.shape, generator=gen))
-    return model.eval().requires_grad_(False)
-
-
-def tiny(seed: int = 0) -> Target:
-    return Target(tiny_target(seed), ByteTokenizer(), (ByteTokenizer.eos,))
-
-
-def random_head(target: Target, vocab: int = 40, seed: int = 1):
-    counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(seed))
-    d2t, t2d = draft_data.select_draft_vocab(counts, vocab)
-    draft = new_draft(target, d2t, t2d)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in draft.named_parameters():
-            param.copy_(1 + 0.1 * torch.randn(param.shape, generator=gen) if "norm" in name
-                        else 0.3 * torch.randn(param.shape, generator=gen))
-    return draft.eval()
+from support.training import VOCAB, ByteTokenizer, random_head, tiny
 
 
 # ------------------------------------------------------------------ filter

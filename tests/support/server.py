@@ -1,6 +1,6 @@
-"""Shared pieces of the server tests (no tests here): a tiny engine behind the
-real app factory, a real uvicorn on a free loopback port, SSE parsing and
-profile files."""
+"""Shared pieces of the server tests: a tiny engine behind the real app factory, a
+real uvicorn on a free loopback port, SSE parsing, profile files, and the bad
+requests every endpoint must refuse (`BAD_INPUTS`, `SURROGATES`, `LOOSE_TYPES`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from test_engine import SETTINGS, VOCAB, CharTokenizer, MirrorDraft, tiny_target
 
 from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape,
                               make_policy)
@@ -20,6 +19,7 @@ from sglang_cast.engine import Engine, StepOutput
 from sglang_cast.profile import Profile, save_profile
 from sglang_cast.server.app import create_app
 from sglang_cast.server.config import LiveGateConfig, ServerConfig
+from support.tiny import SETTINGS, VOCAB, CharTokenizer, MirrorDraft, tiny_target
 
 MODEL = "tiny"
 SHAPE = TreeShape(top_k=4, max_depth=4, num_verify_tokens=12)
@@ -192,3 +192,97 @@ def wait_for(condition, timeout: float = 10.0, interval: float = 0.02):
             return value
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(interval)
+
+
+def complete_all(server, prompts, max_tokens: int = 120) -> dict:
+    """One greedy completion of ``max_tokens`` per prompt, all at once (a thread each)."""
+    results = {}
+
+    def run(prompt):
+        with server.client() as c:
+            results[prompt] = c.post("/v1/completions", json={"model": MODEL, "prompt": prompt,
+                                                             "max_tokens": max_tokens, "temperature": 0})
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in prompts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
+# Requests the tiny server (context length 256) refuses: path, body, status, a fragment of the message.
+BAD_INPUTS = [
+    ("/v1/completions", {"model": MODEL, "prompt": "x" * 300, "max_tokens": 8}, 400,
+     "prompt (300 tokens) + max_new_tokens (8) = 308 exceeds the context length 256"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 1000}, 400,
+     "max_new_tokens (1000) = 1002 exceeds the context length 256"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "x" * 260}]}, 400,
+     "leaves no room to generate within the context length 256"),
+    ("/generate", {"text": "x" * 300, "sampling_params": {"max_new_tokens": 0}}, 400,
+     "prompt (300 tokens) exceeds the context length 256"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "temperature": "hot"}, 400, "temperature"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "temperature": 5}, 400, "temperature"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "top_p": 0}, 400, "top_p"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "seed": "abc"}, 400, "seed"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "n": 2}, 400, "only n=1"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "stop": [""]}, 400, "stop"),
+    ("/v1/completions", {"model": MODEL, "prompt": ["a", "b"]}, 400, "one prompt per request"),
+    ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "at least one token"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
+    ("/v1/chat/completions", {"model": MODEL}, 400, "messages: field required"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, "role"),
+    ("/v1/completions", {"model": "gpt-4", "prompt": "hi"}, 404, "The model `gpt-4` does not exist"),
+    ("/v1/chat/completions", {"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}, 404, "gpt-4"),
+    ("/generate", {"sampling_params": {"max_new_tokens": 4}}, 400, "exactly one of text or input_ids"),
+    ("/generate", {"text": "hello", "return_logprob": True, "logprob_start_len": 9,
+                   "sampling_params": {"max_new_tokens": 0}}, 400, "logprob_start_len (9)"),
+    ("/generate", {"text": "hi", "sampling_params": {"regex": "a+"}}, 400, "regex: not supported"),
+    ("/generate", {"text": "hi", "sampling_params": {"stop_token_ids": ["a"]}}, 400, "stop_token_ids"),
+    ("/generate", {"text": "hi", "sampling_params": {"top_p": 0}}, 400, "sampling_params.top_p"),
+    ("/generate", {"text": "hi", "sampling_params": {"temperature": 500}}, 400, "temperature must be in"),
+    ("/generate", {"input_ids": [1, 999]}, 400, "token id 999 is outside the vocabulary"),
+    ("/generate", {"text": ["a", "b"], "sampling_params": [{"max_new_tokens": 1}]}, 400, "1 values for 2 prompts"),
+    ("/generate", {"text": ["a", "b"], "stream": True}, 400, "single prompt"),
+    ("/generate", {"text": "hi", "sampling_params": {"n": 3}}, 400, "only n=1"),
+]
+
+
+# Every place a string enters; the lone surrogate must be refused naming that field.
+SURROGATES = [
+    ("/v1/completions", {"prompt": "a\ud800b"}, "prompt"),
+    ("/v1/completions", {"prompt": "a\ud800b", "stream": True}, "prompt"),
+    ("/v1/completions", {"prompt": ["a\udfff"]}, "prompt.0"),
+    ("/v1/completions", {"prompt": "hi", "stop": "\ud800"}, "stop"),
+    ("/v1/completions", {"prompt": "hi", "stop": ["ok", "x\ud800"]}, "stop.1"),
+    ("/v1/completions", {"model": "m\ud800", "prompt": "hi"}, "model"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800"}]}, "messages.0.content"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a\ud800"}], "stream": True},
+     "messages.0.content"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "\udc00"}]}]},
+     "messages.0.content.0.text"),
+    ("/generate", {"text": "a\ud800b"}, "text"),
+    ("/generate", {"text": "a\ud800b", "stream": True}, "text"),
+    ("/generate", {"text": ["ok", "\ud800"]}, "text.1"),
+    ("/generate", {"text": "hi", "sampling_params": {"stop": ["\ud800"]}}, "sampling_params.stop.0"),
+    ("/generate", {"text": "hi", "rid": "r\ud800"}, "rid"),
+]
+
+
+# A value of the wrong JSON type is refused naming its field, never coerced.
+LOOSE_TYPES = [
+    ("/v1/completions", {"prompt": "hi", "stream": "yes"}, "stream"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": True}, "max_tokens"),
+    ("/v1/completions", {"prompt": "hi", "temperature": True}, "temperature"),
+    ("/v1/completions", {"prompt": "hi", "top_k": "3"}, "top_k"),
+    ("/v1/completions", {"prompt": 7}, "prompt"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+    ("/v1/completions", {"prompt": "hi", "stream": True, "stream_options": {"include_usage": "true"}},
+     "stream_options.include_usage"),
+    ("/generate", {"text": "hi", "return_logprob": "yes"}, "return_logprob"),
+    ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": True}}, "sampling_params.max_new_tokens"),
+    ("/generate", {"text": "hi", "sampling_params": {"ignore_eos": 1}}, "sampling_params.ignore_eos"),
+    ("/generate", {"input_ids": [1, True]}, "input_ids.1"),
+]
