@@ -166,9 +166,9 @@ def test_sglang_rows_are_keyed_like_the_native_pair_loader_keys_the_same_paths(t
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({"name": name}))
     (tmp_path / "head" / "model.safetensors").write_bytes(b"head weights")
-    monkeypatch.setattr(model_loading, "load_target",
-                        lambda *args: (None, types.SimpleNamespace(eos_token_ids=()), None))
-    monkeypatch.setattr(model_loading, "load_draft", lambda *args: None)
+    monkeypatch.setattr(model_loading, "load_models",
+                        lambda *args: types.SimpleNamespace(target=None, tokenizer=None, eos_token_ids=()))
+    monkeypatch.setattr(model_loading, "load_head", lambda *args: None)
     monkeypatch.chdir(tmp_path)  # relative paths resolve the same way in both
     pair = model_loading.load_model_pair("model", "head", "cpu", "bfloat16")
     models = check_sglang_backend("model", "head", "cuda", True)

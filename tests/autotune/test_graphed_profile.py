@@ -10,7 +10,7 @@ from autotune.models import ModelPair
 from autotune.profiler import forward_timer
 from sglang_cast.engine.cuda_graphs import GraphedForward
 from sglang_cast.engine.timing import ForwardTimer, GraphedForwardTimer
-from test_device_paths import CharTokenizer, random_pair
+from tools.tiny_models import CharTokenizer, random_pair
 
 
 class ReplayPair(ModelPair):
@@ -24,7 +24,7 @@ class ReplayPair(ModelPair):
 def pair(graphs: bool) -> ModelPair:
     target, draft = random_pair("cpu", torch.float32)
     cls = ReplayPair if graphs else ModelPair
-    return cls(target, draft, CharTokenizer(), "tiny", "head", "float32", chat_template=False)
+    return cls(target, draft, CharTokenizer(), target_id="tiny", draft_id="head", dtype="float32", chat_template=False)
 
 
 def test_without_graphs_the_profile_times_the_eager_forward():
