@@ -94,3 +94,29 @@ def test_bad_inputs_name_the_problem(kwargs, field):
 def test_tree_shape_rejects_zero_top_k():
     with pytest.raises(ValueError, match="top_k"):
         TreeShape(top_k=0)
+
+
+# Exact ties: u and c are binary fractions, so g = u - C·c is computed exactly and a
+# chord whose slope is C ties the running maximum to the last bit.
+EPS = 2.0**-20
+
+
+@pytest.mark.parametrize("threshold, expected", [
+    (0.5, 2),  # the chord's slope (1.5 - 1) / (2 - 1) is the threshold: valid ("at or above")
+    (0.5 - EPS, 2),  # the slope just above the threshold: valid
+    (0.5 + EPS, 1),  # just below: not
+])
+def test_a_chord_whose_slope_is_exactly_the_threshold_is_valid(threshold, expected):
+    assert largest_valid_index([1.0, 1.5], [1.0, 2.0], threshold) == expected
+    assert largest_valid_index_loop([1.0, 1.5], [1.0, 2.0], threshold) == expected
+
+
+@pytest.mark.parametrize("u, expected", [
+    ([1.0, 1.25, 2.0], 3),  # g = [0.5, 0.25, 0.5]: index 3 ties the running maximum (index 1), past a dip
+    ([1.0, 1.5, 2.0], 3),  # g = [0.5, 0.5, 0.5]: every index ties every earlier one
+    ([1.0, 1.25, 2.0 - EPS], 1),  # just below the tie: index 3 loses to index 1
+    ([1.0, 1.5 + EPS, 2.0], 2),  # index 2 just above: index 3 now falls just below it
+])
+def test_an_index_tying_the_running_maximum_is_valid(u, expected):
+    assert largest_valid_index(u, [1.0, 2.0, 3.0], 0.5) == expected
+    assert largest_valid_index_loop(u, [1.0, 2.0, 3.0], 0.5) == expected

@@ -4,7 +4,7 @@ per batch-size bucket, and a layer switched off by a bad stretch coming back."""
 import pytest
 import torch
 
-from sglang_cast.cast import BucketSettings, CostModel, PolicySettings, Thresholds, TreeShape, make_policy
+from sglang_cast.cast import BucketSettings, CostModel, CostTable, PolicySettings, Thresholds, TreeShape, make_policy
 
 SHAPE = TreeShape(top_k=2, max_depth=4, num_verify_tokens=8)
 LAYER1 = torch.tensor([[0.8, 0.1]], dtype=torch.float64)
@@ -102,3 +102,70 @@ def test_buckets_keep_their_own_fifos_and_do_not_truncate_each_other():
     depth_of_iteration(policy, 0.07, batch_size=4)
     assert policy.depth_ratios(1).history(1) == history
     assert policy.depth_ratios(4).history(1) == (pytest.approx(0.07),)
+
+
+# ------------------------------------------------ the rules at their exact ties
+EPS = 2.0**-16
+
+
+class ExactTable(CostTable):
+    """A cost table read as given, batch size 1 and one context bucket: a real table adds
+    ``EPS·n`` (1e-6 ms) to make its rows strictly increasing, and then no cost below would
+    be an exact binary fraction.  Integer milliseconds stay integers here."""
+
+    def _cached_row(self, batch_size: int, context_len: int, n_max: int) -> tuple[torch.Tensor, list[float]]:
+        row = self.ms[0, 0, :n_max].double()
+        return row, row.tolist()
+
+
+def exact_costs(target_fixed: float, target_per_token: float, f_t5_delta: float = 0.0) -> CostModel:
+    """f_T(n) = fixed + per_token·n (f_T(5) moved by ``f_t5_delta``) and f_D(n) = n ms,
+    read exactly (`ExactTable`): every cost, normalised cost and rate the depth rules
+    compare below is an exact binary fraction."""
+    n = torch.arange(1, 17, dtype=torch.float64)
+    target = target_fixed + target_per_token * n
+    target[4] += f_t5_delta
+    return CostModel(target=ExactTable(1 << 20, 1, (1,), target.view(1, 1, -1)),
+                     draft=ExactTable(1 << 20, 1, (1,), n.view(1, 1, -1)))
+
+
+def cast_grows_past_layer_1(c2: float) -> bool:
+    """CAST at layer 1 on a fresh policy (``mean(A_1)`` is the prior 1.0): layer 1 keeps
+    both of ``[0.5, 0.25]`` (u = 0.75) at f_D(2) / f_T(1) = 2 / 8 = 0.25, so its depth
+    score ``mean(A_1)·u / c`` is exactly 3.0."""
+    costs = exact_costs(4.0, 4.0)
+    plan = make_policy("cast", PolicySettings.single(costs, SHAPE, Thresholds(1e-9, c2, 1e-9))).begin(1, 10)
+    assert plan.keep(1, torch.tensor([[0.5, 0.25]], dtype=torch.float64)) == 2
+    assert (plan.utility[0], plan.draft_cost[0]) == (0.75, 0.25)
+    return plan.grow(1)
+
+
+@pytest.mark.parametrize("c2, grows", [
+    (3.0, True),  # the score is C2 exactly: ``score < C2`` is false, the layer is drafted
+    (3.0 - EPS, True),  # the score just above C2
+    (3.0 + EPS, False),  # just below: stop
+])
+def test_cast_stops_only_when_the_depth_score_is_below_c2(c2, grows):
+    assert cast_grows_past_layer_1(c2) is grows
+
+
+def goodput_grows_past_layer_1(f_t5_delta: float) -> bool:
+    """Goodput at layer 1 on a fresh policy: layer 1 keeps both of ``[0.5, 0.5]``
+    (expected 1.0 more tokens, nothing drafted yet charged), so with f_T(n) = 5 + n,
+    f_D(2) = 2 and the prior ``mean(A_1)`` = 1.0 its tokens per ms now are
+    (1 + 1) / f_T(3) = 2 / 8 and one layer deeper (1 + 1 + 1) / (f_D(2) + f_T(5)) =
+    3 / 12: the same 0.25 exactly.  ``f_t5_delta`` moves f_T(5) off the tie."""
+    costs = exact_costs(5.0, 1.0, f_t5_delta)
+    plan = make_policy("goodput", PolicySettings.single(costs, SHAPE)).begin(1, 10)
+    assert plan.keep(1, torch.tensor([[0.5, 0.5]], dtype=torch.float64)) == 2
+    assert (plan.utility[0], plan.draft_ms) == (1.0, 0.0)
+    return plan.grow(1)
+
+
+@pytest.mark.parametrize("f_t5_delta, grows", [
+    (0.0, False),  # deeper == now exactly: ``deeper <= now`` stops (a layer must raise the rate)
+    (-EPS, True),  # the deeper tree just faster: draft it
+    (EPS, False),  # just slower: stop
+])
+def test_goodput_drafts_a_layer_only_when_it_raises_the_predicted_rate(f_t5_delta, grows):
+    assert goodput_grows_past_layer_1(f_t5_delta) is grows

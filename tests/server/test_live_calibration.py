@@ -159,6 +159,58 @@ def test_a_probe_brings_speculation_back_when_it_pays_and_backs_off_when_it_does
     assert feed(calibration, spec(1, live_ms=6.0), times=20) is None
 
 
+# The margins at their exact ties: plain ms 4.0 per iteration (1 token: 0.25 tok/ms)
+# and a margin of 0.25, so a speculating bucket's bar is 0.25 · 0.75 = 0.1875 tok/ms
+# and a probe's 0.25 · 1.25 = 0.3125, both exact, as are 12 / 64 and 20 / 64 below.
+TIE_CONFIG = replace(CONFIG, margin=0.25)
+TIE_EPS = 2.0**-16
+
+
+def judged(live_ms: float, tokens: int) -> IterationCost:
+    return IterationCost(1, 10, 3, 4, tokens, live_ms, 4.0, charged(10.0, 10.0))
+
+
+def speculation_stays_on(live_ms: float) -> bool:
+    """A speculating bucket's first judged window: 4 iterations of 3 tokens in ``live_ms`` each."""
+    calibration = LiveCalibration(TIE_CONFIG, settings())
+    changed = feed(calibration, judged(live_ms, 3), times=TIE_CONFIG.min_samples)
+    return changed is None and calibration.report()["buckets"][0]["switches_off"] == 0
+
+
+@pytest.mark.parametrize("live_ms, stays_on", [
+    (16.0, True),  # 12 / 64 = 0.1875: speculation loses by exactly the margin, and stays on
+    (16.0 - TIE_EPS, True),  # loses by just less
+    (16.0 + TIE_EPS, False),  # loses by just more than the margin: switched off
+])
+def test_a_speculating_bucket_is_switched_off_only_when_it_loses_by_more_than_the_margin(live_ms, stays_on):
+    assert speculation_stays_on(live_ms) is stays_on
+
+
+def probe_switches_on(live_ms: float) -> bool:
+    """A switched-off bucket's probe: its judged window is 4 iterations of 5 tokens in
+    ``live_ms`` each (after the catch-up iteration, which is not judged)."""
+    calibration = LiveCalibration(TIE_CONFIG, settings())
+    assert speculating(feed(calibration, judged(100.0, 3), times=TIE_CONFIG.min_samples)) == [False, True]
+    plain_cost = IterationCost(1, 10, 0, 0, 1, 4.0, 4.0, charged(4.0, 4.0))  # live = table: scale 1.0
+    assert speculating(feed(calibration, plain_cost, times=TIE_CONFIG.probe_after)) == [True, True]
+    assert feed(calibration, judged(500.0, 5)) is None  # the catch-up
+    changed = feed(calibration, judged(live_ms, 5), times=TIE_CONFIG.min_samples)
+    report = calibration.report()["buckets"][0]
+    assert report["probes"] == 1 and not report["probing"]  # judged, one way or the other
+    on = report["switches_on"] == 1
+    assert report["switches_off"] == (1 if on else 2) and (changed is None) is on
+    return on
+
+
+@pytest.mark.parametrize("live_ms, switches_on", [
+    (16.0, True),  # 20 / 64 = 0.3125: the probe wins by exactly the margin, and speculation comes back
+    (16.0 - TIE_EPS, True),  # wins by just more
+    (16.0 + TIE_EPS, False),  # by just less: the bucket stays plain
+])
+def test_a_probe_switches_speculation_on_when_it_wins_by_at_least_the_margin(live_ms, switches_on):
+    assert probe_switches_on(live_ms) is switches_on
+
+
 def test_a_uniformly_slower_machine_keeps_speculating_after_its_probe():
     """Plain and speculative iterations both 3x slower than the table: the table's plain
     rate switches the bucket off, but live plain iterations scale the comparison and the
