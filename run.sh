@@ -45,7 +45,7 @@ case "$cmd" in
         # torchvision); its tests run there, Triton kernels interpreted on the CPU.
         if [ "${SGLANG_CAST_SGLANG_TESTS:-1}" = "1" ]; then
             bash tools/setup_sglang_env.sh
-            TRITON_INTERPRET=1 .venv-sglang/bin/python -m pytest -q --durations=10 tests/test_sglang_plugin*.py || status=$?
+            TRITON_INTERPRET=1 .venv-sglang/bin/python -m pytest -q --durations=10 tests/plugin || status=$?
         fi
         exit $status ;;
     setup) setup ;;

@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 DTYPE=${DTYPE:-bfloat16}
 STEPS=${STEPS:-bench,autotune,bench-cast,breakdown,bench-eager,tests}  # run in this order
-TESTS=${TESTS:-tests/test_models.py tests/test_cuda_graphs.py tests/test_graphed_profile.py tests/test_device_paths.py tests/test_near_tie.py tests/test_bench_device.py}
+TESTS=${TESTS:-tests/models/test_models.py tests/engine/test_cuda_graphs.py tests/autotune/test_graphed_profile.py tests/engine/test_device_paths.py tests/models/test_near_tie.py tests/tools/test_bench_device.py}
 TESTS_S=${TESTS_S:-60}
 BENCH_S=${BENCH_S:-130}
 EAGER_S=${EAGER_S:-30}

@@ -239,7 +239,7 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     node_ids[:, 1:] = tree.ranked_nodes()[:, :num_nodes]
     # Map each chosen node's parent id to its position in node_ids.  Every ranked prefix
     # is a subtree (`DraftTree.ranked_nodes`), so every chosen node's parent is chosen too
-    # (tests/test_tree_verify.py checks it).
+    # (tests/cast/test_tree_verify.py checks it).
     local_of = np.full((batch, tree.size), -1, dtype=np.int64)
     local_of[rows, node_ids] = np.arange(count)
     parent_ids = tree.parents[rows, node_ids]

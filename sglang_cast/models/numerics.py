@@ -30,7 +30,7 @@ When the recomputed paths reproduce the flip (verify's argmax is one token, step
 the other), the two gaps sum to ``|Δ_e - Δ_g| <= 2 s``, so a reproduced flip always
 passes; a token several spreads behind the top fails however close the paths agree
 (a planted token 0.5 logits behind, with paths agreeing to 1e-3, fails:
-`tests/test_near_tie.py`).  The recomputation runs one sequence alone, not the run's
+`tests/models/test_near_tie.py`).  The recomputation runs one sequence alone, not the run's
 batch and tree, so its rounding is a sample of the same kernels' error, not a replay.
 """
 

@@ -34,7 +34,7 @@ definition in SGLang 0.5.23.  All of it runs on SGLang's CPU engine
 (``SGLangProfileLaunch.on_cpu``: ``cast-autotune profile --backend sglang`` without
 a GPU); on CUDA, and at any ``--tp-size`` above 1, it has never run (no GPU here);
 the tree construction, the server arguments and the followers' replay of rank 0's
-calls are tested on CPU (tests/test_sglang_plugin_profile.py).
+calls are tested on CPU (tests/plugin/test_sglang_plugin_profile.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Runs on SGLang's CPU engine (``cast-autotune profile --backend sglang`` without 
 GPU; a chain or plain decoding starts SGLang at CAST's smallest top-k, 2, its
 bucket keeping top-k 1); never run on CUDA.  The design profiles, the engines'
 arguments and the collection of logged steps are tested with a stand-in engine
-(tests/test_sglang_plugin_steps.py).
+(tests/plugin/test_sglang_plugin_steps.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ sets it when it launches SGLang to time its step design
 (``sglang_plugin.profile_steps``); a serving worker never syncs for it.
 
 This module imports no SGLang, so its rules are tested on CPU with stand-in
-workers (tests/test_sglang_plugin_steps.py).
+workers (tests/plugin/test_sglang_plugin_steps.py).
 """
 
 from __future__ import annotations

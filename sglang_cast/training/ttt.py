@@ -4,7 +4,7 @@ At inference only the first draft step sees target features; deeper tree levels 
 draft its own previous hidden state and attend to draft entries of their ancestors
 (`sglang_cast/engine/draft_expander.py`).  `ttt_forward` reproduces exactly those inputs
 and that attention pattern for every position at once, so the head is trained on the
-distribution it is used on (`tests/test_train_draft.py` checks it against the engine's
+distribution it is used on (`tests/training/test_train_draft.py` checks it against the engine's
 own expander).
 """
 

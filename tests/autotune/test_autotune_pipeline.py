@@ -1,0 +1,136 @@
+"""profile → collect → tune → publish on tiny random models (fast): resumable
+profiling, traces keyed by prompt, and a published profile that validates and
+carries its provenance and live-confirmation numbers."""
+
+from dataclasses import replace
+
+import sqlite3
+
+import pytest
+
+from autotune.bench import BenchConfig, run_bench
+from autotune.costs import measured_costs
+from autotune.errors import AutotuneError
+from autotune.grid import ProfileGrid
+from autotune.profiler import run_profile
+from autotune.prompts import load_prompts
+from autotune.space import Grid, SearchSpace
+from autotune.store import Store
+from autotune.workflow import TuneConfig, tune_and_publish
+from sglang_cast.profile import load_profile
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
+
+def test_profile_resumes_after_an_interruption(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    points = len(GRID.points())
+    rows = iter(range(10**6))
+    first = run_profile(pair, store, SETUP, GRID, progress=False, should_stop=lambda: next(rows) >= 1)
+    row = len(GRID.n_values("target"))  # the first row: target, B=1, every n
+    assert (first.measured, first.skipped) == (row, 0)
+    with pytest.raises(AutotuneError, match="no draft measurements"):
+        measured_costs(store, SETUP)  # the interrupted run stopped inside the target grid
+    second = run_profile(pair, store, SETUP, GRID, progress=False)
+    assert (second.measured, second.skipped) == (points - row, row)
+    assert run_profile(pair, store, SETUP, GRID, progress=False).measured == 0
+    costs = measured_costs(store, SETUP)
+    assert costs.costs.target.batch_sizes == (1, 2) and costs.costs.target.max_tokens == GRID.max_n
+    assert costs.target.timed_n == (1, 2, 4, 8) and costs.draft.timed_n == (1, 2, 4)
+
+
+def test_an_incomplete_batch_size_is_left_out_and_named(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    run_profile(pair, store, SETUP, GRID, progress=False)
+    partial = ProfileGrid(batch_sizes=(4,), ctx_bucket=32, ctx_buckets=1, max_n=2, draft_max_n=2, n_mode=(1, 2),
+                          warmup=0, repeats=1)
+    run_profile(pair, store, SETUP, partial, progress=False)  # B=4 timed only up to n=2 of 8
+    costs = measured_costs(store, SETUP)
+    assert costs.costs.target.batch_sizes == (1, 2) and costs.target.left_out == (4,)
+    assert costs.provenance()["target"]["incomplete_batch_sizes_left_out"] == [4]
+
+
+def test_collect_tune_and_publish(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store)
+    stored = store.traces("tiny-target", "mirror-draft")
+    assert stored and {s.trace.top_k for s in stored} == {SPACE.top_k}
+    prompts = load_prompts().head(3)
+    assert all(set(s.prompt_ids) <= set(prompts.ids) and len(s.prompt_ids) == s.batch_size for s in stored)
+    config = TuneConfig(label="tiny", output=tmp_path / "profiles" / "tiny.yaml", buckets=(1, 2), trials=4,
+                        space=SPACE, confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
+    outcome = tune_and_publish(pair, store, SETUP, config, prompts, progress=False)
+    loaded = load_profile(config.output)
+    assert loaded.version == outcome.published.version and loaded.profile.source == "measured"
+    assert [b.max_batch_size for b in loaded.profile.settings.buckets] == [1, 2]
+    provenance = loaded.profile.provenance
+    assert provenance["db"] == str(store.path)
+    assert [t["study"] for t in provenance["tuning"]] == [r.study for r in outcome.results]
+    live = provenance["live_confirmation"]
+    # Every bucket was run live against plain decoding (the gate), speculating or not.
+    assert [c["max_batch_size"] for c in live] == [r.settings.max_batch_size for r in outcome.results]
+    assert all(c["live_cast_tokens_per_s"] > 0 and c["live_plain_tokens_per_s"] > 0 and c["speed_factor"] > 0
+               for c in live)
+    assert provenance["live_gate"]["margin"] == 0.15 and "overhead" in provenance["cost_tables"]
+    assert provenance["cost_tables"]["target"]["timed_n"] == [1, 2, 4, 8]
+    published = store.publications()
+    assert {(p.study, p.trial) for p in published} == {(r.study, r.trial) for r in outcome.results}
+    assert {p.version for p in published} == {loaded.version}
+    assert not list(config.output.parent.glob(".*"))  # no candidate or temp file left behind
+
+
+def test_tune_refuses_a_space_larger_than_the_recording(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=2,
+                        space=SearchSpace(max_depth=5, top_k=3, max_tokens=10), confirm_prompts=0)
+    recorded = r"no stored trace covers the space .* recorded \(top_k, depth\): \[\(3, 3\)\]"
+    with pytest.raises(AutotuneError, match=recorded):
+        tune_and_publish(pair, store, SETUP, config, load_prompts(), progress=False)
+    assert not config.output.exists()
+
+
+def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_path):
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store, prompts=1, batch_sizes=(1,))
+    grid = Grid(c_values=(0.1, 10.0), depths=(1, 3), top_ks=(1, 3), budgets=(4,), fifo_lens=(2,))
+    config = BenchConfig(1, 1, grid, trials=3, seeds=(0,), max_traces=4, confirm_prompts=1,
+                         confirm_max_new_tokens=6, context_length=128, study_prefix="bench-test")
+    with pytest.raises(AutotuneError, match="--trials: at most 3"):
+        run_bench(pair, store, SETUP, replace(config, trials=4), load_prompts(), progress=False)
+    result = run_bench(pair, store, SETUP, config, load_prompts(), progress=False)
+    assert result["grid"]["size"] == 32 and result["goals"]["evaluations_fraction"] == 3 / 32
+    assert 0 < result["goals"]["tuned_over_grid_best_min"] <= 1.0 + 1e-9  # the grid holds the corners
+    assert result["live_confirmation"]["timed_steps"]["cast"] > 0 and result["live_confirmation"]["rounds"] == 3
+    assert set(result["replay_baselines_tokens_per_s"]) == {"vanilla", "eagle2"}
+
+
+def test_a_profile_from_another_machine_is_re_tuned_here_without_profiling_or_recording(tmp_path):
+    """`tune --calibrate-from`: the other machine's tables (here the tiny grid's, 3x
+    slower) fitted to anchors timed on this pair, then the tuner and the live gate on
+    the stored traces; the database gains no measurement and no trace."""
+    from autotune.costs import calibrated_costs
+    from sglang_cast.engine.table_calibration import calibrate
+
+    store, pair = Store(tmp_path / "a.db"), tiny_pair()
+    fill(store)
+    foreign = measured_costs(store, SETUP).costs
+    foreign = replace(foreign, target=replace(foreign.target, ms=3 * foreign.target.ms),
+                      draft=replace(foreign.draft, ms=3 * foreign.draft.ms))
+    with sqlite3.connect(store.path) as db:
+        db.execute("DELETE FROM measurements")  # tune must not read this machine's measurements
+    traces = store.trace_count("tiny-target", "mirror-draft")
+    served = calibrate(pair.target, pair.draft, foreign, 2)
+    assert served.fit.target.scale < 1  # this machine runs the 3x-slower tables' forwards faster
+    costs = calibrated_costs("other.yaml", foreign, served.fit, served.report(foreign))
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1, 2), trials=3, space=SPACE,
+                        confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False,
+                               format_costs={"fp32": costs})
+    provenance = load_profile(config.output).profile.provenance
+    assert provenance["cost_tables"]["calibrated_from"]["profile"] == "other.yaml"
+    assert provenance["cost_tables"]["calibrated_from"]["target"]["scale"] == pytest.approx(served.fit.target.scale,
+                                                                                          abs=1e-4)
+    assert outcome.published.profile.settings.costs.target(1, 32, 1) == pytest.approx(
+        served.fit.target(foreign.target(1, 32, 1)), rel=1e-4)  # the YAML keeps 6 decimals
+    assert store.trace_count("tiny-target", "mirror-draft") == traces
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT COUNT(*) FROM measurements").fetchone() == (0,)

@@ -1,0 +1,131 @@
+"""The engine's whole path on every device present: CPU always, CUDA when this
+machine has one (skipped otherwise, with the reason).  Every policy (the ablation
+variants included), greedy and sampling, float32 and bfloat16, on a small random
+target with a random EAGLE head, so the real draft code runs.
+
+Plus CPU-side checks of the two faults the first CUDA run hit: a non-contiguous
+SDPA output fed to ``grouped_attention``, and policy decisions fed device tensors
+(they decide on the host tree's arrays, cast/tree.py)."""
+
+import numpy as np
+import pytest
+import torch
+
+from sglang_cast.cast import POLICIES, SamplingParams, make_policy
+from sglang_cast.cast import largest_valid_index
+from sglang_cast.engine import Engine
+from sglang_cast.models import attention
+from support.random_pair import PROMPTS, SETTINGS
+from tools.tiny_models import VOCAB, CharTokenizer, random_pair
+
+CUDA_REASON = "no CUDA device on this machine (torch.cuda.is_available() is False)"
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_REASON))]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def make_engine(policy: str, device: str, dtype: str, max_batch: int = 3) -> Engine:
+    target, draft = random_pair(device, DTYPES[dtype])
+    return Engine(target, CharTokenizer(), draft, make_policy(policy, SETTINGS), max_batch_size=max_batch,
+                  context_length=96)
+
+
+def assert_engine_on(engine: Engine, device: str) -> None:
+    """Every cache buffer and draft root state lives on ``device``; lengths on the host."""
+    kind = torch.device(device).type
+    caches = [engine.runner.target_cache] + ([engine.runner.draft_cache] if engine.draft is not None else [])
+    for cache in caches:
+        assert cache.k.device.type == kind and cache.v.device.type == kind
+    if engine.draft is not None:
+        assert engine.runner.root_hidden.device.type == kind and engine.runner.root_logits.device.type == kind
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_runs_and_float32_equals_plain_decoding(device, policy, dtype):
+    params = SamplingParams(max_new_tokens=24)
+    engine = make_engine(policy, device, dtype)
+    results = engine.generate(PROMPTS, params)
+    assert [len(r.token_ids) for r in results] == [24] * len(PROMPTS)
+    assert all(0 <= t < VOCAB for r in results for t in r.token_ids)
+    assert_engine_on(engine, device)
+    if dtype == "float32":  # bf16 may flip near-ties between tree and plain attention
+        plain = make_engine("vanilla", device, dtype).generate(PROMPTS, params)
+        assert [r.token_ids for r in results] == [r.token_ids for r in plain]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_sampling_runs_and_is_reproducible(device, policy, dtype):
+    params = [SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=i) for i in range(len(PROMPTS))]
+    first = make_engine(policy, device, dtype).generate(PROMPTS, params)
+    again = make_engine(policy, device, dtype).generate(PROMPTS, params)
+    assert [len(r.token_ids) for r in first] == [16] * len(PROMPTS)
+    assert [r.token_ids for r in first] == [r.token_ids for r in again]
+
+
+def test_grouped_attention_takes_a_non_contiguous_sdpa_output(monkeypatch):
+    """CUDA's fp32 SDPA kernels return ``[B, H, L, D]`` in a transposed layout; the
+    grouped heads must be un-grouped without assuming contiguity."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def transposed_layout(*args, **kwargs):
+        out = sdpa(*args, **kwargs)
+        strided = out.transpose(1, 2).contiguous().transpose(1, 2)
+        assert not strided.is_contiguous()
+        return strided
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(shape, generator=gen) for shape in ((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8)))
+    expected = attention.grouped_attention(q, k, v, None)
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", transposed_layout)
+    assert torch.equal(attention.grouped_attention(q, k, v, None), expected)
+
+
+def test_algorithm1_refuses_device_tensors_with_a_clear_error():
+    with pytest.raises(ValueError, match="must be host values"):
+        largest_valid_index(torch.ones(3, device="meta").cumsum(0), torch.arange(1.0, 4.0), 0.5)
+
+
+class HostDecisionSpy:
+    """Checks that every decision a plan makes reads host data: ``keep``'s candidate
+    values and ``verify_count``'s tree are NumPy arrays (cast/tree.py), never tensors
+    that could live on a device."""
+
+    def __init__(self) -> None:
+        self.decisions = 0
+
+    def wrap(self, policy):
+        begin, spy = policy.begin, self
+
+        def checked_begin(batch_size, context_len):
+            plan = begin(batch_size, context_len)
+            keep, verify_count = plan.keep, plan.verify_count
+
+            def checked_keep(layer, values):
+                assert isinstance(values, np.ndarray), f"keep() got {type(values).__name__}, not host values"
+                spy.decisions += 1
+                return keep(layer, values)
+
+            def checked_verify_count(tree):
+                assert all(isinstance(getattr(tree, name), np.ndarray) for name in ("tokens", "parents", "values")), \
+                    "verify_count() got a tree that is not on the host"
+                spy.decisions += 1
+                return verify_count(tree)
+
+            plan.keep, plan.verify_count = checked_keep, checked_verify_count
+            return plan
+
+        policy.begin = checked_begin
+        return policy
+
+
+@pytest.mark.parametrize("policy", ["eagle2", "cast", "goodput", "cast-rerank", "cast-depth-breadth"])
+def test_every_policy_decision_reads_host_data(policy):
+    spy = HostDecisionSpy()
+    target, draft = random_pair("cpu", torch.float32)
+    engine = Engine(target, CharTokenizer(), draft, spy.wrap(make_policy(policy, SETTINGS)), max_batch_size=2,
+                    context_length=96)
+    engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=8))
+    assert spy.decisions > 0

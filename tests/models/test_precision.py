@@ -1,0 +1,302 @@
+"""Weight formats (`models/weights.py`): exact Q4_1 decoding, each packed kernel against the
+dense matmul of the weights it stands for, and whole models in every format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, dequantize
+
+from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
+from sglang_cast.models.numerics import judge_by_kernel_paths
+from sglang_cast.models.weights import (
+    GROUP_SIZE,
+    Bf16Linear,
+    Format,
+    Int4Groups,
+    Int4Linear,
+    Int8Linear,
+    WeightFormat,
+    apply_weight_format,
+    int4_from_q4_1,
+    int4_quantize,
+)
+from support.models import make_pair
+
+BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
+
+
+def random_q4_1(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Raw GGUF Q4_1 bytes ``[rows, cols/32 · 20]``: random fp16 d, m and nibbles."""
+    rng = np.random.default_rng(seed)
+    blocks = cols // GROUP_SIZE
+    d = rng.uniform(0.001, 0.05, (rows, blocks, 1)).astype(np.float16)
+    m = rng.uniform(-0.4, 0.0, (rows, blocks, 1)).astype(np.float16)
+    nibbles = rng.integers(0, 256, (rows, blocks, 16), dtype=np.uint8)
+    raw = np.concatenate((d.view(np.uint8), m.view(np.uint8), nibbles), axis=-1)
+    return raw.reshape(rows, blocks * 20)
+
+
+def test_q4_1_blocks_decode_exactly_like_gguf() -> None:
+    raw = random_q4_1(48, 128, seed=0)
+    reference = np.asarray(dequantize(raw, GGMLQuantizationType.Q4_1), dtype=np.float32)
+    groups = int4_from_q4_1(raw)
+    assert groups.codes.shape == (48, 128) and int(groups.codes.max()) <= 15
+    assert torch.equal(groups.dequantize(), torch.from_numpy(reference))
+
+
+def test_int4_quantize_error_is_within_half_a_step() -> None:
+    weight = torch.randn(64, 96, generator=torch.Generator().manual_seed(1))
+    groups = int4_quantize(weight)
+    step = groups.scales.repeat_interleave(GROUP_SIZE, dim=1)
+    assert ((groups.dequantize() - weight).abs() <= step / 2 + 1e-6).all()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        int4_quantize(torch.randn(4, 40))
+
+
+def _bf16_matmul_bound(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Per-output error bound of a bf16 matmul: inputs, weights and the output each round
+    once (relative 2^-8), so |error| <= 3 · 2^-8 · sum_k |x_k| |w_nk| (+ accumulation slack)."""
+    return 4 * (BF16_EPS / 2) * (x.abs() @ weight.abs().t()) + 1e-6
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8", "int4"])
+def test_packed_linear_matches_its_dequantised_weights(kind: str) -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 128, generator=gen)
+    if kind == "int4":
+        groups = int4_from_q4_1(random_q4_1(64, 128, seed=3))
+        # The kernel reads scales/zeros in bf16: that is the one rounding of stored weights.
+        rounded = Int4Groups(
+            groups.codes, groups.scales.bfloat16().float(), groups.zeros.bfloat16().float()
+        )
+        layer, weight = Int4Linear(groups), rounded.dequantize()
+    else:
+        w = torch.randn(64, 128, generator=gen) * 0.05
+        layer = Bf16Linear(w) if kind == "bf16" else Int8Linear(w)
+        weight = stored_weight(Format(kind), w)
+    out = layer.forward(x)
+    assert out.dtype == torch.float32 and out.shape == (5, 64)
+    error = (out - x @ weight.t()).abs()
+    assert (error <= _bf16_matmul_bound(x, weight)).all(), error.max()
+    # A wrong weight layout (transposed groups, swapped nibbles) is far outside the bound.
+    assert not torch.allclose(out, x @ weight.flip(1).t(), atol=1e-2)
+
+
+def test_weight_format_parse() -> None:
+    assert WeightFormat.parse("int4") == WeightFormat(Format.INT4, Format.INT4)
+    assert WeightFormat.parse("int4/bf16") == WeightFormat(Format.INT4, Format.BF16)
+    assert str(WeightFormat.parse("int4/bf16")) == "int4/bf16"
+    assert WeightFormat.parse("int4/int8+int8") == WeightFormat(Format.INT4, Format.INT8, Format.INT8)
+    assert WeightFormat.parse("int4+bf16") == WeightFormat(Format.INT4, Format.INT4, Format.BF16)
+    assert str(WeightFormat.parse("int4/int8+int8")) == "int4/int8+int8"
+    assert str(WeightFormat.parse("int4/int8+fp32")) == "int4/int8"  # a dense draft is the default
+    for bad in ("int3", "int4/bf16/fp32", "", "int4+", "+int8", "int4+int9", "int4/int8/int8+int8"):
+        with pytest.raises(ValueError, match="weight_format"):
+            WeightFormat.parse(bad)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+@pytest.mark.parametrize("fmt", [Format.INT8, Format.BF16])
+def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, fmt: Format, tmp_path: Path) -> None:
+    from torch import nn
+
+    from sglang_cast.models import load_draft, save_draft
+    from support.models import draft_inputs, draft_run, random_draft
+
+    _, target = make_pair("llama")
+    save_draft(random_draft(kind, target), tmp_path)
+    dense = load_draft(tmp_path, target, "cpu", torch.float32)
+    packed = load_draft(tmp_path, target, "cpu", torch.float32, fmt)
+    linears = [name for name, module in dense.named_modules() if type(module) is nn.Linear]
+    assert "fc" in linears and (kind == "eagle" or "lm_head" in linears)
+    assert all(type(packed.get_submodule(name)) is {Format.INT8: Int8Linear, Format.BF16: Bf16Linear}[fmt]
+               for name in linears)
+    assert not any(type(m) is nn.Linear for m in packed.modules())
+    assert all(type(m) is nn.Linear for m in target.layers.modules() if "Linear" in type(m).__name__)
+    inputs = draft_inputs(dense, target)
+    reference, out = draft_run(dense, *inputs), draft_run(packed, *inputs)
+    error = (out.logits - reference.logits).abs().max() / reference.logits.abs().max()
+    assert 0 < error < 0.05  # the format's rounding, nothing more
+
+
+def _logits(model: LlamaModel, tokens: torch.Tensor) -> torch.Tensor:
+    config = model.config
+    cache = KVCache.for_model(config, 1, 64, torch.device("cpu"), torch.float32)
+    slots = torch.tensor([0])
+    positions = torch.arange(tokens.shape[1])[None]
+    with torch.no_grad():
+        out = model(tokens, positions, cache, slots, causal_tree_mask(1, tokens.shape[1], "cpu"))
+        return model.logits(out.hidden)
+
+
+def stored_weight(fmt: Format, weight: torch.Tensor) -> torch.Tensor:
+    """The float32 weight a format actually multiplies by (its rounding, nothing else)."""
+    if fmt == Format.BF16:
+        return weight.bfloat16().float()
+    if fmt == Format.INT8:
+        layer = Int8Linear(weight)
+        return layer.codes.float() * layer.scales.float()[:, None]
+    if fmt == Format.INT4:
+        g = int4_quantize(weight)
+        return Int4Groups(
+            g.codes, g.scales.bfloat16().float(), g.zeros.bfloat16().float()
+        ).dequantize()
+    return weight
+
+
+@pytest.mark.parametrize("spec", ["fp32", "bf16", "int8", "int4", "int4/bf16"])
+def test_model_in_each_format_matches_its_stored_weights(spec: str) -> None:
+    """A packed model equals an fp32 model holding the format's rounded weights, up to
+    the bf16 rounding of activations; the rounded weights themselves are tested above."""
+    fmt = WeightFormat.parse(spec)
+    _, reference = make_pair("qwen2", seed=4)  # has q/k/v biases and an untied LM head
+    _, model = make_pair("qwen2", seed=4)
+    apply_weight_format(model, fmt)
+    with torch.no_grad():
+        for name, param in reference.named_parameters():
+            if name.startswith("layers.") and "proj.weight" in name:
+                param.copy_(stored_weight(fmt.linears, param))
+            elif name == "lm_head.weight":
+                param.copy_(stored_weight(fmt.lm_head, param))
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, model.config.vocab_size, (1, 12), generator=gen)
+    expected, got = _logits(reference, tokens), _logits(model, tokens)
+    if spec == "fp32":
+        assert torch.equal(got, expected)  # the reference path is untouched
+        return
+    packed = [m for m in model.modules() if isinstance(m, (Bf16Linear, Int8Linear, Int4Linear))]
+    assert len(packed) == 4 * 7 + 1  # 7 linears per layer, plus the LM head
+    # bf16 activations: each stage (a layer's linears, the head, the output cast) rounds
+    # at unit roundoff u = 2^-8 relative; allow 2u per stage for the random weights'
+    # amplification.  Measured ~0.01 here; a wrong weight layout is O(1).
+    stages = model.config.num_layers + 2
+    relative = (got - expected).norm() / expected.norm()
+    assert relative < 2 * stages * BF16_EPS / 2, relative
+
+
+@pytest.mark.slow
+def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
+    """The int4 linears of the embedded model are its Q4_1 blocks: with the kernel's
+    bf16 scales/zeros set aside (tested above), they dequantise to the fp32 conversion."""
+    from sglang_cast.models import load_target
+    from sglang_cast.models.gguf_convert import read_q4_1_linears
+    from sglang_cast.models.loader import embedded_gguf_path
+
+    fp32, config, _ = load_target(None, "cpu", torch.float32)
+    exact = read_q4_1_linears(embedded_gguf_path())
+    assert len(exact) == 7 * config.num_layers
+    dense = fp32.state_dict()
+    for name, groups in exact.items():
+        assert torch.equal(groups.dequantize(), dense[f"layers.{name}.weight"]), name
+    int4, _, _ = load_target(None, "cpu", torch.float32, weight_format="int4/bf16")
+    assert str(int4.weight_format) == "int4/bf16"
+    assert isinstance(int4.layers[0].self_attn.q_proj, Int4Linear)
+    assert isinstance(int4.packed_head, Bf16Linear)
+
+
+# --------------------------------------------------------------------------- bench tool
+
+
+@pytest.fixture(scope="module")
+def bench_kernels():
+    from tools import bench_kernels
+
+    return bench_kernels
+
+
+def test_bench_variant_specs(bench_kernels) -> None:
+    assert bench_kernels.parse_variant("int4/bf16@bf16") == (
+        WeightFormat(Format.INT4, Format.BF16),
+        torch.bfloat16,
+    )
+    assert bench_kernels.parse_variant("int8")[1] == torch.float32
+    with pytest.raises(ValueError, match="residual dtype"):
+        bench_kernels.parse_variant("int4@fp16")
+
+
+def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
+    _, fp32 = make_pair("llama", seed=8)
+    _, int4 = make_pair("llama", seed=8)
+    models = {"fp32": fp32, "int4": apply_weight_format(int4, WeightFormat.parse("int4"))}
+    timings = bench_kernels.bench_forward(models, context=16, reps=2, iters=1)
+    for spec in models:
+        for rows in ("1", "8", "16"):
+            entry = timings[spec][rows]
+            assert 0 < entry["min"] <= entry["median"]
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 96, (1, 10), generator=gen) for _ in range(2)]
+    agree = bench_kernels.agreement(models, prompts)
+    assert agree["fp32"]["max_abs_logit_diff"] == 0 and agree["fp32"]["top1_agreement"] == 1
+    assert agree["int4"]["positions"] == 20 and agree["int4"]["max_abs_logit_diff"] > 0
+    disagreements = agree["int4"]["disagreements"]
+    assert disagreements == round((1 - agree["int4"]["top1_agreement"]) * 20)
+    assert agree["fp32"]["largest_disagreement_gap"] == 0
+    with torch.no_grad():
+        reference = [bench_kernels.prompt_logits(fp32, ids) for ids in prompts]
+        packed = [bench_kernels.prompt_logits(models["int4"], ids) for ids in prompts]
+    gaps = [float(ref[pos].max() - ref[pos, got[pos].argmax()])
+            for ref, got in zip(reference, packed) for pos in range(ref.shape[0])]
+    assert agree["int4"]["largest_disagreement_gap"] == pytest.approx(max(gaps), abs=1e-4)
+    assert (max(gaps) > 0) is (disagreements > 0)
+    bf16 = make_pair("llama", seed=8)[1].to(torch.bfloat16)
+    spread = bench_kernels.kernel_path_spread({**models, "bf16": bf16}, prompts)
+    assert {entry["positions"] for entry in spread.values()} == {20}
+    assert spread["fp32"]["max_abs_spread"] < 1e-4 and spread["fp32"]["argmax_flips"] == 0
+    assert 0 < spread["bf16"]["median_abs_spread"] <= spread["bf16"]["max_abs_spread"] < 1.0
+    for entry in spread.values():
+        assert 0 <= entry["argmax_flips"] <= entry["positions"]
+        assert 0 <= entry["top2_near_ties"] <= entry["positions"]
+
+
+def test_load_target_packs_an_hf_checkpoint(tmp_path: Path) -> None:
+    """Non-GGUF weights are re-quantised group-wise; bad requests name the field."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from sglang_cast.models import load_target
+
+    hf, reference = make_pair("llama", seed=10)
+    hf.save_pretrained(tmp_path)
+    words = models.WordLevel({f"w{i}": i for i in range(96)}, unk_token="w0")
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(words), eos_token="w2").save_pretrained(
+        tmp_path
+    )
+    model, _, _ = load_target(tmp_path, "cpu", torch.float32, weight_format="int4/int8")
+    assert isinstance(model.layers[1].mlp.down_proj, Int4Linear)
+    assert isinstance(model.packed_head, Int8Linear)
+    tokens = torch.randint(0, 96, (1, 8), generator=torch.Generator().manual_seed(11))
+    got, expected = _logits(model, tokens), _logits(reference, tokens)
+    assert (got.argmax(-1) == expected.argmax(-1)).float().mean() >= 0.5
+    with pytest.raises(ValueError, match="weight_format"):
+        load_target(tmp_path, "cpu", torch.float32, weight_format="int2")
+    with pytest.raises(ValueError, match="weight_format: int4 runs on the CPU only"):
+        load_target(tmp_path, "meta", torch.float32, weight_format="int4")
+
+
+# ------------------------------------------------------- greedy decoding in a packed format
+
+@pytest.mark.parametrize("spec", ["int4/int8", "bf16"])
+def test_greedy_speculation_in_a_packed_format_diverges_only_at_near_ties(spec: str) -> None:
+    """Speculative greedy decoding of a packed target verifies many tokens per forward,
+    vanilla decodes one: different kernels, so an argmax may flip, but only at a
+    near-tie by the measured kernel-path judge (numerics.py).  A planted wrong token is not one."""
+    from sglang_cast.cast import SamplingParams
+    from support.tiny import PROMPTS, engine, tiny_target
+
+    target = apply_weight_format(tiny_target(), WeightFormat.parse(spec))
+    params = SamplingParams(max_new_tokens=40)
+    tokenizer = engine("vanilla", target, 4).tokenizer
+    reference = [r.token_ids for r in engine("vanilla", target, 4).generate(PROMPTS, params)]
+    speculative = [r.token_ids for r in engine("eagle2", target, 4).generate(PROMPTS, params)]
+    prompts = [tokenizer.encode(p) for p in PROMPTS]
+    verdicts = [judge_by_kernel_paths(target, p, ref, out) for p, ref, out in zip(prompts, reference, speculative)]
+    assert all(v is None or v.near_tie for v in verdicts), verdicts
+    # The check can fail: the token vanilla ranked last at its first step is no near-tie.
+    logits = target.logits(target.causal_hidden(prompts[0]))[-1]
+    planted = [int(logits.argmin())] + reference[0][1:]
+    verdict = judge_by_kernel_paths(target, prompts[0], reference[0], planted)
+    assert verdict is not None and not verdict.near_tie and verdict.gap > verdict.tolerance

@@ -1,0 +1,87 @@
+"""The online trainer (sglang_cast/training/online.py): its batches are the CPU pipeline's
+batches, and a run resumes from what it leaves in its folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from sglang_cast.training import online
+from sglang_cast.training import responses as responses_stage
+from sglang_cast.training import vocab as draft_vocab
+from sglang_cast.training.features import FeatureSet, TrainSequence, collate
+from sglang_cast.training.head import write_head
+from support import ROOT
+from support.training import random_head, tiny
+
+
+def test_teacher_forced_batch_is_the_pipelines_batch_of_the_same_answers():
+    """Features recomputed in one padded forward, labels, scored positions and soft
+    labels equal what the CPU pipeline stores at generation and collates."""
+    target = tiny()
+    draft = random_head(target)
+    to_draft = draft_vocab.target_to_draft(draft.t2d)
+    prompts = [[5, 9, 11, 40, 7], [6, 8, 3, 12, 30, 31, 33, 35, 37]]  # different lengths: padding is exercised
+    answers = sorted(responses_stage.greedy_with_features(target.model, prompts, 9, 2, target.feature_layers, (2,),
+                                                     top_k=4), key=lambda a: a.index)
+    fs = FeatureSet(
+        features=[np.concatenate([a.features for a in answers])],
+        sequences=[TrainSequence(np.array(prompts[a.index] + a.output_ids), len(prompts[a.index]), 0, row, soft)
+                   for a, row, soft in zip(answers, np.cumsum([0] + [len(a.features) for a in answers])[:-1],
+                                           np.cumsum([0] + [len(a.output_ids) for a in answers])[:-1])],
+        soft=[(np.concatenate([a.top_logprobs for a in answers]), np.concatenate([a.top_ids for a in answers]))])
+    expected = collate(fs, [0, 1], to_draft)
+    seqs = online.Sequences([prompts[a.index] + a.output_ids for a in answers], [len(p) for p in prompts])
+    got = online.teacher_forced(target, seqs, to_draft, top_k=4)
+    assert torch.equal(got.input_ids[got.targets], expected.input_ids[expected.targets])
+    assert torch.equal(got.targets, expected.targets)
+    assert torch.equal(got.labels, expected.labels)
+    assert torch.equal(got.soft_ids[got.targets], expected.soft_ids[expected.targets])
+    torch.testing.assert_close(got.soft_probs[got.targets], expected.soft_probs[expected.targets], atol=2e-3,
+                               rtol=1e-2)  # stored as fp16 log-probs by the pipeline
+    for row, a in enumerate(answers):  # every real position's features; padding never leaks into them
+        n = len(a.features)
+        torch.testing.assert_close(got.features[row, :n], expected.features[row, :n], atol=2e-3, rtol=1e-2)
+
+
+def test_rounds_train_the_head_and_a_second_call_resumes_where_the_first_stopped(tmp_path, monkeypatch):
+    target = tiny()
+    init = tmp_path / "init"
+    draft = random_head(target)
+    write_head(target, draft.d2t, draft.t2d, draft.state_dict(), init)
+    monkeypatch.setattr(online, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
+    cfg = online.OnlineConfig(rounds=1, self_instruct=2, doc_prompts=2, template_prompts=3, task_prompts=2,
+                              request_tokens=6, response_tokens=8, gen_batch=4, feature_batch_tokens=256,
+                              val_sequences=2, soft_top_k=3, max_prompt_tokens=400)
+    out = tmp_path / "run"
+    first = online.run_online(target, cfg, init, out, tmp_path)
+    assert first["rounds"] == 1 and first["steps"] > 0 and not first["resumed"]
+    state = json.loads((out / online.STATE).read_text())
+    assert state["round"] == 1 and len(state["val_ids"]) == 2
+    trained = online.head_state(out / "head", target)
+    start = online.head_state(init, target)
+    assert not torch.equal(trained["fc.weight"], start["fc.weight"])  # the optimiser moved the head
+    assert torch.equal(trained["d2t"], start["d2t"])  # on the initial head's vocabulary
+    second = online.run_online(target, dataclasses.replace(cfg, rounds=2), init, out, tmp_path)
+    assert second["resumed"] and second["rounds"] == 2 and second["steps"] > first["steps"]
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [entry["round"] for entry in log] == [0, 1]
+    assert json.loads((out / online.STATE).read_text())["val_ids"] == state["val_ids"]  # the same held-out set
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--scale", "0"], "--scale: must be > 0, got 0.0"),
+    (["--rounds", "-1"], "--rounds: must be >= 0, got -1"),
+    (["--gen-batch", "0"], "--gen-batch: must be >= 1, got 0"),
+])
+def test_bad_flags_are_one_line_errors(tmp_path, flags, message):
+    result = subprocess.run([sys.executable, "-m", "sglang_cast.training.online", "--out", str(tmp_path),
+                             "--device", "cpu", *flags], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(message)

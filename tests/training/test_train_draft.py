@@ -1,0 +1,615 @@
+"""sglang_cast.training (tools/train_draft.py): benchmark filter, draft vocab,
+training-time test vs. the engine, resumable stages and an end-to-end run on a tiny
+random target."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from sglang_cast.cast import DraftTree, SamplingParams, TreeShape
+from sglang_cast.engine.draft_expander import DraftExpander
+from sglang_cast.models import KVCache, causal_tree_mask, load_draft
+
+from sglang_cast.training import benchmark_filter, docstrings, workspace
+from sglang_cast.training import gap as draft_gap, prompts as prompt_stage, responses as responses_stage
+from sglang_cast.training import tasks as draft_tasks, templates as prompt_templates, train as train_stage
+from sglang_cast.training import vocab as draft_vocab
+from sglang_cast.training.cli import FLAGS, parse_args
+from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
+from sglang_cast.training.features import Batch, FeatureSet, collate
+from sglang_cast.training.head import head_state, new_draft
+from sglang_cast.training.pipeline import run_pipeline
+from sglang_cast.training.prompts import build_prompts, build_self_instruct
+from sglang_cast.training.responses import build_responses
+from sglang_cast.training.train import build_train, split, validate
+from sglang_cast.training.ttt import soft_cross_entropy, ttt_attention_mask, ttt_forward, ttt_loss
+from sglang_cast.training.vocab import build_vocab, with_vocab
+from sglang_cast.training.workspace import run_stage, write_jsonl
+from support import ROOT
+from support.training import VOCAB, ByteTokenizer, random_head, tiny
+
+
+# ------------------------------------------------------------------ filter
+
+BENCH = [
+    "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences "
+    "and must-see attractions.",
+    "Give three tips for staying healthy.",
+    "Write a function that returns the sum of the squares of all odd numbers in a list of integers.",
+]
+
+
+def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
+    bench = benchmark_filter.BenchmarkFilter.from_prompts(BENCH)
+    assert bench.reason("give three TIPS for staying healthy!!") == "exact"
+    near = ("Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural "
+            "experiences and must see sights.")
+    assert bench.reason(near) == "jaccard"
+    embedded = ("Before anything else: write a function that returns the sum of the squares of all odd "
+                "numbers, then explain how you tested it against a few edge cases and corner inputs in detail.")
+    assert bench.reason(embedded) == "ngram"
+    for unrelated in ("Explain what `textwrap.dedent` does in Python and give a short example.",
+                      "Give three tips for learning to play chess.", "Write a poem about the sea."):
+        assert bench.reason(unrelated) is None
+    kept, report = benchmark_filter.filter_prompts(
+        ["Write a poem about the sea.", "write a poem about the sea", BENCH[1], near, "Hello there, how are you today?"],
+        bench, fits=lambda p: "Hello" not in p)
+    assert kept == ["Write a poem about the sea."]
+    assert report.to_dict() == {"kept": 1, "duplicates": 1, "too_long": 1,
+                                "contaminated": {"exact": 1, "jaccard": 1, "ngram": 0}, "contaminated_total": 2}
+
+
+def test_benchmark_prompts_include_every_turn(tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"turns": ["one", "two"]}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"turns": ["three"]}) + "\n")
+    assert benchmark_filter.load_benchmark_prompts(tmp_path) == ["one", "two", "three"]
+
+
+def test_clean_request_and_doc_prompts():
+    assert prompt_stage.clean_request('Request: "Write a haiku about autumn leaves, please."\n\nSure!', False) \
+        == "Write a haiku about autumn leaves, please."
+    assert prompt_stage.clean_request("Sure, here is a request for you to answer now.", False) is None
+    assert prompt_stage.clean_request("Explain how ocean tides work. Then describe the moon and", True) \
+        == "Explain how ocean tides work."
+    items = docstrings.stdlib_doc_items(("textwrap",))
+    assert any(item.name == "textwrap.dedent" for item in items)
+    prompts = docstrings.doc_prompts(items, 5, seed=0)
+    assert len(set(prompts)) == 5 and sum("`textwrap." in p for p in prompts) >= 3
+
+
+def test_template_prompts_are_filled_seeded_and_spread():
+    prompts = prompt_stage.template_prompts(200, seed=3)
+    assert prompts == prompt_stage.template_prompts(200, seed=3) != prompt_stage.template_prompts(200, seed=4)
+    assert len(prompts) == 200 and not any("{" in p or "}" in p for p in prompts)
+    math = prompts[4::5]  # one in five is arithmetic or reasoning
+    assert all(any(ch.isdigit() for ch in p) for p in math)
+    chat = [p for i, p in enumerate(prompts) if i % 5 != 4]
+    topics = prompt_templates.TOPICS + prompt_templates.MORE_TOPICS
+    assert len({t for t in topics if any(t in p for p in chat)}) > 80
+
+
+def test_task_prompts_are_filled_seeded_and_cover_every_kind():
+    prompts = draft_tasks.task_prompts(120, seed=3)
+    assert prompts == draft_tasks.task_prompts(120, seed=3) != draft_tasks.task_prompts(120, seed=4)
+    assert len(prompts) == 120 and not any("{" in p or "}" in p for p in prompts)
+    kinds = len(draft_tasks.KINDS)
+    extraction = prompts[draft_tasks.KINDS.index(draft_tasks.extraction)::kinds]
+    assert all("\n\n" in p and p.split("\n\n")[0] in draft_tasks.EXTRACTION_TASKS for p in extraction)
+    coding = prompts[draft_tasks.KINDS.index(draft_tasks.coding)::kinds]
+    assert len({lang for lang in draft_tasks.LANGUAGES if any(f" {lang} " in p for p in coding)}) >= 4
+    assert len(set(prompts)) > 110  # fillers spread the requests; dedupe drops the rest
+
+
+def test_signatures_carry_no_memory_addresses():
+    items = {item.name: item for item in docstrings.stdlib_doc_items(("difflib",))}
+    assert "IS_CHARACTER_JUNK" in items["difflib.ndiff"].signature
+    assert "0x" not in items["difflib.ndiff"].signature
+
+
+def test_later_sources_follow_the_earlier_ones(tmp_path):
+    """Adding templates, then task requests, keeps the earlier prompts first and in
+    order, so answer shards generated before a source existed stay valid."""
+    (tmp_path / "si").mkdir()
+    write_jsonl(tmp_path / "si" / "requests.jsonl",
+                [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
+    base = tiny_config(tmp_path)
+    kept = {}
+    for templates, tasks in ((0, 0), (10, 0), (10, 12)):
+        cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, template_prompts=templates,
+                                                                 task_prompts=tasks))
+        out = tmp_path / f"prompts{templates}_{tasks}"
+        out.mkdir()
+        summary = build_prompts(tiny(), cfg, tmp_path / "si", out)
+        kept[templates, tasks] = rows = workspace.read_jsonl(out / "prompts.jsonl")
+        for source in ("templates", "tasks"):
+            assert summary["kept_by_source"][source] == sum(r["source"] == source for r in rows)
+    for earlier, later, source in (((0, 0), (10, 0), "templates"), ((10, 0), (10, 12), "tasks")):
+        assert kept[later][: len(kept[earlier])] == kept[earlier]
+        assert {r["source"] for r in kept[later][len(kept[earlier]):]} == {source}
+        assert len(kept[later]) > len(kept[earlier])
+
+
+# ------------------------------------------------------------------- vocab
+
+def test_draft_vocab_roundtrip():
+    counts = torch.tensor([5, 0, 9, 9, 1, 7, 0, 3])
+    d2t, t2d = draft_vocab.select_draft_vocab(counts, 4)
+    hot = torch.arange(4) + d2t
+    assert hot.tolist() == [0, 2, 3, 5]  # the four most frequent, in target-id order
+    assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
+    to_draft = draft_vocab.target_to_draft(t2d)
+    assert torch.equal(to_draft[hot], torch.arange(4))  # draft -> target -> draft
+    assert (to_draft[~t2d] == -1).all()
+    draft = new_draft(tiny(), *draft_vocab.select_draft_vocab(torch.arange(VOCAB), 10))
+    ids = torch.arange(10)
+    assert torch.equal(draft_vocab.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
+
+
+def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
+    #                      id: 0  1  2  3  4  5  6  7
+    counts = torch.tensor([0, 9, 1, 6, 5, 2, 3, 0])
+    t2d = torch.tensor([1, 0, 1, 0, 1, 1, 1, 1], dtype=torch.bool)  # 1 and 3 are outside
+    d2t, new, rows = draft_vocab.swap_draft_vocab(counts, t2d, 3, keep=(0,))
+    hot = torch.arange(6) + d2t
+    assert hot.tolist() == [0, 1, 3, 4, 5, 6]  # 1 and 3 came in for 7 and 2; 0 is kept though unused
+    assert torch.equal(new, draft_vocab.target_to_draft(new) >= 0) and int(new.sum()) == 6
+    assert rows.tolist() == [0, -1, -1, 2, 3, 4]  # old draft ids of 0, 4, 5, 6
+    tie = counts.clone()
+    tie[3] = 1  # no longer more frequent than the next-rarest token inside (2)
+    assert int((draft_vocab.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
+    d2t, same, rows = draft_vocab.swap_draft_vocab(counts, t2d, 0)
+    assert torch.equal(same, t2d) and rows.tolist() == list(range(6))
+
+    target = tiny()
+    old = random_head(target)
+    counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(5))
+    d2t, t2d, rows = draft_vocab.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
+    assert int((rows < 0).sum()) > 0
+    state = with_vocab(old.state_dict(), d2t, t2d, rows)
+    new = new_draft(target, d2t, t2d)
+    new.load_state_dict(state, strict=True)
+    kept = torch.nonzero(rows >= 0).squeeze(1)
+    assert torch.equal(new.draft_to_target(kept), old.draft_to_target(rows[kept]))  # same token ...
+    assert torch.equal(new.lm_head.weight[kept], old.lm_head.weight[rows[kept]])  # ... same trained row
+    assert torch.allclose(new.lm_head.weight[rows < 0], old.lm_head.weight.mean(dim=0).expand(6, -1))
+
+
+# ------------------------------------------------------------ TTT vs engine
+
+def test_ttt_mask_small_example():
+    mask = ttt_attention_mask(4, 2).int()
+    # Query t at step 2 sees step-0 keys <= t-2, the step-1 key at t-1 and itself.
+    assert mask.tolist() == [
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+        [0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0],
+        [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0],
+        [1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1],
+    ]
+
+
+class RecordingDraft:
+    """The runner's draft step, keeping the logits the expander saw."""
+
+    def __init__(self, step):
+        self.step = step
+        self.logits = []
+
+    def __call__(self, *args):
+        hidden, logits = self.step(*args)
+        self.logits.append(logits)
+        return hidden, logits
+
+
+def test_training_time_test_matches_engine_tree_drafting():
+    """Unrolled TTT logits equal what the engine's prefill catch-up and DraftExpander
+    produce for the same tokens: step 0 at the last prompt position is the root's
+    children, step 1 and 2 are deeper tree levels, siblings do not interfere, and each
+    node reads its own parent's output."""
+    torch.manual_seed(0)
+    target = tiny()
+    draft = random_head(target)
+    engine = target.engine(draft, TreeShape(top_k=2, max_depth=3, num_verify_tokens=4), 1, 64)
+    prompt = [5, 17, 40, 9, 33, 71, 12, 60, 8, 25]
+    n = len(prompt)
+    request = engine.add_request(prompt, SamplingParams(max_new_tokens=8))
+    engine._admit()  # prefill: the target forward; the prompt waits in the draft's backlog
+    engine.runner.feed_backlog([request])  # the draft's catch-up, as a first speculative iteration runs it
+    root = request.output_ids[0]
+    assert not request.finished
+    slot = torch.tensor([request.slot])
+    context = engine.runner.target_cache.lens[slot].clone()
+    recorder = RecordingDraft(engine.runner.draft_forward)
+    expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.runner.root_hidden[slot],
+                             engine.runner.root_logits[slot])
+    tree = DraftTree.from_roots(torch.tensor([root]))
+    # depth 1: a and its sibling b; depth 2: c under b, then d under a (a layer's nodes
+    # come in rank order, not in their parents' order)
+    a, b, c, d = 50, 51, 77, 78
+    with torch.inference_mode():  # as the engine drafts
+        expander.expand(tree, range(0, 1), 2)
+        level1 = tree.add_layer([[a, b]], [[0, 0]], [[0.5, 0.4]])
+        expander.expand(tree, level1, 2)
+        level2 = tree.add_layer([[c, d]], [list(reversed(level1))], [[0.3, 0.2]])
+        expander.expand(tree, level2, 2)
+
+    features = data_features(target, prompt)
+    for chain, checks in (([b, c], [(1, n, 1), (2, n + 1, 0)]), ([a, d], [(1, n, 0), (2, n + 1, 1)])):
+        tokens = prompt + [root] + chain
+        width = features.shape[-1]
+        padded = torch.cat([features, torch.zeros(len(tokens) - 1 - n, width)])  # unused by these steps
+        with torch.no_grad():
+            outputs = ttt_forward(draft, torch.tensor([tokens[1:]]), padded[None], 3)
+        ttt = [draft.lm_head(draft.norm(h))[0] for h in outputs]
+        torch.testing.assert_close(ttt[0][n - 1], engine.runner.root_logits[request.slot], rtol=1e-5, atol=1e-5)
+        for step, position, column in checks:
+            engine_logits = recorder.logits[step - 1][0, column]  # the root's children need no call
+            torch.testing.assert_close(ttt[step][position], engine_logits, rtol=1e-5, atol=1e-5)
+
+
+def data_features(target, tokens):
+    """Reference extraction: one causal forward over the whole sequence."""
+    n = len(tokens)
+    cache = KVCache.for_model(target.config, 1, n, "cpu", torch.float32)
+    with torch.no_grad():
+        out = target.model(torch.tensor([tokens]), torch.arange(n).view(1, n), cache, torch.zeros(1, dtype=torch.long),
+                           causal_tree_mask(1, n, "cpu"), target.feature_layers)
+    return torch.cat(out.captured, dim=-1)[0]
+
+
+def test_generation_captures_the_features_of_a_full_extraction_pass():
+    """Answers equal the engine's greedy decoding, and the features kept while decoding
+    (prefill, then one token per step, batched with other sequences) equal one causal
+    forward over prompt + answer."""
+    target = tiny(seed=4)
+    prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
+    answers = sorted(responses_stage.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,)),
+                     key=lambda a: a.index)
+    engine = target.engine(None, TreeShape(), 3, 32)
+    expected = engine.generate(prompts, SamplingParams(max_new_tokens=9))
+    for prompt, answer, result in zip(prompts, answers, expected):
+        assert answer.output_ids == result.token_ids
+        assert answer.truncated == (result.finish_reason == "length")
+        full = data_features(target, prompt + answer.output_ids)[:-1]
+        assert answer.features.shape == full.shape and answer.features.dtype == np.float16
+        torch.testing.assert_close(torch.from_numpy(answer.features).float(), full, rtol=2e-3, atol=2e-3)
+        assert answer.top_ids is None and answer.top_logprobs is None
+
+
+def test_generation_keeps_the_targets_top_k_at_every_answer_token():
+    """Soft labels: row j holds the target's 5 likeliest tokens (argmax first, so the
+    answer token itself) and their log-probabilities where it chose answer token j."""
+    target = tiny(seed=4)
+    prompts = [[5 + i, 9, 30 + 2 * i, 7][: 2 + i % 3] for i in range(5)]
+    answers = responses_stage.greedy_with_features(target.model, prompts, 9, 3, target.feature_layers, (2,), top_k=5)
+    for answer in answers:
+        prompt, n_out = prompts[answer.index], len(answer.output_ids)
+        assert answer.top_ids.shape == (n_out, 5) and answer.top_logprobs.dtype == np.float16
+        assert answer.top_ids[:, 0].tolist() == answer.output_ids
+        tokens = torch.tensor([prompt + answer.output_ids])
+        n = tokens.shape[1]
+        cache = KVCache.for_model(target.config, 1, n, "cpu", torch.float32)
+        with torch.no_grad():
+            out = target.model(tokens, torch.arange(n).view(1, n), cache, torch.zeros(1, dtype=torch.long),
+                               causal_tree_mask(1, n, "cpu"))
+            logprobs = torch.log_softmax(target.model.logits(out.hidden[0, len(prompt) - 1 : n - 1]), -1)
+        top = logprobs.topk(5, dim=-1)
+        assert torch.equal(torch.from_numpy(answer.top_ids).long(), top.indices)
+        torch.testing.assert_close(torch.from_numpy(answer.top_logprobs).float(), top.values, rtol=2e-3, atol=2e-3)
+
+
+def test_soft_cross_entropy_renormalises_inside_the_draft_vocab():
+    logits = torch.randn(3, 6, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([1, 4, 0])
+    one_hot_ids = torch.stack([labels, torch.full((3,), -1)], dim=1)
+    # Mass on a token outside the draft vocab (-1) is dropped and the rest renormalised.
+    assert soft_cross_entropy(logits, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
+        F.cross_entropy(logits, labels).item())
+    ids, probs = torch.tensor([[2, 5]]), torch.tensor([[0.3, 0.1]])
+    expected = -(0.75 * torch.log_softmax(logits[0], -1)[2] + 0.25 * torch.log_softmax(logits[0], -1)[5])
+    assert soft_cross_entropy(logits[:1], ids, probs) == pytest.approx(expected.item())
+
+
+def test_ttt_loss_trains_the_head():
+    target = tiny()
+    draft = random_head(target, vocab=VOCAB)
+    tokens = torch.randint(3, VOCAB, (2, 24), generator=torch.Generator().manual_seed(3))
+    feats = torch.stack([data_features(target, row.tolist()) for row in tokens])
+    batch = Batch(tokens[:, 1:], feats[:, :-1], torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1),
+                  torch.cat([torch.ones(2, 22, dtype=torch.bool), torch.zeros(2, 1, dtype=torch.bool)], 1))
+    optimizer = torch.optim.Adam(draft.parameters(), lr=3e-3)
+    first = None
+    for _ in range(30):
+        loss, stats = ttt_loss(draft, batch, 3, 0.8)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.5 * first
+    assert stats.scored == [44, 42, 40]  # step s needs s earlier positions
+
+
+# ---------------------------------------------------------------- pipeline
+
+def tiny_config(tmp_path: Path) -> PipelineConfig:
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name in EVAL_DATASETS:
+        rows = [{"turns": [f"{name} question number {i}: what is {i} plus {i}?"]} for i in range(3)]
+        (bench / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    quick = PipelineConfig.quick()
+    return PipelineConfig(
+        work_dir=tmp_path / "work", output_dir=tmp_path / "head", benchmark_dir=bench, seed=0, threads=1,
+        data=dataclasses.replace(quick.data, max_answers=5),
+        train=TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
+        eval=EvalConfig(prompts=2, max_new_tokens=6))
+
+
+def test_pipeline_end_to_end_on_tiny_model_and_resume(tmp_path, capsys):
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    report = run_pipeline(target, cfg)
+    head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    assert head.config.layout == "eagle3" and head.output_vocab_size == 32
+    assert {p.name for p in cfg.output_dir.iterdir()} == {"config.json", "model.safetensors"}
+    assert report["train"]["summary"]["steps"] == cfg.train.max_steps
+    assert report["responses"]["summary"]["sequences"] == 5  # --max-answers
+    assert report["eval"]["summary"]["mt_bench"]["prompts"] == 2
+    assert not list(cfg.work_dir.glob("*.partial"))
+    capsys.readouterr()
+    run_pipeline(target, cfg)  # everything is complete: every stage is skipped
+    out = capsys.readouterr().out
+    for stage in ("self_instruct", "prompts", "responses", "vocab", "train", "eval"):
+        assert f"[{stage}] already complete, skipped" in out
+
+
+def test_init_head_continues_an_exported_head(tmp_path):
+    """--init-head: the vocab and starting weights are the given head's; with a zero
+    learning rate training keeps them exactly, with a real one it moves them."""
+    target = tiny()
+    for name in ("first", "lr0.0", "lr0.01"):
+        (tmp_path / name).mkdir()
+    first = tiny_config(tmp_path / "first")
+    run_pipeline(target, first)
+    shipped = {k: v.float() if v.is_floating_point() else v
+               for k, v in load_file(first.output_dir / "model.safetensors").items()}
+    for lr, same in ((0.0, True), (1e-2, False)):
+        base = tiny_config(tmp_path / f"lr{lr}")
+        cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
+                                  train=dataclasses.replace(base.train, draft_vocab=16, lr=lr))
+        report = run_pipeline(target, cfg)
+        assert report["vocab"]["summary"]["draft_vocab"] == 32  # the head's, not --draft-vocab's 16
+        trained = torch.load(cfg.work_dir / "train" / "draft.pt")
+        assert set(trained) == set(shipped)
+        for key in ("d2t", "t2d"):
+            assert torch.equal(trained[key], shipped[key])
+        moved = [key for key in shipped if not torch.equal(trained[key], shipped[key])]
+        assert (moved == []) == same, moved
+
+
+def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
+    """--vocab-swap: the continued head's vocab covers more of the new answers, and
+    with a zero learning rate every kept token's LM-head row is the old head's."""
+    target = tiny()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "next").mkdir()
+    first = tiny_config(tmp_path / "first")
+    first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
+    run_pipeline(target, first)
+    old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
+    base = tiny_config(tmp_path / "next")
+    cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
+                              train=dataclasses.replace(base.train, lr=0.0, vocab_swap=8))
+    report = run_pipeline(target, cfg)["vocab"]
+    assert report["settings"]["vocab_swap"] == 8 and report["summary"]["draft_vocab"] == 16
+    assert 0 < report["summary"]["swapped_tokens"] <= 8
+    assert report["summary"]["response_token_coverage"] > report["summary"]["head_vocab_coverage"]
+    new = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    assert not torch.equal(new.t2d, old.t2d)
+    came_in = ~old.t2d[new.draft_to_target(torch.arange(16))]
+    assert int(came_in.sum()) == report["summary"]["swapped_tokens"]
+    old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
+    assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
+    with pytest.raises(SystemExit):
+        parse_args(["--vocab-swap", "4"])
+    assert "--vocab-swap: needs --init-head" in capsys.readouterr().err
+
+
+def test_init_head_errors_name_the_flag(tmp_path):
+    with pytest.raises(SystemExit):
+        parse_args(["--init-head", str(tmp_path)])
+    save_file({"fc.weight": torch.zeros(2, 2)}, tmp_path / "model.safetensors")
+    with pytest.raises(SystemExit, match=r"--init-head: .* \(no d2t"):
+        head_state(tmp_path, tiny())
+    target = tiny()
+    head = {key: value.contiguous() for key, value in random_head(target).state_dict().items()}
+    head["fc.weight"] = head["fc.weight"][:, :-3].contiguous()  # a head built for another target
+    save_file(head, tmp_path / "model.safetensors")
+    with pytest.raises(SystemExit, match=r"--init-head: .*fc\.weight"):
+        head_state(tmp_path, target)
+
+
+def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
+    """With --soft-top-k the answers carry soft labels; at every scored position their
+    first entry is the label (greedy answers: the argmax is the next token), and a run
+    with --soft-labels trains; without soft answers --soft-labels is refused."""
+    target = tiny()
+    base = tiny_config(tmp_path)
+    cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, soft_top_k=4),
+                              train=dataclasses.replace(base.train, soft_labels=0.5))
+    report = run_pipeline(target, cfg)
+    assert report["train"]["summary"]["steps"] == cfg.train.max_steps
+    assert report["responses"]["settings"]["soft_top_k"] == 4
+    fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    to_draft = draft_vocab.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    batch = collate(fs, range(len(fs)), to_draft)
+    scored = batch.targets & (batch.labels >= 0)
+    assert int(scored.sum()) > 10
+    assert torch.equal(batch.soft_ids[..., 0][scored], batch.labels[scored])
+    assert bool((batch.soft_probs[scored].sum(-1) <= 1.0 + 1e-3).all())
+    assert not bool(batch.soft_probs[~batch.targets].any())
+    (tmp_path / "plain").mkdir()
+    plain = tiny_config(tmp_path / "plain")
+    run_pipeline(target, plain)
+    assert "soft_top_k" not in stage_settings(plain.work_dir, "responses")  # settings of older runs still match
+    assert "task_prompts" not in stage_settings(plain.work_dir, "prompts")
+    assert "soft_labels" not in stage_settings(plain.work_dir, "train")["train"]
+    (tmp_path / "out").mkdir()
+    with pytest.raises(SystemExit, match="--soft-top-k"):
+        build_train(target, dataclasses.replace(plain, train=cfg.train), plain.work_dir / "vocab",
+                    plain.work_dir / "responses", tmp_path / "out")
+
+
+def stage_settings(work_dir: Path, stage: str) -> dict:
+    return json.loads((work_dir / stage / "meta.json").read_text())["settings"]
+
+
+def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    report = run_pipeline(target, cfg)
+    gap = draft_gap.gap_report(target, cfg.output_dir, cfg.work_dir, cfg.benchmark_dir, prompts=2, tokens=5)
+    assert {"mt_bench", "humaneval"} <= set(gap)
+    assert gap["mt_bench"]["sequences"] == 2 and (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
+    held = {name: entry for name, entry in gap.items() if name.startswith("held_out_")}
+    assert sum(entry["sequences"] for entry in held.values()) == report["train"]["summary"]["val_sequences"]
+    # The per-source parts add up to the training code's own validation of the same head.
+    fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
+    head = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    to_draft = draft_vocab.target_to_draft(torch.load(cfg.work_dir / "vocab" / "vocab.pt")["t2d"])
+    whole = validate(head, fs, split(fs, cfg.train, cfg.seed), to_draft, cfg.train)
+    for step in range(cfg.train.ttt_steps):
+        parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]
+        assert sum(parts) == pytest.approx(whole.correct[step])
+        assert sum(entry["scored_positions"][step] for entry in held.values()) == whole.scored[step]
+
+
+def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
+    calls = []
+
+    def build(out: Path):
+        calls.append(sorted(p.name for p in out.iterdir()))
+        if not (out / "shard_0").exists():
+            (out / "shard_0").write_text("x")
+            raise KeyboardInterrupt  # interrupted after its first shard
+        return {"ok": True}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_stage(tmp_path, "stage", {"a": 1}, build)
+    run_stage(tmp_path, "stage", {"a": 1}, build)
+    assert calls == [["settings.json"], ["settings.json", "shard_0"]]  # second run saw the first's shard
+    assert (tmp_path / "stage" / "meta.json").is_file() and not (tmp_path / "stage.partial").exists()
+    run_stage(tmp_path, "stage", {"a": 1}, build)
+    assert len(calls) == 2
+    with pytest.raises(SystemExit, match="other settings"):
+        run_stage(tmp_path, "stage", {"a": 2}, build)
+
+
+# Each stage's own keys, in pipeline order: a stage's record is its own keys plus its input's.
+STAGE_KEYS = {
+    "self_instruct": ["seed", "self_instruct", "request_tokens", "request_temperature", "shard_prompts"],
+    "prompts": ["doc_prompts", "template_prompts", "max_prompt_tokens", "benchmarks"],
+    "responses": ["response_tokens", "max_answers"],
+    "vocab": ["draft_vocab"],
+    "train": ["train"],
+    "eval": ["eval"],
+}
+
+
+def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
+    """The records that decide whether a finished stage is reused: a change here would
+    make every existing work dir redo its stages, so the default run's are spelled out."""
+    settings = workspace.stage_settings(PipelineConfig(benchmark_dir=Path("bench")))
+    assert json.loads(json.dumps(settings["eval"])) == {
+        "seed": 0, "self_instruct": 1500, "request_tokens": 64, "request_temperature": 0.9, "shard_prompts": 256,
+        "doc_prompts": 1000, "template_prompts": 1500, "max_prompt_tokens": 256, "benchmarks": "bench",
+        "response_tokens": 256, "max_answers": 0, "draft_vocab": 8192,
+        "train": {"draft_vocab": 8192, "ttt_steps": 4, "step_decay": 0.8, "epochs": 2, "max_steps": 0,
+                  "batch_tokens": 2048, "max_seq_len": 512, "lr": 0.001, "min_lr_ratio": 0.1, "warmup_steps": 50,
+                  "weight_decay": 0.0, "grad_clip": 0.5, "val_fraction": 0.02, "checkpoint_every": 200},
+        "eval": {"prompts": 40, "max_new_tokens": 128, "tree": {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60},
+                 "chain_depth": 6},
+    }
+    keys: list[str] = []
+    for stage, own in STAGE_KEYS.items():
+        keys += own
+        assert settings[stage] == {key: settings["eval"][key] for key in keys}, stage
+    # Late fields appear only when set, each in the first stage it changes.
+    base = PipelineConfig(benchmark_dir=Path("bench"))
+    late = dataclasses.replace(base, init_head=Path("head"),
+                               data=dataclasses.replace(base.data, task_prompts=5, soft_top_k=4),
+                               train=dataclasses.replace(base.train, vocab_swap=8, soft_labels=0.5))
+    added = {stage: {key: value for key, value in record.items() if settings[stage].get(key) != value}
+             for stage, record in workspace.stage_settings(late).items()}
+    assert added["prompts"] == {"task_prompts": 5}
+    assert added["responses"] == {"task_prompts": 5, "soft_top_k": 4}
+    assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8}
+    assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "soft_labels": 0.5}
+
+
+def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
+    """A run stopped after its checkpoint continues to the same weights as one that never stopped."""
+    cfg = tiny_config(tmp_path)
+    target = tiny()
+    work = cfg.work_dir
+    work.mkdir()
+    stages = {}
+    for name, build in (("self_instruct", lambda o: build_self_instruct(target, cfg, o)),
+                        ("prompts", lambda o: build_prompts(target, cfg, stages["self_instruct"], o)),
+                        ("responses", lambda o: build_responses(target, cfg, stages["prompts"], o)),
+                        ("vocab", lambda o: build_vocab(target, cfg, stages["responses"], o))):
+        stages[name] = run_stage(work, name, {}, build)
+    full, part = tmp_path / "full", tmp_path / "part"
+    full.mkdir(), part.mkdir()
+    build_train(target, cfg, stages["vocab"], stages["responses"], full)
+    lr_at = train_stage.lr_at
+
+    def interrupt_after_checkpoint(step, total, tc):
+        if step == cfg.train.checkpoint_every:
+            raise KeyboardInterrupt
+        return lr_at(step, total, tc)
+
+    monkeypatch.setattr(train_stage, "lr_at", interrupt_after_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        build_train(target, cfg, stages["vocab"], stages["responses"], part)
+    monkeypatch.setattr(train_stage, "lr_at", lr_at)
+    summary = build_train(target, cfg, stages["vocab"], stages["responses"], part)
+    assert summary["steps"] == cfg.train.max_steps
+    want, got = torch.load(full / "draft.pt"), torch.load(part / "draft.pt")
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+
+
+def test_help_explains_every_flag():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "train_draft.py"), "--help"],
+                            capture_output=True, text=True, check=True)
+    for flag in [*FLAGS, "--quick"]:
+        assert flag in result.stdout
+    cfg, _ = parse_args(["--quick", "--eval-prompts", "3", "--lr", "1e-3"])
+    assert cfg.eval.prompts == 3 and cfg.train.lr == 1e-3 and cfg.train.max_steps == 6
+    with pytest.raises(SystemExit):
+        parse_args(["--max-answers", "-1"])
+
+
+@pytest.mark.slow
+def test_quick_mode_on_the_real_model(tmp_path):
+    work = tmp_path / "work"
+    # One thread: on a CPU shared with other jobs two OpenMP threads spin-wait and crawl.
+    subprocess.run([sys.executable, str(ROOT / "tools" / "train_draft.py"), "--quick", "--threads", "1",
+                    "--work-dir", str(work), "--output", str(tmp_path / "head")], check=True, timeout=600)
+    from sglang_cast.models import load_target
+
+    target, _, _ = load_target(None, "cpu", torch.float32)
+    head = load_draft(tmp_path / "head", target, "cpu", torch.float32)
+    assert head.output_vocab_size == 1024
+    report = json.loads((work / "report.json").read_text())
+    assert report["prompts"]["summary"]["kept"] > 0
