@@ -1,5 +1,6 @@
-"""The whole suite's hooks: the ``requires_sglang`` marker, and the one loud line a
-run ends with when tests were skipped because SGLang does not import here.
+"""The whole suite's hooks: one torch thread, the ``requires_sglang`` marker, and the
+one loud line a run ends with when tests were skipped because SGLang does not import
+here.
 
 Test modules that import SGLang at their top call `support.plugin.require_sglang`
 first (the module is skipped, reason tagged ``SGLANG:``); a test that needs SGLang
@@ -14,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from support.plugin import RUN_THEM, SGLANG_VERSION, SKIP_TAG, sglang_problem, skip_reason
 
@@ -21,9 +23,23 @@ DEFAULT_MODULES = ("sglang.srt.speculative.eagle_worker_v2",)  # the plugin's wo
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    torch.set_num_threads(1)  # see one_torch_thread
     config.addinivalue_line(
         "markers", "requires_sglang(*modules): needs SGLang 0.5.23's modules (default: its EAGLE worker); "
         "skipped, and counted in the run's one SGLANG line, where they do not import")
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test runs torch on one intra-op thread.  The tests' models are tiny (the
+    largest, the embedded SmolLM2-135M, decodes a few tokens), so a second thread buys
+    nothing on an idle machine, and on a CPU shared with other processes torch's
+    threads spin-wait against them: with one busy process beside it, tests/engine and
+    test_step_profile took 88 s on two threads and 30 s on one (2-core EPYC), and a
+    tiny forward was once measured a hundredfold slower.  Set before each test, since
+    code under test may set its own (tools/prefill_ab.py, training's gap report)."""
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -370,16 +370,9 @@ def in_this_process(target, *args, what: str) -> None:
     target(*args)
 
 
-def fails_with_an_autotune_error(message: str) -> None:
-    raise AutotuneError(message, 1)
-
-
-def crashes() -> None:
-    raise SystemExit(3)
-
-
 def test_a_child_process_error_is_the_parents_one_line_error():
     from autotune.sglang_backend import in_child_process
+    from support.children import crashes, fails_with_an_autotune_error
 
     with pytest.raises(AutotuneError, match="^--tp-size 2: rank lost$") as err:
         in_child_process(fails_with_an_autotune_error, "--tp-size 2: rank lost", what="SGLang's forwards")

@@ -96,17 +96,20 @@ def iteration_fingerprint(decider: CastDecider, draft: StandInDraft, rng: random
     return zlib.crc32(data.numpy().tobytes())
 
 
-def rank_main(rank: int, world: int, port: int, profile: Path, iterations: int, fault: str, out) -> None:
-    """One rank's run; a failure reaches the parent as its traceback, never as silence."""
-    try:
-        out.put(run_rank(rank, world, port, profile, iterations, fault))
-    except BaseException:
-        out.put((rank, "failed", traceback.format_exc()))
-        raise
+def rank_main(rank: int, world: int, jobs, out) -> None:
+    """One rank process: runs every job it is sent (a port, profile path, iteration count
+    and planted fault) until ``None``; a failure reaches the parent as its traceback,
+    never as silence."""
+    torch.set_num_threads(1)
+    while (job := jobs.get()) is not None:
+        try:
+            out.put(run_rank(rank, world, *job))
+        except BaseException:
+            out.put((rank, "failed", traceback.format_exc()))
+            raise
 
 
 def run_rank(rank: int, world: int, port: int, profile: Path, iterations: int, fault: str) -> tuple:
-    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         loaded = load_profile(profile)
@@ -126,7 +129,9 @@ def run_rank(rank: int, world: int, port: int, profile: Path, iterations: int, f
                 applied_at.append(i)
             if rank == world - 1 and i == iterations // 3:  # someone publishes a new profile mid-run
                 save_profile(Profile("tp", "cpu", "analytic", settings(AFTER)), profile)
-            if rank_local_reload and i % (3 + 4 * rank) == 0:  # planted: each rank polls the file on its own clock
+            # planted: each rank polls the file on its own clock (every 9, 21, 33 iterations: a
+            # check reads and validates the whole profile, ~50 ms here)
+            if rank_local_reload and i % (9 + 12 * rank) == 0:
                 watcher.check_now()
             timer_noise = noise.random()
             if timer_noise > 0.97:
@@ -149,37 +154,55 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(tmp_path: Path, world: int, iterations: int, fault: str = "") -> dict[int, tuple]:
-    profile = save_profile(Profile("tp", "cpu", "analytic", settings(BEFORE)), tmp_path / "tp.yaml")
-    # spawn, not fork: a forked child of a process whose torch thread pool already ran
-    # (any earlier test in the same pytest run) deadlocks in its first parallel op.
-    context = multiprocessing.get_context("spawn")
-    out = context.Queue()
-    port = free_port()
-    ranks = [context.Process(target=rank_main, args=(r, world, port, profile, iterations, fault, out))
-             for r in range(world)]
-    for process in ranks:
-        process.start()
-    results = {}
-    deadline = time.monotonic() + 120 + iterations * 0.05
-    try:
-        while len(results) < world:
+class Ranks:
+    """``world`` rank processes, spawned once and reused by every run (starting one
+    imports torch: seconds each); each run is its own process group on a fresh port."""
+
+    def __init__(self, world: int) -> None:
+        # spawn, not fork: a forked child of a process whose torch thread pool already ran
+        # (any earlier test in the same pytest run) deadlocks in its first parallel op.
+        context = multiprocessing.get_context("spawn")
+        self.world, self.out = world, context.Queue()
+        self.jobs = [context.Queue() for _ in range(world)]
+        self.processes = [context.Process(target=rank_main, args=(r, world, self.jobs[r], self.out))
+                          for r in range(world)]
+        for process in self.processes:
+            process.start()
+
+    def run(self, tmp_path: Path, iterations: int, fault: str = "") -> dict[int, tuple]:
+        profile = save_profile(Profile("tp", "cpu", "analytic", settings(BEFORE)), tmp_path / "tp.yaml")
+        port = free_port()
+        for jobs in self.jobs:
+            jobs.put((port, profile, iterations, fault))
+        results = {}
+        deadline = time.monotonic() + 120 + iterations * 0.05
+        while len(results) < self.world:
             try:
-                rank, *result = out.get(timeout=1.0)
+                rank, *result = self.out.get(timeout=1.0)
             except queue.Empty:
-                dead = [p.exitcode for p in ranks if p.exitcode not in (None, 0)]
+                dead = [p.exitcode for p in self.processes if p.exitcode is not None]
                 assert not dead, f"a rank exited with {dead} before reporting"
-                assert time.monotonic() < deadline, f"ranks {sorted(set(range(world)) - set(results))} still running"
+                assert time.monotonic() < deadline, f"ranks {sorted(set(range(self.world)) - set(results))} still running"
                 continue
             assert result[0] != "failed", f"rank {rank} failed:\n{result[1]}"
             results[rank] = tuple(result)
-    finally:
-        for process in ranks:
+        return results
+
+    def close(self) -> None:
+        for jobs in self.jobs:
+            jobs.put(None)
+        for process in self.processes:
             process.join(timeout=30)
             if process.exitcode is None:
                 process.kill()
-    assert all(process.exitcode == 0 for process in ranks)
-    return results
+        assert all(process.exitcode == 0 for process in self.processes)
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    pool = Ranks(world=3)
+    yield pool
+    pool.close()
 
 
 def diverged_iterations(results: dict[int, tuple]) -> int:
@@ -188,8 +211,8 @@ def diverged_iterations(results: dict[int, tuple]) -> int:
 
 
 @pytest.mark.slow
-def test_every_rank_builds_the_same_tree_for_10000_iterations_with_noise_and_a_reload(tmp_path):
-    results = run_ranks(tmp_path, world=3, iterations=10_000)
+def test_every_rank_builds_the_same_tree_for_10000_iterations_with_noise_and_a_reload(tmp_path, ranks):
+    results = ranks.run(tmp_path, iterations=10_000)
     assert diverged_iterations(results) == 0
     (applied,) = {tuple(results[r][1]) for r in results}  # the reload landed at the same iteration everywhere
     assert len(applied) == 1 and 10_000 // 3 < applied[0] < 10_000
@@ -197,13 +220,13 @@ def test_every_rank_builds_the_same_tree_for_10000_iterations_with_noise_and_a_r
     assert len(set(results[0][0])) > 100  # guard: the trees vary
 
 
-def test_three_ranks_agree_over_a_reload(tmp_path):
+def test_three_ranks_agree_over_a_reload(tmp_path, ranks):
     """The 10,000-iteration run's quick form (the default test selection runs this one)."""
-    results = run_ranks(tmp_path, world=3, iterations=600)
+    results = ranks.run(tmp_path, iterations=600)
     assert diverged_iterations(results) == 0 and len(results[0][1]) == 1
 
 
 @pytest.mark.parametrize("fault", ["every rank watches the file", "a decision reads a timer"])
-def test_a_planted_rank_local_decision_makes_the_ranks_diverge(tmp_path, fault):
-    results = run_ranks(tmp_path, world=3, iterations=600, fault=fault)
+def test_a_planted_rank_local_decision_makes_the_ranks_diverge(tmp_path, ranks, fault):
+    results = ranks.run(tmp_path, iterations=600, fault=fault)
     assert diverged_iterations(results) > 0

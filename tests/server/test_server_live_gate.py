@@ -14,7 +14,6 @@ asserts what the gate does with the two, not how fast anything runs."""
 import time
 
 import pytest
-import torch
 
 from sglang_cast.cast import BucketSettings, CostModel, PolicySettings
 from sglang_cast.server.config import LiveGateConfig
@@ -55,18 +54,6 @@ class PlantedSlowdown:
 
     def accept(self, runner, batch, drafted, logits):
         return self.inner.accept(runner, batch, drafted, logits)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread while this module runs: on a shared machine, torch's
-    threads spinning against other processes slowed a tiny forward a hundredfold
-    (2-core CPU, measured once), which would blur the margins this test relies on;
-    they are about speculation against plain decoding, not thread contention."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def bucket_state(client):

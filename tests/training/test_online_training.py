@@ -75,13 +75,22 @@ def test_rounds_train_the_head_and_a_second_call_resumes_where_the_first_stopped
     assert json.loads((out / online.STATE).read_text())["val_ids"] == state["val_ids"]  # the same held-out set
 
 
+def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
+    """The module run as a command: exit code 2, the flag named in the last line."""
+    result = subprocess.run([sys.executable, "-m", "sglang_cast.training.online", "--out", str(tmp_path),
+                             "--device", "cpu", "--scale", "0"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("--scale: must be > 0, got 0.0")
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--scale", "0"], "--scale: must be > 0, got 0.0"),
     (["--rounds", "-1"], "--rounds: must be >= 0, got -1"),
     (["--gen-batch", "0"], "--gen-batch: must be >= 1, got 0"),
 ])
-def test_bad_flags_are_one_line_errors(tmp_path, flags, message):
-    result = subprocess.run([sys.executable, "-m", "sglang_cast.training.online", "--out", str(tmp_path),
-                             "--device", "cpu", *flags], capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].endswith(message)
+def test_bad_flags_are_one_line_errors(tmp_path, flags, message, capsys):
+    """Each check, in this process (what the command above runs first: `online.parse_args`)."""
+    with pytest.raises(SystemExit) as exit_info:
+        online.parse_args(["--out", str(tmp_path), "--device", "cpu", *flags])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(message)
