@@ -4,10 +4,15 @@ head on it, for the training and calibration tests."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+
 import torch
 
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.training import vocab as draft_vocab
+from sglang_cast.training.config import EVAL_DATASETS, EvalConfig, PipelineConfig, TrainConfig
 from sglang_cast.training.head import new_draft
 from sglang_cast.training.target import Target
 
@@ -58,3 +63,18 @@ def random_head(target: Target, vocab: int = 40, seed: int = 1):
             param.copy_(1 + 0.1 * torch.randn(param.shape, generator=gen) if "norm" in name
                         else 0.3 * torch.randn(param.shape, generator=gen))
     return draft.eval()
+
+
+def tiny_config(tmp_path: Path) -> PipelineConfig:
+    """A quick pipeline on three questions per benchmark, its folders under ``tmp_path``."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name in EVAL_DATASETS:
+        rows = [{"turns": [f"{name} question number {i}: what is {i} plus {i}?"]} for i in range(3)]
+        (bench / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    quick = PipelineConfig.quick()
+    return PipelineConfig(
+        work_dir=tmp_path / "work", output_dir=tmp_path / "head", benchmark_dir=bench, seed=0, threads=1,
+        data=dataclasses.replace(quick.data, max_answers=5),
+        train=TrainConfig(**{**quick.train.__dict__, "draft_vocab": 32}),
+        eval=EvalConfig(prompts=2, max_new_tokens=6))

@@ -1,0 +1,164 @@
+"""The draft-head training data stages (sglang_cast/training): the benchmark filter,
+the prompt sources and the draft vocabulary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import torch
+
+from sglang_cast.training import benchmark_filter, docstrings, workspace
+from sglang_cast.training import prompts as prompt_stage
+from sglang_cast.training import tasks as draft_tasks, templates as prompt_templates
+from sglang_cast.training import vocab as draft_vocab
+from sglang_cast.training.head import new_draft
+from sglang_cast.training.prompts import build_prompts
+from sglang_cast.training.vocab import with_vocab
+from sglang_cast.training.workspace import write_jsonl
+from support.training import VOCAB, ByteTokenizer, random_head, tiny, tiny_config
+
+
+# ------------------------------------------------------------------ filter
+
+BENCH = [
+    "Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences "
+    "and must-see attractions.",
+    "Give three tips for staying healthy.",
+    "Write a function that returns the sum of the squares of all odd numbers in a list of integers.",
+]
+
+
+def test_benchmark_filter_drops_exact_and_near_duplicates_and_keeps_unrelated():
+    bench = benchmark_filter.BenchmarkFilter.from_prompts(BENCH)
+    assert bench.reason("give three TIPS for staying healthy!!") == "exact"
+    near = ("Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural "
+            "experiences and must see sights.")
+    assert bench.reason(near) == "jaccard"
+    embedded = ("Before anything else: write a function that returns the sum of the squares of all odd "
+                "numbers, then explain how you tested it against a few edge cases and corner inputs in detail.")
+    assert bench.reason(embedded) == "ngram"
+    for unrelated in ("Explain what `textwrap.dedent` does in Python and give a short example.",
+                      "Give three tips for learning to play chess.", "Write a poem about the sea."):
+        assert bench.reason(unrelated) is None
+    kept, report = benchmark_filter.filter_prompts(
+        ["Write a poem about the sea.", "write a poem about the sea", BENCH[1], near, "Hello there, how are you today?"],
+        bench, fits=lambda p: "Hello" not in p)
+    assert kept == ["Write a poem about the sea."]
+    assert report.to_dict() == {"kept": 1, "duplicates": 1, "too_long": 1,
+                                "contaminated": {"exact": 1, "jaccard": 1, "ngram": 0}, "contaminated_total": 2}
+
+
+def test_benchmark_prompts_include_every_turn(tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"turns": ["one", "two"]}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"turns": ["three"]}) + "\n")
+    assert benchmark_filter.load_benchmark_prompts(tmp_path) == ["one", "two", "three"]
+
+
+def test_clean_request_and_doc_prompts():
+    assert prompt_stage.clean_request('Request: "Write a haiku about autumn leaves, please."\n\nSure!', False) \
+        == "Write a haiku about autumn leaves, please."
+    assert prompt_stage.clean_request("Sure, here is a request for you to answer now.", False) is None
+    assert prompt_stage.clean_request("Explain how ocean tides work. Then describe the moon and", True) \
+        == "Explain how ocean tides work."
+    items = docstrings.stdlib_doc_items(("textwrap",))
+    assert any(item.name == "textwrap.dedent" for item in items)
+    prompts = docstrings.doc_prompts(items, 5, seed=0)
+    assert len(set(prompts)) == 5 and sum("`textwrap." in p for p in prompts) >= 3
+
+
+def test_template_prompts_are_filled_seeded_and_spread():
+    prompts = prompt_stage.template_prompts(200, seed=3)
+    assert prompts == prompt_stage.template_prompts(200, seed=3) != prompt_stage.template_prompts(200, seed=4)
+    assert len(prompts) == 200 and not any("{" in p or "}" in p for p in prompts)
+    math = prompts[4::5]  # one in five is arithmetic or reasoning
+    assert all(any(ch.isdigit() for ch in p) for p in math)
+    chat = [p for i, p in enumerate(prompts) if i % 5 != 4]
+    topics = prompt_templates.TOPICS + prompt_templates.MORE_TOPICS
+    assert len({t for t in topics if any(t in p for p in chat)}) > 80
+
+
+def test_task_prompts_are_filled_seeded_and_cover_every_kind():
+    prompts = draft_tasks.task_prompts(120, seed=3)
+    assert prompts == draft_tasks.task_prompts(120, seed=3) != draft_tasks.task_prompts(120, seed=4)
+    assert len(prompts) == 120 and not any("{" in p or "}" in p for p in prompts)
+    kinds = len(draft_tasks.KINDS)
+    extraction = prompts[draft_tasks.KINDS.index(draft_tasks.extraction)::kinds]
+    assert all("\n\n" in p and p.split("\n\n")[0] in draft_tasks.EXTRACTION_TASKS for p in extraction)
+    coding = prompts[draft_tasks.KINDS.index(draft_tasks.coding)::kinds]
+    assert len({lang for lang in draft_tasks.LANGUAGES if any(f" {lang} " in p for p in coding)}) >= 4
+    assert len(set(prompts)) > 110  # fillers spread the requests; dedupe drops the rest
+
+
+def test_signatures_carry_no_memory_addresses():
+    items = {item.name: item for item in docstrings.stdlib_doc_items(("difflib",))}
+    assert "IS_CHARACTER_JUNK" in items["difflib.ndiff"].signature
+    assert "0x" not in items["difflib.ndiff"].signature
+
+
+def test_later_sources_follow_the_earlier_ones(tmp_path):
+    """Adding templates, then task requests, keeps the earlier prompts first and in
+    order, so answer shards generated before a source existed stay valid."""
+    (tmp_path / "si").mkdir()
+    write_jsonl(tmp_path / "si" / "requests.jsonl",
+                [{"prompt": f"Tell me something new about topic number {i}."} for i in range(6)])
+    base = tiny_config(tmp_path)
+    kept = {}
+    for templates, tasks in ((0, 0), (10, 0), (10, 12)):
+        cfg = dataclasses.replace(base, data=dataclasses.replace(base.data, template_prompts=templates,
+                                                                 task_prompts=tasks))
+        out = tmp_path / f"prompts{templates}_{tasks}"
+        out.mkdir()
+        summary = build_prompts(tiny(), cfg, tmp_path / "si", out)
+        kept[templates, tasks] = rows = workspace.read_jsonl(out / "prompts.jsonl")
+        for source in ("templates", "tasks"):
+            assert summary["kept_by_source"][source] == sum(r["source"] == source for r in rows)
+    for earlier, later, source in (((0, 0), (10, 0), "templates"), ((10, 0), (10, 12), "tasks")):
+        assert kept[later][: len(kept[earlier])] == kept[earlier]
+        assert {r["source"] for r in kept[later][len(kept[earlier]):]} == {source}
+        assert len(kept[later]) > len(kept[earlier])
+
+
+# ------------------------------------------------------------------- vocab
+
+def test_draft_vocab_roundtrip():
+    counts = torch.tensor([5, 0, 9, 9, 1, 7, 0, 3])
+    d2t, t2d = draft_vocab.select_draft_vocab(counts, 4)
+    hot = torch.arange(4) + d2t
+    assert hot.tolist() == [0, 2, 3, 5]  # the four most frequent, in target-id order
+    assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
+    to_draft = draft_vocab.target_to_draft(t2d)
+    assert torch.equal(to_draft[hot], torch.arange(4))  # draft -> target -> draft
+    assert (to_draft[~t2d] == -1).all()
+    draft = new_draft(tiny(), *draft_vocab.select_draft_vocab(torch.arange(VOCAB), 10))
+    ids = torch.arange(10)
+    assert torch.equal(draft_vocab.target_to_draft(draft.t2d)[draft.draft_to_target(ids)], ids)
+
+
+def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
+    #                      id: 0  1  2  3  4  5  6  7
+    counts = torch.tensor([0, 9, 1, 6, 5, 2, 3, 0])
+    t2d = torch.tensor([1, 0, 1, 0, 1, 1, 1, 1], dtype=torch.bool)  # 1 and 3 are outside
+    d2t, new, rows = draft_vocab.swap_draft_vocab(counts, t2d, 3, keep=(0,))
+    hot = torch.arange(6) + d2t
+    assert hot.tolist() == [0, 1, 3, 4, 5, 6]  # 1 and 3 came in for 7 and 2; 0 is kept though unused
+    assert torch.equal(new, draft_vocab.target_to_draft(new) >= 0) and int(new.sum()) == 6
+    assert rows.tolist() == [0, -1, -1, 2, 3, 4]  # old draft ids of 0, 4, 5, 6
+    tie = counts.clone()
+    tie[3] = 1  # no longer more frequent than the next-rarest token inside (2)
+    assert int((draft_vocab.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
+    d2t, same, rows = draft_vocab.swap_draft_vocab(counts, t2d, 0)
+    assert torch.equal(same, t2d) and rows.tolist() == list(range(6))
+
+    target = tiny()
+    old = random_head(target)
+    counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(5))
+    d2t, t2d, rows = draft_vocab.swap_draft_vocab(counts, old.t2d, 6, keep=(ByteTokenizer.eos,))
+    assert int((rows < 0).sum()) > 0
+    state = with_vocab(old.state_dict(), d2t, t2d, rows)
+    new = new_draft(target, d2t, t2d)
+    new.load_state_dict(state, strict=True)
+    kept = torch.nonzero(rows >= 0).squeeze(1)
+    assert torch.equal(new.draft_to_target(kept), old.draft_to_target(rows[kept]))  # same token ...
+    assert torch.equal(new.lm_head.weight[kept], old.lm_head.weight[rows[kept]])  # ... same trained row
+    assert torch.allclose(new.lm_head.weight[rows < 0], old.lm_head.weight.mean(dim=0).expand(6, -1))
