@@ -37,7 +37,7 @@ from sglang_cast.sglang_plugin.cpu_standins import STANDIN_PATH  # noqa: E402
 if os.environ.get("SGLANG_USE_CPU_ENGINE") and importlib.util.find_spec("sgl_kernel") is None:
     sys.path.insert(0, str(STANDIN_PATH))
 
-from support.plugin import require_sglang  # noqa: E402
+from support.plugin import load_standin_shim, require_sglang  # noqa: E402
 
 require_sglang("triton", "sglang.kernels.ops.attention.decode_attention",
                "sglang.kernels.ops.attention.extend_attention", "sglang.kernels.ops.kvcache",
@@ -54,18 +54,7 @@ from sglang.srt.mem_cache.memory_pool import move_kv_cache_native  # noqa: E402
 from sglang_cast.sglang_plugin.cpu_standins import kernels  # noqa: E402
 
 
-def _load_shim():
-    """The stand-in ``sgl_kernel`` package (it registers ``torch.ops.sgl_kernel.*``).  Loaded
-    from its file under a private name, so this module does not put it on ``sys.path``
-    for the rest of the session."""
-    path = STANDIN_PATH / "sgl_kernel" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("_sgl_kernel_standin_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-shim = _load_shim()
+shim = load_standin_shim()
 ops = torch.ops.sgl_kernel
 
 
@@ -87,7 +76,7 @@ def test_the_shim_registers_every_op_sglangs_cpu_path_calls_and_no_amx_op():
     assert not hasattr(ops, "convert_weight_packed")
     schema = str(ops.extend_attention_cpu.default._schema)
     assert "Tensor(a!) o_extend" in schema and "Tensor? tree_mask, bool is_causal" in schema
-    assert _load_shim().REGISTERED == ()  # a second import registers nothing again
+    assert load_standin_shim().REGISTERED == ()  # a second import registers nothing again
 
 
 # ------------------------------------------------------- KV-slot bookkeeping

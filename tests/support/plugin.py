@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import importlib.util
 import os
 import random
 from dataclasses import replace
@@ -22,6 +23,7 @@ import torch
 from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, Thresholds, TreeShape, charge,
                               decide_verified, make_policy)
 from sglang_cast.cast.overhead import OverheadTerms
+from sglang_cast.sglang_plugin.cpu_standins import STANDIN_PATH
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, \
@@ -267,3 +269,14 @@ class StandInFactory:
     def __call__(self, argv: list[str]) -> StandInEngine:
         self.engines.append(StandInEngine(argv, self.clock))
         return self.engines[-1]
+
+
+def load_standin_shim():
+    """The stand-in ``sgl_kernel`` package (it registers ``torch.ops.sgl_kernel.*``).  Loaded
+    from its file under a private name, so no test module puts it on ``sys.path``
+    for the rest of the session."""
+    path = STANDIN_PATH / "sgl_kernel" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("_sgl_kernel_standin_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
