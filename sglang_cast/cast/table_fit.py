@@ -21,7 +21,8 @@ from .costs import CostModel, CostTable
 ROLES = ("target", "draft")
 # Below this the scale-only fit is kept: a second term fitted to a handful of noisy
 # points would chase noise.  Above it (anchors whose ratios to the table spread by
-# more than 20 %) the table's shape differs on this machine and an offset is fitted.
+# more than 20 %) the table's shape differs on this machine and an offset is fitted,
+# if the anchors' table values spread as much (else the two terms are not separable).
 SHAPE_SPREAD = 1.2
 
 
@@ -98,12 +99,17 @@ def fit_tables(anchors: list[Anchor], costs: CostModel) -> TableCalibration:
 
 def fit_table(role: str, used: list[Anchor], held_out: list[Anchor], costs: CostModel) -> TableFit:
     """Scale only (the geometric mean of measured / table), or scale and offset by least
-    squares when the fitted anchors' ratios spread past `SHAPE_SPREAD` and the offset
-    fit is the better one on them."""
+    squares when the fitted anchors' ratios spread past `SHAPE_SPREAD`, their table
+    values spread too and the offset fit is the better one on them.
+
+    Where the table is nearly flat over the anchors (a tiny model's forwards are all
+    dispatch) a slope and an offset cannot be told apart: two points 0.1 % apart in
+    the table were once fitted as scale 15,273 and offset -111,127 ms."""
     pairs = [(a.table_ms(costs), a.measured_ms) for a in used]
     ratios = [m / t for t, m in pairs]
+    tables = [t for t, _ in pairs]
     scale, offset = math.exp(sum(math.log(r) for r in ratios) / len(ratios)), 0.0
-    if len(pairs) >= 2 and max(ratios) / min(ratios) > SHAPE_SPREAD:
+    if len(pairs) >= 2 and max(ratios) / min(ratios) > SHAPE_SPREAD and max(tables) / min(tables) > SHAPE_SPREAD:
         affine = _least_squares(pairs)
         if affine is not None and _error(pairs, *affine) < _error(pairs, scale, 0.0):
             scale, offset = affine

@@ -323,8 +323,8 @@ class LiveCalibration:
         spec_rate, plain_rate = bucket.rates()
         source = "live-scaled" if bucket.plain_scale() is not None else "table"
         # Hysteresis: a speculating bucket stays on unless it loses by more than `margin`, a
-        # probe or exploration turns it on only when it wins by more, so noise around
-        # break-even does not flap it.
+        # probe or exploration turns it on only when it wins by at least `margin`, so noise
+        # around break-even does not flap it (an exact tie with either bound speculates).
         if spec_rate >= plain_rate * (1 + self.config.margin if bucket.probing else 1 - self.config.margin):
             if bucket.probing:
                 bucket.probing, bucket.wait = False, bucket.base_wait

@@ -53,7 +53,7 @@ class LiveGateConfig:
     probe_after: int = 64  # plain iterations of a switched-off bucket before it speculates again
     max_probe_after: int = 1024  # the wait after repeated failed probes doubles up to this
     # Hysteresis: speculation switches off when it loses to plain decoding by more than this share
-    # and a probe or exploration switches it on when it wins by more (an AVX2 EPYC near break-even
+    # and a probe or exploration switches it on when it wins by at least that (an AVX2 EPYC near break-even
     # flapped 29 times in 5 minutes without it).
     margin: float = 0.05
     # The share of a profile-off bucket's (``speculate: false``) iterations that re-test

@@ -63,6 +63,21 @@ def test_noise_alone_keeps_the_scale_only_fit():
     assert fit.target.check_error < 0.06
 
 
+def test_a_table_flat_over_the_anchors_keeps_the_scale_only_fit():
+    """A tiny model's forwards all cost about the same in the table: measured ratios
+    that spread there cannot tell a slope from an offset, so the scale-only fit stays
+    (an affine fit through two table values 0.1 % apart once gave scale 15,273)."""
+    n = torch.arange(1, 33, dtype=torch.float64)
+    flat = (7.27 + 0.001 * n).view(1, 1, -1)
+    model = CostModel(CostTable(1024, 1, (1,), flat), CostTable(1024, 1, (1,), flat / 10))
+    measured = {1: 0.74, 4: 0.95, 10: 0.96, 16: 1.60}
+    points = [Anchor(role, 1, 128, n, measured[n] / (1 if role == "target" else 10), held_out=False)
+              for role in ("target", "draft") for n in measured]
+    fit = fit_tables(points, model)
+    assert fit.target.offset_ms == 0 and 0.09 < fit.target.scale < 0.2
+    assert fit.draft.offset_ms == 0
+
+
 def test_a_table_without_a_fitted_anchor_is_an_error():
     only_target = [a for a in anchors(lambda role, ms: ms) if a.role == "target"]
     with pytest.raises(ValueError, match="no anchor to fit the draft table"):
