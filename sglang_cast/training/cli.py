@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import PipelineConfig
-from .pipeline import run_pipeline
+from .pipeline import STOPS, run_pipeline
 from .target import Target
 
 # flag -> (config section or None for the top level, field, type, help)
@@ -77,6 +77,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes end to end (< 2 min): a smoke test whose head is not useful; explicit "
                              "flags still override its sizes")
+    parser.add_argument("--until", choices=STOPS, default="eval",
+                        help="stop after this stage: responses (data only: a held-out set for tools/draft_gap.py, "
+                             "or data several recipes' runs share), train (export the head, no evaluation), eval "
+                             "(everything; default)")
     for flag, (_, _, kind, text) in FLAGS.items():
         parser.add_argument(flag, type=kind, default=None, help=text)
     args = parser.parse_args(argv)
@@ -102,5 +106,5 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the flags, load the embedded target and run every stage."""
-    cfg, _ = parse_args(argv)
-    run_pipeline(Target.embedded(), cfg)
+    cfg, args = parse_args(argv)
+    run_pipeline(Target.embedded(), cfg, args.until)

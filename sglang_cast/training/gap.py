@@ -1,106 +1,265 @@
-"""Where a draft head loses acceptance: teacher-forced accuracy on benchmark answers
-versus on its own held-out training data.
+"""Where a draft head loses acceptance: teacher-forced accuracy on benchmark answers,
+per benchmark category, against data like its training data that it never saw.
 
-Chain α on a benchmark can be low for two reasons: the head fits the training data
-poorly, or the benchmark's answers look unlike the training answers.  This measures
-both with the training code's own scoring (`ttt.ttt_loss`, 4 unrolled steps):
+Chain α on a benchmark can be low because the head fits its kind of data poorly, or
+because the benchmark's answers look unlike that data.  This measures both with the
+training code's own scoring (`ttt.ttt_loss`, unrolled steps 0–3):
 
-- per benchmark: the target's greedy answers to the first N first-turn prompts, with
-  their features captured as in training, and the share of answer tokens outside the
-  draft vocabulary (guaranteed misses);
-- per training source: the held-out sequences of the training split.
+- per benchmark and category (mt_bench's writing, roleplay, …): the target's greedy
+  answers to the first-turn prompts, their features captured as in training; the
+  share of answer tokens outside the draft vocabulary (guaranteed misses) and the
+  commonest of them;
+- per training source (self-instruct, docs, templates, tasks) of a held-out work dir:
+  a ``train_draft --until responses`` run with a seed the head was not trained on
+  (every sequence counts), or the work dir the head was trained in (its validation
+  split only);
+- with ``chain_depth``: the engine's own α at each depth of a top-1 chain, per
+  category (`evaluate.evaluate_mode`), the number the tree's acceptance is made of;
+- what a draft vocabulary of N tokens chosen from the held-out answers would cover of
+  each benchmark's answers (the vocabulary-size question without training a head);
+- with ``tau_prompts``: τ with EAGLE-2's tree on the first held-out prompts, the
+  engine's own measure on data that is neither training nor benchmark (what a recipe
+  A/B is judged on, beside the held-out accuracy).
 
-If the benchmark's step-0 accuracy matches the engine's chain α at depth 1 and sits
-well below the held-out accuracy, the gap is the data's, not the engine's.
-
-Usage: ``python tools/draft_gap.py --head DIR --work-dir DIR`` (about 4 minutes).
+Usage: ``python tools/draft_gap.py --head DIR --held-out WORK_DIR`` (``--help``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from sglang_cast.models import load_draft
+from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
+from sglang_cast.flags import OneLineParser, int_at_least
+from sglang_cast.models import Eagle3Draft, load_draft
 
-from .benchmark_filter import first_turns
 from .config import DEFAULT_BENCHMARKS, EVAL_DATASETS, TrainConfig
+from .evaluate import acceptance, evaluate_mode
 from .features import FeatureSet, collate
 from .responses import greedy_with_features
 from .target import Target, chat_ids
 from .train import split
 from .ttt import StepStats, ttt_loss
-from .vocab import target_to_draft
+from .vocab import select_draft_vocab, target_to_draft
 from .workspace import META, read_jsonl, write_jsonl
 
+TOP_OUTSIDE = 12  # commonest out-of-vocabulary answer tokens listed per benchmark
 
-def score(draft, fs: FeatureSet, indices: list[int], to_draft: torch.Tensor, steps: int) -> dict:
+
+@dataclass(frozen=True)
+class GapConfig:
+    """What to score: the head, its held-out work dir, and the benchmark sample."""
+
+    head: Path
+    held_out: Path
+    benchmark_dir: Path = DEFAULT_BENCHMARKS
+    prompts: int = 80  # first-turn prompts per benchmark (each has 80; mt_bench's 8 categories have 10 each)
+    tokens: int = 128  # greedy answer tokens per prompt
+    chain_depth: int = 0  # > 0: also the engine's chain α per depth (batch 1; minutes per benchmark)
+    tau_prompts: int = 0  # > 0: also EAGLE-2's tree τ on this many held-out prompts (batch 1)
+    ttt_steps: int = 4
+    max_seq_len: int = 512
+    vocab_sizes: tuple[int, ...] = (4096, 8192, 12288, 16384)  # draft vocabularies whose coverage is reported
+
+
+def score(draft: Eagle3Draft, fs: FeatureSet, indices: list[int], to_draft: torch.Tensor, steps: int) -> dict:
     """Top-1 accuracy per unrolled step and the out-of-vocabulary share of answer tokens."""
     stats = StepStats.zeros(steps)
     with torch.no_grad():
         for start in range(0, len(indices), 8):
             stats.add(ttt_loss(draft, collate(fs, indices[start : start + 8], to_draft), steps, 1.0)[1])
-    answers = [torch.from_numpy(fs.sequences[i].token_ids[fs.sequences[i].response_start :]) for i in indices]
+    answers = [answer_ids(fs, i) for i in indices]
     outside = sum(int((to_draft[a] < 0).sum()) for a in answers)
     tokens = sum(len(a) for a in answers)
     return {"sequences": len(indices), "answer_tokens": tokens, "scored_positions": stats.scored,
             "step_accuracy": stats.accuracy(), "outside_draft_vocab": outside / max(tokens, 1)}
 
 
-def benchmark_answers(target: Target, name: str, benchmark_dir: Path, prompts: int, tokens: int,
-                      cache: Path) -> Path:
-    """One answer shard in the responses stage's format, cached under ``cache``."""
-    out = cache / f"{name}-{prompts}x{tokens}"
+def answer_ids(fs: FeatureSet, i: int) -> torch.Tensor:
+    """``[n]``: sequence ``i``'s answer tokens (within ``max_seq_len``)."""
+    seq = fs.sequences[i]
+    return torch.from_numpy(seq.token_ids[seq.response_start :])
+
+
+def benchmark_records(benchmark_dir: Path, name: str, limit: int) -> list[tuple[str, str]]:
+    """(first turn, category) of the first ``limit`` records; the benchmark's name where
+    a record has no category."""
+    return [(r["turns"][0], r.get("category", name)) for r in read_jsonl(benchmark_dir / f"{name}.jsonl")[:limit]]
+
+
+def benchmark_answers(target: Target, prompts: list[list[int]], tokens: int, out: Path) -> Path:
+    """The target's greedy answers to ``prompts`` with their features, in the responses
+    stage's format (one shard), cached in ``out``."""
     marker = out / "shard_00000.jsonl"
     if not marker.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        encoded = [chat_ids(target.tokenizer, p) for p in first_turns(benchmark_dir / f"{name}.jsonl", prompts)]
-        answers = sorted(greedy_with_features(target.model, encoded, tokens, len(encoded),
-                                                   target.feature_layers, target.eos_token_ids),
-                         key=lambda a: a.index)
+        answers = sorted(greedy_with_features(target.model, prompts, tokens, len(prompts), target.feature_layers,
+                                              target.eos_token_ids), key=lambda a: a.index)
         np.save(out / "shard_00000.npy", np.concatenate([a.features for a in answers]))
-        write_jsonl(marker, [{"prompt_ids": encoded[a.index], "output_ids": a.output_ids,
+        write_jsonl(marker, [{"prompt_ids": prompts[a.index], "output_ids": a.output_ids,
                               "truncated": a.truncated} for a in answers])
     return out
 
 
-def gap_report(target: Target, head: Path, work_dir: Path, benchmark_dir: Path, prompts: int,
-               tokens: int) -> dict[str, dict]:
-    """`score` per benchmark and per training source of the held-out split."""
-    draft = load_draft(head, target.model, "cpu", torch.float32)
-    to_draft = target_to_draft(torch.load(work_dir / "vocab" / "vocab.pt")["t2d"])
-    settings = json.loads((work_dir / "train" / META).read_text())["settings"]
-    train_cfg = TrainConfig(**settings["train"])
-    report = {}
+def held_out_indices(work_dir: Path, fs: FeatureSet) -> list[int]:
+    """The sequences of ``work_dir`` a head can be scored on: its validation split when
+    a head was trained there (``train/`` finished), else all of them."""
+    meta = work_dir / "train" / META
+    if not meta.is_file():
+        return list(range(len(fs)))
+    settings = json.loads(meta.read_text())["settings"]
+    return split(fs, TrainConfig(**settings["train"]), settings["seed"]).val
+
+
+def by_group(groups: list[str], indices: list[int]) -> dict[str, list[int]]:
+    """``indices`` grouped by ``groups[i]``, groups in sorted order."""
+    grouped: dict[str, list[int]] = {}
+    for i in indices:
+        grouped.setdefault(groups[i], []).append(i)
+    return dict(sorted(grouped.items()))
+
+
+def outside_tokens(target: Target, fs: FeatureSet, to_draft: torch.Tensor) -> list[dict[str, Any]]:
+    """The commonest answer tokens of ``fs`` outside the draft vocabulary."""
+    counts: Counter[int] = Counter()
+    for i in range(len(fs)):
+        ids = answer_ids(fs, i)
+        counts.update(ids[to_draft[ids] < 0].tolist())
+    return [{"token": target.tokenizer.decode([t]), "id": t, "count": n} for t, n in counts.most_common(TOP_OUTSIDE)]
+
+
+def vocab_coverage(vocab_size: int, sizes: tuple[int, ...], held_out: FeatureSet,
+                   benchmarks: dict[str, FeatureSet]) -> dict[str, dict]:
+    """Per draft vocabulary size in ``sizes``: the share of each benchmark's answer tokens
+    inside the ``size`` commonest held-out answer tokens (how `vocab.select_draft_vocab`
+    picks a fresh head's vocabulary)."""
+    counts = torch.zeros(vocab_size, dtype=torch.long)
+    for i in range(len(held_out)):
+        counts += torch.bincount(answer_ids(held_out, i), minlength=vocab_size)
+    coverage = {}
+    for size in sizes:
+        _, t2d = select_draft_vocab(counts, size)
+        coverage[str(size)] = {name: float(t2d[torch.cat([answer_ids(fs, i) for i in range(len(fs))])]
+                                            .float().mean()) for name, fs in benchmarks.items()}
+    return coverage
+
+
+def chain_alpha(target: Target, head: Path, prompts: list[list[int]], categories: list[str], depth: int,
+                tokens: int, name: str) -> dict[str, dict]:
+    """The engine's chain α (overall and per depth) and chain τ per category."""
+    chain = TreeShape(top_k=1, max_depth=depth, num_verify_tokens=depth + 1)
+    result = {}
+    for category, indices in by_group(categories, list(range(len(prompts)))).items():
+        run = evaluate_mode(target, head, [prompts[i] for i in indices], chain, tokens, f"{name} {category} chain")
+        result[category] = {"prompts": len(indices), "chain_tau": run["tau"], **acceptance(run["accepted"], depth)}
+    return result
+
+
+def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
+    """Teacher-forced accuracy per benchmark category and per held-out training source,
+    out-of-vocabulary tokens, vocabulary coverage and (``cfg.chain_depth``) chain α."""
+    draft = load_draft(cfg.head, target.model, "cpu", torch.float32)
+    to_draft = target_to_draft(draft.t2d)
+    report: dict[str, Any] = {"head": str(cfg.head), "held_out": str(cfg.held_out),
+                              "draft_vocab": int(draft.t2d.sum()), "benchmarks": {}}
+    answered = {}
     for name in EVAL_DATASETS:
-        shard = benchmark_answers(target, name, benchmark_dir, prompts, tokens, work_dir / "gap")
-        fs = FeatureSet.open(shard, train_cfg.max_seq_len)
-        report[name] = score(draft, fs, list(range(len(fs))), to_draft, train_cfg.ttt_steps)
-    fs = FeatureSet.open(work_dir / "responses", train_cfg.max_seq_len)
-    held_out = split(fs, train_cfg, settings["seed"]).val
-    sources = [row["source"] for row in read_jsonl(work_dir / "prompts" / "prompts.jsonl")]
-    for source in sorted(set(sources)):
-        indices = [i for i in held_out if sources[i] == source]
-        if indices:
-            report[f"held_out_{source}"] = score(draft, fs, indices, to_draft, train_cfg.ttt_steps)
+        records = benchmark_records(cfg.benchmark_dir, name, cfg.prompts)
+        prompts = [chat_ids(target.tokenizer, turn) for turn, _ in records]
+        categories = [category for _, category in records]
+        cache = cfg.held_out / "gap" / f"{name}-{len(records)}x{cfg.tokens}"
+        fs = answered[name] = FeatureSet.open(benchmark_answers(target, prompts, cfg.tokens, cache), cfg.max_seq_len)
+        entry = {"all": score(draft, fs, list(range(len(fs))), to_draft, cfg.ttt_steps),
+                 "by_category": {c: score(draft, fs, idx, to_draft, cfg.ttt_steps)
+                                 for c, idx in by_group(categories, list(range(len(fs)))).items()},
+                 "outside_tokens": outside_tokens(target, fs, to_draft)}
+        if cfg.chain_depth:
+            entry["chain"] = chain_alpha(target, cfg.head, prompts, categories, cfg.chain_depth, cfg.tokens, name)
+        report["benchmarks"][name] = entry
+    fs = FeatureSet.open(cfg.held_out / "responses", cfg.max_seq_len)
+    indices = held_out_indices(cfg.held_out, fs)
+    sources = [row["source"] for row in read_jsonl(cfg.held_out / "prompts" / "prompts.jsonl")]
+    report["held_out_data"] = {"all": score(draft, fs, indices, to_draft, cfg.ttt_steps),
+                               "by_source": {s: score(draft, fs, idx, to_draft, cfg.ttt_steps)
+                                             for s, idx in by_group(sources, indices).items()}}
+    if cfg.tau_prompts:
+        prompts = [fs.sequences[i].token_ids[: fs.sequences[i].response_start].tolist()
+                   for i in indices[: cfg.tau_prompts]]
+        run = evaluate_mode(target, cfg.head, prompts, EAGLE2_SHAPE, cfg.tokens, "held-out tree")
+        report["held_out_data"]["tree_tau"] = {"prompts": len(prompts), "tau": run["tau"]}
+    report["vocab_coverage"] = vocab_coverage(target.config.vocab_size, cfg.vocab_sizes, fs, answered)
     return report
 
 
+def table(report: dict[str, Any]) -> str:
+    """The report's accuracies as one Markdown table (rows: benchmark categories, then
+    held-out sources)."""
+    lines = ["| data | sequences | answer tokens | acc. step 0 / 1 / 2 / 3 | outside vocab | chain α (per depth) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+
+    def row(label: str, entry: dict, chain: dict | None = None) -> None:
+        acc = " / ".join(f"{a:.3f}" for a in entry["step_accuracy"])
+        alpha = (f"{chain['alpha']:.3f} ({', '.join(f'{a:.2f}' for a in chain['alpha_per_depth'])})"
+                 if chain else "")
+        lines.append(f"| {label} | {entry['sequences']} | {entry['answer_tokens']} | {acc} | "
+                     f"{100 * entry['outside_draft_vocab']:.1f} % | {alpha} |")
+
+    for name, bench in report["benchmarks"].items():
+        chains = bench.get("chain", {})
+        for category, entry in bench["by_category"].items():
+            row(f"{name} / {category}", entry, chains.get(category))
+        row(f"**{name}**", bench["all"])
+    for source, entry in report["held_out_data"]["by_source"].items():
+        row(f"held-out / {source}", entry)
+    row("**held-out**", report["held_out_data"]["all"])
+    tau = report["held_out_data"].get("tree_tau")
+    if tau:
+        lines.append(f"\nτ with EAGLE-2's tree on {tau['prompts']} held-out prompts: {tau['tau']:.3f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--head", type=Path, required=True, help="exported head (config.json + model.safetensors)")
-    parser.add_argument("--work-dir", type=Path, required=True,
-                        help="train_draft work dir the head was trained in (its prompts, responses, vocab and "
-                             "train stages); benchmark answers are cached in <work-dir>/gap")
+    parser.add_argument("--held-out", type=Path, required=True,
+                        help="a train_draft work dir with finished prompts and responses stages: one built with "
+                             "--until responses and a seed the head never trained on (every sequence scored), or "
+                             "the one the head was trained in (its validation split); benchmark answers are cached "
+                             "in <held-out>/gap")
     parser.add_argument("--benchmark-dir", type=Path, default=DEFAULT_BENCHMARKS, help="benchmark *.jsonl")
-    parser.add_argument("--prompts", type=int, default=20, help="first-turn prompts per benchmark (20)")
-    parser.add_argument("--tokens", type=int, default=128, help="greedy answer tokens per prompt (128)")
+    parser.add_argument("--prompts", type=int_at_least(1), default=GapConfig.prompts,
+                        help=f"first-turn prompts per benchmark ({GapConfig.prompts}: all)")
+    parser.add_argument("--tokens", type=int_at_least(1), default=GapConfig.tokens,
+                        help=f"greedy answer tokens per prompt ({GapConfig.tokens})")
+    parser.add_argument("--chain-depth", type=int_at_least(0), default=0,
+                        help="also measure the engine's top-1 chain α per depth and category, batch 1 (0: off; 6 is "
+                             "the eval stage's chain)")
+    parser.add_argument("--tau-prompts", type=int_at_least(0), default=0,
+                        help="also measure τ with EAGLE-2's tree on this many held-out prompts, batch 1 (0: off)")
+    parser.add_argument("--threads", type=int_at_least(1), default=2, help="torch CPU threads (2)")
+    parser.add_argument("--json", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
-    torch.set_num_threads(2)
-    report = gap_report(Target.embedded(), args.head, args.work_dir.expanduser(), args.benchmark_dir, args.prompts,
-                        args.tokens)
-    print(json.dumps(report, indent=1))
+    held_out = args.held_out.expanduser()
+    for stage in ("prompts", "responses"):
+        if not (held_out / stage / META).is_file():
+            parser.error(f"argument --held-out: {held_out} has no finished {stage} stage (build one with "
+                         f"`tools/train_draft.py --until responses --work-dir {held_out} --seed N`)")
+    torch.set_num_threads(args.threads)
+    cfg = GapConfig(args.head, held_out, args.benchmark_dir, args.prompts, args.tokens, args.chain_depth,
+                    args.tau_prompts)
+    report = gap_report(Target.embedded(), cfg)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=1))
+    print(table(report))
+    for name, bench in report["benchmarks"].items():
+        print(f"{name}: commonest answer tokens outside the draft vocab: "
+              + ", ".join(f"{t['token']!r} {t['count']}" for t in bench["outside_tokens"]))
+    for size, cover in report["vocab_coverage"].items():
+        print(f"a {size}-token vocab from the held-out answers covers "
+              + ", ".join(f"{name} {100 * share:.1f} %" for name, share in cover.items()))

@@ -318,10 +318,13 @@ def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
     cfg = tiny_config(tmp_path)
     target = tiny()
     report = run_pipeline(target, cfg)
-    gap = draft_gap.gap_report(target, cfg.output_dir, cfg.work_dir, cfg.benchmark_dir, prompts=2, tokens=5)
-    assert {"mt_bench", "humaneval"} <= set(gap)
-    assert gap["mt_bench"]["sequences"] == 2 and (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
-    held = {name: entry for name, entry in gap.items() if name.startswith("held_out_")}
+    gap = draft_gap.gap_report(target, draft_gap.GapConfig(cfg.output_dir, cfg.work_dir, cfg.benchmark_dir, prompts=2,
+                                                           tokens=5, ttt_steps=cfg.train.ttt_steps,
+                                                           max_seq_len=cfg.train.max_seq_len, vocab_sizes=(16,)))
+    assert set(gap["benchmarks"]) == {"mt_bench", "humaneval"}
+    assert gap["benchmarks"]["mt_bench"]["all"]["sequences"] == 2
+    assert (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
+    held = gap["held_out_data"]["by_source"]
     assert sum(entry["sequences"] for entry in held.values()) == report["train"]["summary"]["val_sequences"]
     # The per-source parts add up to the training code's own validation of the same head.
     fs = FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len)
@@ -332,6 +335,39 @@ def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
         parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]
         assert sum(parts) == pytest.approx(whole.correct[step])
         assert sum(entry["scored_positions"][step] for entry in held.values()) == whole.scored[step]
+
+
+def test_gap_report_on_unseen_data_scores_every_sequence_and_each_category(tmp_path):
+    """A ``--until responses`` work dir (data only, another seed) is held out whole;
+    benchmark records are grouped by their category, and the chain α per depth comes
+    from the engine's own chain decoding of each group."""
+    cfg = tiny_config(tmp_path)
+    bench = cfg.benchmark_dir / "mt_bench.jsonl"
+    rows = [{"turns": [f"question {i}: what is {i} times {i}?"], "category": ("math", "writing")[i % 2]}
+            for i in range(4)]
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    target = tiny()
+    run_pipeline(target, cfg, until="train")
+    assert not (cfg.work_dir / "eval").exists()
+    unseen = dataclasses.replace(cfg, work_dir=tmp_path / "unseen", seed=5)
+    data = run_pipeline(target, unseen, until="responses")
+    assert set(data) == {"self_instruct", "prompts", "responses"} and not (unseen.work_dir / "vocab").exists()
+    gap = draft_gap.gap_report(target, draft_gap.GapConfig(cfg.output_dir, unseen.work_dir, cfg.benchmark_dir,
+                                                           prompts=4, tokens=5, chain_depth=3, tau_prompts=2,
+                                                           ttt_steps=cfg.train.ttt_steps,
+                                                           max_seq_len=cfg.train.max_seq_len, vocab_sizes=(8, 32, 95)))
+    assert gap["held_out_data"]["all"]["sequences"] == data["responses"]["summary"]["sequences"]
+    assert gap["held_out_data"]["tree_tau"]["prompts"] == 2 and gap["held_out_data"]["tree_tau"]["tau"] >= 1.0
+    mt_bench = gap["benchmarks"]["mt_bench"]
+    assert {c: e["sequences"] for c, e in mt_bench["by_category"].items()} == {"math": 2, "writing": 2}
+    assert list(gap["benchmarks"]["humaneval"]["by_category"]) == ["humaneval"]  # no category: the benchmark's name
+    for category in ("math", "writing"):
+        chain = mt_bench["chain"][category]
+        assert chain["prompts"] == 2 and len(chain["alpha_per_depth"]) == 3
+    # Coverage grows with the vocabulary: a share, of answer tokens the held-out answers use.
+    shares = [gap["vocab_coverage"][size]["mt_bench"] for size in ("8", "32", "95")]
+    assert shares == sorted(shares) and 0.0 < shares[0] < 1.0
+    assert "| mt_bench / math |" in draft_gap.table(gap)
 
 
 def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):
@@ -439,6 +475,21 @@ def test_help_explains_every_flag():
     assert cfg.eval.prompts == 3 and cfg.train.lr == 1e-3 and cfg.train.max_steps == 6
     with pytest.raises(SystemExit):
         parse_args(["--max-answers", "-1"])
+    assert parse_args(["--until", "responses"])[1].until == "responses" and parse_args([])[1].until == "eval"
+    with pytest.raises(SystemExit):
+        parse_args(["--until", "vocab"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--held-out", "{tmp}", "--prompts", "0"], "argument --prompts: expected an integer >= 1, got '0'"),
+    (["--held-out", "{tmp}", "--chain-depth", "-1"], "argument --chain-depth: expected an integer >= 0, got '-1'"),
+    (["--held-out", "{tmp}"], "has no finished prompts stage (build one with `tools/train_draft.py --until responses"),
+])
+def test_gap_flags_are_refused_in_one_line_naming_the_flag(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        draft_gap.main(["--head", str(tmp_path)] + [a.format(tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and "Traceback" not in err
 
 
 @pytest.mark.slow
