@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import torch  # noqa: E402
 from sglang_cast.engine.format_choice import MEASURE_CONTEXT, measure_costs  # noqa: E402
 from sglang_cast.engine.runner import feature_width  # noqa: E402
 from sglang_cast.engine.timing import ForwardTimer, time_calls  # noqa: E402
-from sglang_cast.hardware import isa_class  # noqa: E402
+from sglang_cast.hardware import cpu_name, isa_class  # noqa: E402
 from sglang_cast.models import KVCache, load_draft, load_target  # noqa: E402
 from sglang_cast.models.weights import Format  # noqa: E402
 from sglang_cast.training.config import DEFAULT_OUTPUT  # noqa: E402
@@ -60,7 +59,7 @@ def part_timers(draft, target, config, rows_max: int) -> dict[str, object]:
     """Per part: a ``time(rows) -> ms`` of one call (batch 1)."""
     cache = KVCache.for_model(config, 1, MEASURE_CONTEXT + rows_max, torch.device("cpu"), torch.float32,
                               num_layers=1)
-    forward = ForwardTimer(lambda *a: draft(*a), cache, config.vocab_size, feature_width(target, draft))
+    forward = ForwardTimer(draft, cache, config.vocab_size, feature_width(target, draft))
     hidden = config.hidden_size
 
     def alone(module, width):
@@ -87,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             timers[f"{fmt}:{part}"] = timer
     costs = measure_costs(lambda key, rows: timers[key](rows), list(timers), args.rows, rounds=args.rounds,
                           warmup=3, budget_s=float("inf"))
-    plain = costs["target"][1]
-    print(f"target forward, 1 token, {args.target_format}: {plain:.2f} ms  ({platform.processor() or 'cpu'}, "
+    plain = costs["target"][args.rows[0]]  # the target runs one token whatever the rows (timed once per row count)
+    print(f"target forward, 1 token, {args.target_format}: {plain:.2f} ms  ({cpu_name()}, "
           f"ISA class {isa_class()}, {args.threads} threads)")
     rows = []
     for fmt in args.formats:
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"of a target step), lm_head {row['lm_head']:.3f} ms ({100 * row['lm_head_share']:.0f} %), "
                   f"fc {row['fc']:.3f} ms")
     if args.json is not None:
-        args.json.write_text(json.dumps({"command": sys.argv, "isa_class": isa_class(), "threads": args.threads,
+        args.json.write_text(json.dumps({"command": sys.argv, "cpu": cpu_name(), "isa_class": isa_class(), "threads": args.threads,
                                          "target_format": args.target_format, "target_forward_ms": plain,
                                          "rounds": args.rounds, "results": rows}, indent=1))
     return 0

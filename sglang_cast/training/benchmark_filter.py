@@ -85,7 +85,13 @@ def load_benchmark_prompts(dataset_dir: Path) -> list[str]:
 
 def first_turns(path: Path, limit: int) -> list[str]:
     """The first user turn of the first ``limit`` records: the evaluation prompts."""
-    return [record["turns"][0] for record in read_jsonl(path)[:limit]]
+    return [turn for turn, _ in categorised_first_turns(path, limit)]
+
+
+def categorised_first_turns(path: Path, limit: int) -> list[tuple[str, str]]:
+    """(first user turn, category) of the first ``limit`` records; the file's stem
+    (the benchmark's name) where a record has no category."""
+    return [(record["turns"][0], record.get("category", path.stem)) for record in read_jsonl(path)[:limit]]
 
 
 @dataclass(frozen=True)

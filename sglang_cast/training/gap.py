@@ -39,6 +39,7 @@ from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
 from sglang_cast.flags import OneLineParser, int_at_least
 from sglang_cast.models import Eagle3Draft, load_draft
 
+from .benchmark_filter import categorised_first_turns
 from .config import DEFAULT_BENCHMARKS, EVAL_DATASETS, TrainConfig
 from .evaluate import acceptance, evaluate_mode
 from .features import FeatureSet, collate
@@ -85,12 +86,6 @@ def answer_ids(fs: FeatureSet, i: int) -> torch.Tensor:
     """``[n]``: sequence ``i``'s answer tokens (within ``max_seq_len``)."""
     seq = fs.sequences[i]
     return torch.from_numpy(seq.token_ids[seq.response_start :])
-
-
-def benchmark_records(benchmark_dir: Path, name: str, limit: int) -> list[tuple[str, str]]:
-    """(first turn, category) of the first ``limit`` records; the benchmark's name where
-    a record has no category."""
-    return [(r["turns"][0], r.get("category", name)) for r in read_jsonl(benchmark_dir / f"{name}.jsonl")[:limit]]
 
 
 def benchmark_answers(target: Target, prompts: list[list[int]], tokens: int, out: Path) -> Path:
@@ -142,11 +137,11 @@ def vocab_coverage(vocab_size: int, sizes: tuple[int, ...], held_out: FeatureSet
     counts = torch.zeros(vocab_size, dtype=torch.long)
     for i in range(len(held_out)):
         counts += torch.bincount(answer_ids(held_out, i), minlength=vocab_size)
+    answers = {name: torch.cat([answer_ids(fs, i) for i in range(len(fs))]) for name, fs in benchmarks.items()}
     coverage = {}
     for size in sizes:
         _, t2d = select_draft_vocab(counts, size)
-        coverage[str(size)] = {name: float(t2d[torch.cat([answer_ids(fs, i) for i in range(len(fs))])]
-                                            .float().mean()) for name, fs in benchmarks.items()}
+        coverage[str(size)] = {name: float(t2d[ids].float().mean()) for name, ids in answers.items()}
     return coverage
 
 
@@ -170,7 +165,7 @@ def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
                               "draft_vocab": int(draft.t2d.sum()), "benchmarks": {}}
     answered = {}
     for name in EVAL_DATASETS:
-        records = benchmark_records(cfg.benchmark_dir, name, cfg.prompts)
+        records = categorised_first_turns(cfg.benchmark_dir / f"{name}.jsonl", cfg.prompts)
         prompts = [chat_ids(target.tokenizer, turn) for turn, _ in records]
         categories = [category for _, category in records]
         cache = cfg.held_out / "gap" / f"{name}-{len(records)}x{cfg.tokens}"
