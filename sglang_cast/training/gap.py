@@ -19,7 +19,10 @@ training code's own scoring (`ttt.ttt_loss`, unrolled steps 0–3):
   each benchmark's answers (the vocabulary-size question without training a head);
 - with ``tau_prompts``: τ with EAGLE-2's tree on the first held-out prompts, the
   engine's own measure on data that is neither training nor benchmark (what a recipe
-  A/B is judged on, beside the held-out accuracy).
+  A/B is judged on, beside the held-out accuracy);
+- with ``benchmark_tau``: τ with EAGLE-2's tree on the first prompts of each
+  benchmark, the eval stage's procedure, so a shipped head and a new one are judged by
+  one command on one machine.
 
 Usage: ``python tools/draft_gap.py --head DIR --held-out WORK_DIR`` (``--help``).
 """
@@ -64,6 +67,7 @@ class GapConfig:
     tokens: int = 128  # greedy answer tokens per prompt
     chain_depth: int = 0  # > 0: also the engine's chain α per depth (batch 1; minutes per benchmark)
     tau_prompts: int = 0  # > 0: also EAGLE-2's tree τ on this many held-out prompts (batch 1)
+    benchmark_tau: int = 0  # > 0: also EAGLE-2's tree τ on the first this-many prompts of each benchmark
     ttt_steps: int = 4
     max_seq_len: int = 512
     vocab_sizes: tuple[int, ...] = (4096, 8192, 12288, 16384)  # draft vocabularies whose coverage is reported
@@ -156,6 +160,12 @@ def chain_alpha(target: Target, head: Path, prompts: list[list[int]], categories
     return result
 
 
+def tree_tau(target: Target, head: Path, prompts: list[list[int]], tokens: int, name: str) -> dict[str, Any]:
+    """τ with EAGLE-2's tree (full pool) at batch 1, greedy: the eval stage's measure."""
+    run = evaluate_mode(target, head, prompts, EAGLE2_SHAPE, tokens, f"{name} tree")
+    return {"prompts": len(prompts), "tau": run["tau"]}
+
+
 def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
     """Teacher-forced accuracy per benchmark category and per held-out training source,
     out-of-vocabulary tokens, vocabulary coverage and (``cfg.chain_depth``) chain α."""
@@ -176,6 +186,8 @@ def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
                  "outside_tokens": outside_tokens(target, fs, to_draft)}
         if cfg.chain_depth:
             entry["chain"] = chain_alpha(target, cfg.head, prompts, categories, cfg.chain_depth, cfg.tokens, name)
+        if cfg.benchmark_tau:
+            entry["tree_tau"] = tree_tau(target, cfg.head, prompts[: cfg.benchmark_tau], cfg.tokens, name)
         report["benchmarks"][name] = entry
     fs = FeatureSet.open(cfg.held_out / "responses", cfg.max_seq_len)
     indices = held_out_indices(cfg.held_out, fs)
@@ -186,8 +198,7 @@ def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
     if cfg.tau_prompts:
         prompts = [fs.sequences[i].token_ids[: fs.sequences[i].response_start].tolist()
                    for i in indices[: cfg.tau_prompts]]
-        run = evaluate_mode(target, cfg.head, prompts, EAGLE2_SHAPE, cfg.tokens, "held-out tree")
-        report["held_out_data"]["tree_tau"] = {"prompts": len(prompts), "tau": run["tau"]}
+        report["held_out_data"]["tree_tau"] = tree_tau(target, cfg.head, prompts, cfg.tokens, "held-out")
     report["vocab_coverage"] = vocab_coverage(target.config.vocab_size, cfg.vocab_sizes, fs, answered)
     return report
 
@@ -213,9 +224,12 @@ def table(report: dict[str, Any]) -> str:
     for source, entry in report["held_out_data"]["by_source"].items():
         row(f"held-out / {source}", entry)
     row("**held-out**", report["held_out_data"]["all"])
-    tau = report["held_out_data"].get("tree_tau")
-    if tau:
-        lines.append(f"\nτ with EAGLE-2's tree on {tau['prompts']} held-out prompts: {tau['tau']:.3f}")
+    taus = [(f"the first {{}} {name}", bench["tree_tau"]) for name, bench in report["benchmarks"].items()
+            if "tree_tau" in bench]
+    if "tree_tau" in report["held_out_data"]:
+        taus.append(("{} held-out", report["held_out_data"]["tree_tau"]))
+    lines += ["", *(f"τ with EAGLE-2's tree on {label.format(tau['prompts'])} prompts: {tau['tau']:.3f}"
+                    for label, tau in taus)]
     return "\n".join(lines)
 
 
@@ -237,6 +251,9 @@ def main(argv: list[str] | None = None) -> None:
                              "the eval stage's chain)")
     parser.add_argument("--tau-prompts", type=int_at_least(0), default=0,
                         help="also measure τ with EAGLE-2's tree on this many held-out prompts, batch 1 (0: off)")
+    parser.add_argument("--benchmark-tau", type=int_at_least(0), default=0,
+                        help="also measure τ with EAGLE-2's tree on the first this-many prompts of each benchmark, "
+                             "batch 1, as the eval stage does (0: off; run 10's eval used 20)")
     parser.add_argument("--threads", type=int_at_least(1), default=2, help="torch CPU threads (2)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
@@ -247,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"`tools/train_draft.py --until responses --work-dir {held_out} --seed N`)")
     torch.set_num_threads(args.threads)
     cfg = GapConfig(args.head, held_out, args.benchmark_dir, args.prompts, args.tokens, args.chain_depth,
-                    args.tau_prompts)
+                    args.tau_prompts, args.benchmark_tau)
     report = gap_report(Target.embedded(), cfg)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1))

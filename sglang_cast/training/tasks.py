@@ -6,11 +6,14 @@ answers use words the other sources' answers rarely contain (7.6 % of their toke
 outside a draft vocab built from self-instruct, documentation and template answers).
 The requests here ask for what those templates never do:
 
-- extraction and reformatting of a given passage (JSON, markdown tables, lists);
+- extraction and reformatting of a given passage (news, reviews, biographies, emails,
+  CSV tables) into JSON, YAML, markdown tables, lists;
 - writing under constraints (length, tone, audience, form, required words);
 - reasoning puzzles over names, orderings, days and family relations;
-- code in several languages, and SQL;
-- STEM and humanities concepts explained with examples;
+- code in several languages, and SQL; Python functions to complete from a signature,
+  a docstring and doctests (`functions`), humaneval's shape;
+- STEM concepts and small physics and chemistry problems; humanities, history and
+  economics topics discussed, compared and argued;
 - roleplay in a concrete situation.
 
 Every passage is made up here from the lists below, so no text comes from a
@@ -22,6 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from .functions import function_completion
 from .templates import ROLES, TOPICS
 
 PEOPLE = (
@@ -75,7 +79,73 @@ def _passage_schedule(rng: random.Random) -> str:
                     for p in people)
 
 
-PASSAGES = (_passage_company, _passage_reviews, _passage_schedule)
+FIELDS = ("marine biology", "astronomy", "materials science", "neuroscience", "climate science", "genetics",
+          "particle physics", "archaeology", "epidemiology", "robotics")
+FINDINGS = (
+    "a coral species that survives water two degrees warmer than expected",
+    "a faint galaxy whose light left it thirteen billion years ago",
+    "a ceramic that conducts heat in one direction only",
+    "a group of neurons that fires just before a decision is made",
+    "a glacier that lost a tenth of its mass in five years",
+    "a gene variant linked to faster wound healing",
+    "a pottery workshop buried under a medieval market",
+    "a soft robot that crawls by changing the stiffness of its skin",
+)
+BOOKS = ("The Salt Road", "Glass Harbor", "A Winter in Quito", "The Last Cartographer", "Paper Moons",
+         "Echoes of the Delta", "The Clockmaker's Daughter", "Northern Lights, Southern Sky")
+GENRES = ("novel", "film", "documentary", "album", "play")
+
+
+def _passage_science_news(rng: random.Random) -> str:
+    a, b = rng.sample(PEOPLE, 2)
+    return (f"Researchers in {rng.choice(CITIES)} have reported {rng.choice(FINDINGS)}. The team, led by "
+            f"{rng.choice(FIELDS)} professor {a}, spent {rng.randint(2, 9)} years collecting data from "
+            f"{rng.randint(12, 480)} sites. \"We did not expect the effect to be this strong,\" {a} said. "
+            f"{b}, who was not involved in the study, called the result promising but warned that it has not "
+            f"yet been repeated by another group. The findings were published in {rng.choice(MONTHS)} "
+            f"{rng.randint(2019, 2025)}.")
+
+
+def _passage_review(rng: random.Random) -> str:
+    genre, title, person = rng.choice(GENRES), rng.choice(BOOKS), rng.choice(PEOPLE)
+    score = rng.randint(1, 10)
+    return (f"Review: \"{title}\" ({genre}, {rng.randint(1995, 2025)}). {person}'s {genre} follows a family "
+            f"that moves from {rng.choice(CITIES)} to {rng.choice(CITIES)} and slowly falls apart. The first half "
+            f"{rng.choice(('drags', 'is gripping', 'is beautifully paced', 'feels rushed'))}, while the ending "
+            f"{rng.choice(('is unforgettable', 'falls flat', 'surprised me', 'is predictable'))}. "
+            f"The supporting characters are {rng.choice(('vivid', 'thin', 'charming', 'forgettable'))}. "
+            f"Score: {score}/10.")
+
+
+def _passage_biography(rng: random.Random) -> str:
+    person, born = rng.choice(PEOPLE), rng.randint(1850, 1990)
+    return (f"{person} {rng.choice(('Okafor', 'Lindqvist', 'Moreau', 'Tanaka', 'Haddad', 'Kowalski'))} was born "
+            f"in {rng.choice(CITIES)} in {born}. After studying {rng.choice(FIELDS)} at university, "
+            f"{person} worked for {rng.randint(3, 15)} years at {rng.choice(COMPANIES)} before founding a "
+            f"research institute in {rng.choice(CITIES)} in {born + rng.randint(30, 45)}. {person} wrote "
+            f"{rng.randint(2, 12)} books and received an award for public science writing in "
+            f"{born + rng.randint(46, 60)}.")
+
+
+def _passage_table(rng: random.Random) -> str:
+    rows = ["month,region,units_sold,revenue_usd"]
+    for month in rng.sample(MONTHS, 4):
+        units = rng.randint(40, 900)
+        rows.append(f"{month},{rng.choice(CITIES)},{units},{units * rng.randint(12, 80)}")
+    return "\n".join(rows)
+
+
+def _passage_email(rng: random.Random) -> str:
+    sender, receiver = rng.sample(PEOPLE, 2)
+    return (f"From: {sender}\nTo: {receiver}\nSubject: {rng.choice(PRODUCTS).title()} order\n\n"
+            f"Hi {receiver}, the {rng.randint(20, 500)} units for {rng.choice(COMPANIES)} will ship on "
+            f"{rng.choice(DAYS)} instead of {rng.choice(DAYS)}, because the supplier in {rng.choice(CITIES)} is "
+            f"late. The customer asked for a {rng.randint(5, 20)}% discount. Can you call them before "
+            f"{rng.randint(9, 17)}:00? Thanks, {sender}")
+
+
+PASSAGES = (_passage_company, _passage_reviews, _passage_schedule, _passage_science_news, _passage_review,
+            _passage_biography, _passage_table, _passage_email)
 EXTRACTION_TASKS = (
     "Extract every person, company and city in the text below and return them as JSON with the keys "
     '"people", "companies" and "cities".',
@@ -86,6 +156,13 @@ EXTRACTION_TASKS = (
     "positive), and return the ratings as a JSON list.",
     "Rewrite the text below as a short, formal report with a title.",
     "Write three questions that can be answered from the text below, each followed by its answer.",
+    "Identify the main claim of the text below and the evidence given for it.",
+    "Return the dates, amounts and places in the text below as YAML.",
+    "Classify the text below as news, review, biography, data or correspondence, and justify your answer in "
+    "one sentence.",
+    "List the key facts of the text below in order of importance, one line each, in the form 'fact: detail'.",
+    "Answer in JSON with the fields \"topic\", \"people\", \"tone\" and \"summary\" for the text below.",
+    "Translate the main points of the text below into plain language for a ten-year-old.",
 )
 
 
@@ -178,30 +255,78 @@ def coding(rng: random.Random) -> str:
     return form.format(language=language, spec=spec) + rng.choice(CODE_NOTES)
 
 
-CONCEPTS = (
-    "Newton's third law", "the Doppler effect", "osmosis", "entropy", "natural selection", "compound interest",
-    "the Pythagorean theorem", "opportunity cost", "the greenhouse effect", "plate tectonics",
-    "the law of large numbers", "Ohm's law", "acids and bases", "the placebo effect", "gross domestic product",
-    "the separation of powers", "utilitarianism", "fiscal policy", "the social contract", "the Socratic method",
-    "cognitive dissonance", "comparative advantage", "the scientific revolution", "existentialism",
-    "Bayes' theorem", "half-life in radioactive decay", "the central limit theorem", "monetary policy",
-    "the balance of power in international relations", "confirmation bias", "kinetic and potential energy",
-)
 AUDIENCES = ("", " Keep it short.", " Write for a high school student.", " Write for a business audience.",
              " Use a table where it helps.", " Finish with a one-line summary.")
 
 
-def explanation(rng: random.Random) -> str:
-    concept = rng.choice(CONCEPTS)
-    form = rng.choice((
-        "Explain {c} in simple terms and give an everyday example.",
-        "What is {c}? Describe how it is used in practice.",
-        "How would you teach {c} to first-year students? Outline a short lesson with one activity.",
-        "Discuss the strengths and limits of {c}.",
-        "Give two real-world situations where {c} matters, and explain why in each case.",
-        "What is a common misunderstanding of {c}, and how would you correct it?",
+STEM_CONCEPTS = (
+    "Newton's third law", "the Doppler effect", "osmosis", "entropy", "natural selection", "plate tectonics",
+    "the Pythagorean theorem", "the greenhouse effect", "the law of large numbers", "Ohm's law",
+    "acids and bases", "Bayes' theorem", "half-life in radioactive decay", "the central limit theorem",
+    "kinetic and potential energy", "photosynthesis", "the structure of DNA", "vaccines and the immune system",
+    "how a satellite stays in orbit", "the speed of light as a limit", "chemical equilibrium", "catalysts",
+    "how batteries store energy", "the water cycle", "antibiotic resistance", "black holes", "semiconductors",
+    "public-key cryptography", "machine learning overfitting", "the periodic table", "buoyancy",
+    "exothermic and endothermic reactions", "the human nervous system", "protein folding", "tidal forces",
+    "the carbon cycle", "enzymes", "compound interest as exponential growth", "hash tables", "nuclear fusion",
+)
+STEM_FORMS = (
+    "Explain {c} in simple terms and give an everyday example.",
+    "What is {c}? Describe how it is used in practice.",
+    "How would you teach {c} to first-year students? Outline a short lesson with one activity.",
+    "What is a common misunderstanding of {c}, and how would you correct it?",
+    "Describe an experiment that demonstrates {c}, step by step, and what result to expect.",
+    "Explain {c} with the equations involved, and define every symbol you use.",
+    "Give two real-world situations where {c} matters, and explain why in each case.",
+)
+
+
+def _stem_problem(rng: random.Random) -> str:
+    m, a, v, r, h = rng.randint(2, 90), rng.randint(2, 12), rng.randint(3, 24), rng.randint(2, 60), rng.randint(5, 80)
+    return rng.choice((
+        f"A cart of mass {m} kg accelerates at {a} m/s^2. What net force acts on it? Show the formula.",
+        f"A {v} V battery is connected to a {r} ohm resistor. What current flows, and what power is dissipated?",
+        f"A ball is dropped from a height of {h} m. Ignoring air resistance, how long does it fall and how fast "
+        "is it moving when it lands?",
+        f"A sample of {m} g of a substance with a half-life of {a} days decays for {a * 3} days. How much is left?",
+        f"How many moles are there in {m} g of water? Explain each step of the calculation.",
+        f"A car travels {h} km in {a} hours and then {m} km in {v} hours. What is its average speed?",
     ))
-    return form.format(c=concept) + rng.choice(AUDIENCES)
+
+
+def stem(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return _stem_problem(rng)
+    return rng.choice(STEM_FORMS).format(c=rng.choice(STEM_CONCEPTS)) + rng.choice(AUDIENCES)
+
+
+HUMANITIES_TOPICS = (
+    "compound interest", "opportunity cost", "gross domestic product", "the separation of powers",
+    "utilitarianism", "fiscal policy", "the social contract", "the Socratic method", "cognitive dissonance",
+    "comparative advantage", "the scientific revolution", "existentialism", "monetary policy",
+    "the balance of power in international relations", "confirmation bias", "the Renaissance",
+    "the Industrial Revolution", "the printing press", "the rise of the Roman Republic", "the Silk Road",
+    "stoicism", "Impressionism in painting", "inflation", "supply and demand", "the tragedy of the commons",
+    "freedom of the press", "the role of myths in ancient cultures", "minimalism in architecture",
+    "universal basic income", "the ethics of artificial intelligence", "colonialism and its legacy",
+    "the history of the Olympic Games", "the influence of jazz on modern music", "game theory",
+    "the placebo effect", "the welfare state", "civil disobedience", "the Enlightenment",
+)
+HUMANITIES_FORMS = (
+    "Explain {c} and why it matters today.",
+    "Discuss the strengths and limits of {c}.",
+    "What are the main arguments for and against {c}? Give one example of each.",
+    "Describe how {c} changed over time, in three stages.",
+    "Compare {c} with {d}: what do they share, and where do they differ?",
+    "How would {role} explain {c} to a general audience?",
+    "Write a short essay on {c}, with an introduction, two arguments and a conclusion.",
+)
+
+
+def humanities(rng: random.Random) -> str:
+    concept, other = rng.sample(HUMANITIES_TOPICS, 2)
+    form = rng.choice(HUMANITIES_FORMS)
+    return form.format(c=concept, d=other, role=rng.choice(ROLES)) + rng.choice(AUDIENCES)
 
 
 SITUATIONS = (
@@ -222,11 +347,18 @@ def roleplay(rng: random.Random) -> str:
     return f"Imagine you are {rng.choice(ROLES)}. {situation} How do you respond? Stay in character."
 
 
-KINDS: tuple[Callable[[random.Random], str], ...] = (extraction, writing, reasoning, coding, explanation, roleplay)
+KINDS: tuple[Callable[[random.Random], str], ...] = (
+    extraction, writing, reasoning, coding, stem, roleplay, humanities, function_completion)
+# The order task requests cycle through: the kinds the shipped head loses most on
+# (gap.py: extraction, stem, humanities, writing, and humaneval's function completion)
+# come twice in every thirteen.
+MIX: tuple[Callable[[random.Random], str], ...] = (
+    extraction, stem, writing, function_completion, humanities, reasoning,
+    extraction, stem, writing, function_completion, humanities, coding, roleplay)
 
 
 def task_prompts(count: int, seed: int) -> list[str]:
-    """``count`` task requests, cycling through `KINDS` so every kind gets a sixth,
-    with their fillers drawn with ``seed``."""
+    """``count`` task requests, cycling through `MIX`, with their fillers drawn with
+    ``seed``."""
     rng = random.Random(seed)
-    return [KINDS[i % len(KINDS)](rng) for i in range(count)]
+    return [MIX[i % len(MIX)](rng) for i in range(count)]

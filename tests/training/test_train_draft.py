@@ -354,10 +354,13 @@ def test_gap_report_on_unseen_data_scores_every_sequence_and_each_category(tmp_p
     assert set(data) == {"self_instruct", "prompts", "responses"} and not (unseen.work_dir / "vocab").exists()
     gap = draft_gap.gap_report(target, draft_gap.GapConfig(cfg.output_dir, unseen.work_dir, cfg.benchmark_dir,
                                                            prompts=4, tokens=5, chain_depth=3, tau_prompts=2,
+                                                           benchmark_tau=3,
                                                            ttt_steps=cfg.train.ttt_steps,
                                                            max_seq_len=cfg.train.max_seq_len, vocab_sizes=(8, 32, 95)))
     assert gap["held_out_data"]["all"]["sequences"] == data["responses"]["summary"]["sequences"]
     assert gap["held_out_data"]["tree_tau"]["prompts"] == 2 and gap["held_out_data"]["tree_tau"]["tau"] >= 1.0
+    for name in ("mt_bench", "humaneval"):  # the first 3 prompts of each benchmark
+        assert gap["benchmarks"][name]["tree_tau"]["prompts"] == 3 and gap["benchmarks"][name]["tree_tau"]["tau"] >= 1.0
     mt_bench = gap["benchmarks"]["mt_bench"]
     assert {c: e["sequences"] for c, e in mt_bench["by_category"].items()} == {"math": 2, "writing": 2}
     assert list(gap["benchmarks"]["humaneval"]["by_category"]) == ["humaneval"]  # no category: the benchmark's name
@@ -368,6 +371,7 @@ def test_gap_report_on_unseen_data_scores_every_sequence_and_each_category(tmp_p
     shares = [gap["vocab_coverage"][size]["mt_bench"] for size in ("8", "32", "95")]
     assert shares == sorted(shares) and 0.0 < shares[0] < 1.0
     assert "| mt_bench / math |" in draft_gap.table(gap)
+    assert "τ with EAGLE-2's tree on the first 3 humaneval prompts: " in draft_gap.table(gap)
 
 
 def test_stage_resumes_partial_work_and_refuses_changed_settings(tmp_path):

@@ -4,12 +4,17 @@ the prompt sources and the draft vocabulary."""
 from __future__ import annotations
 
 import dataclasses
+import doctest
 import json
+import random
+import re
 
+import pytest
 import torch
 
 from sglang_cast.training import benchmark_filter, docstrings, workspace
 from sglang_cast.training import prompts as prompt_stage
+from sglang_cast.training import functions as draft_functions
 from sglang_cast.training import tasks as draft_tasks, templates as prompt_templates
 from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.head import new_draft
@@ -79,15 +84,76 @@ def test_template_prompts_are_filled_seeded_and_spread():
 
 
 def test_task_prompts_are_filled_seeded_and_cover_every_kind():
-    prompts = draft_tasks.task_prompts(120, seed=3)
-    assert prompts == draft_tasks.task_prompts(120, seed=3) != draft_tasks.task_prompts(120, seed=4)
-    assert len(prompts) == 120 and not any("{" in p or "}" in p for p in prompts)
-    kinds = len(draft_tasks.KINDS)
-    extraction = prompts[draft_tasks.KINDS.index(draft_tasks.extraction)::kinds]
-    assert all("\n\n" in p and p.split("\n\n")[0] in draft_tasks.EXTRACTION_TASKS for p in extraction)
-    coding = prompts[draft_tasks.KINDS.index(draft_tasks.coding)::kinds]
-    assert len({lang for lang in draft_tasks.LANGUAGES if any(f" {lang} " in p for p in coding)}) >= 4
-    assert len(set(prompts)) > 110  # fillers spread the requests; dedupe drops the rest
+    prompts = draft_tasks.task_prompts(130, seed=3)
+    assert prompts == draft_tasks.task_prompts(130, seed=3) != draft_tasks.task_prompts(130, seed=4)
+    assert len(prompts) == 130 and not any(re.search(r"\{[a-z]\w*\}", p) for p in prompts)  # none left unfilled
+    assert set(draft_tasks.MIX) == set(draft_tasks.KINDS)
+    cycle = len(draft_tasks.MIX)
+    of_kind = {kind: [p for i, p in enumerate(prompts) if draft_tasks.MIX[i % cycle] is kind]
+               for kind in draft_tasks.KINDS}
+    assert all("\n\n" in p and p.split("\n\n")[0] in draft_tasks.EXTRACTION_TASKS
+               for p in of_kind[draft_tasks.extraction])
+    passages = {p.split("\n\n", 1)[1].split()[0] for p in of_kind[draft_tasks.extraction]}
+    assert len(passages) >= 5  # the passages' kinds spread too (their first words differ)
+    assert len({lang for lang in draft_tasks.LANGUAGES
+                if any(f" {lang} " in p for p in of_kind[draft_tasks.coding])}) >= 4
+    assert all("def " in p and ">>> " in p for p in of_kind[draft_functions.function_completion])
+    assert len(set(prompts)) > 120  # fillers spread the requests; dedupe drops the rest
+
+
+@pytest.mark.parametrize("spec", draft_functions.SPECS, ids=lambda spec: spec.name)
+def test_function_requests_carry_doctests_their_reference_passes(spec):
+    """Every doctest in a "complete this function" request is what the reference
+    implementation returns, so the target is shown right examples; the docstring is
+    parsed back out of the request as a user would read it."""
+    prompt = draft_functions.function_prompt(spec, random.Random(5), examples=4)
+    code = prompt.split("\n\n", 1)[1]
+    namespace: dict = {}
+    exec(code.rstrip() + "\n    return None\n", namespace)  # compiles: signature, typing import, docstring
+    examples = doctest.DocTestParser().get_examples(namespace[spec.name].__doc__)
+    assert len(examples) == 4
+    for example in examples:
+        got = eval(example.source, {spec.name: spec.reference})
+        assert repr(got) == example.want.strip(), example.source
+
+
+# One hand-checked case per function, so a wrong reference (and the wrong doctests it
+# would print) fails here rather than teaching the head wrong answers.
+KNOWN_ANSWERS = {
+    "running_total": (([1, 2, 3],), [1, 3, 6]),
+    "chunk": (([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]),
+    "moving_average": (([1, 2, 4], 2), [1.5, 3.0]),
+    "invert_mapping": (({"a": 1, "b": 2},), {1: "a", 2: "b"}),
+    "run_length_encode": (("aabccc",), [("a", 2), ("b", 1), ("c", 3)]),
+    "camel_to_snake": (("riverStoneKite",), "river_stone_kite"),
+    "snake_to_camel": (("river_stone_kite",), "riverStoneKite"),
+    "count_long_words": (("a river of stone", 3), 2),
+    "interleave": (("abc", "12345"), "a1b2c345"),
+    "transpose": (([[1, 2, 3], [4, 5, 6]],), [[1, 4], [2, 5], [3, 6]]),
+    "dot_product": (([1, 2, 3], [4, -5, 6]), 12),
+    "clamp_all": (([-3, 5, 12], 0, 10), [0, 5, 10]),
+    "rotate_left": (([1, 2, 3, 4], 5), [2, 3, 4, 1]),
+    "mask_secret": (("12345678", 3), "*****678"),
+    "parse_pairs": (("a=1;b=xy",), {"a": "1", "b": "xy"}),
+    "longest_streak": (([1, 2, 2, 2, 3, 3],), 3),
+    "pairwise_differences": (([1, 4, 2],), [3, -2]),
+    "merge_counts": (({"a": 1, "b": 2}, {"b": 3, "c": 1}), {"a": 1, "b": 5, "c": 1}),
+    "initials": (("Grace Brewster Hopper",), "G.B.H."),
+    "count_leap_years": ((1896, 1904), 2),  # 1900 is not a leap year
+    "percent_change": ((200, 150), -25.0),
+    "group_by_length": ((["sun", "moss", "kite", "orbit", "ash"],), {3: ["sun", "ash"], 4: ["moss", "kite"],
+                                                                     5: ["orbit"]}),
+    "is_hex_color": (("#1a2B3c",), True),
+    "seconds_to_clock": ((3725,), "01:02:05"),
+}
+
+
+def test_every_function_reference_gives_its_hand_checked_answer():
+    assert set(KNOWN_ANSWERS) == {spec.name for spec in draft_functions.SPECS}
+    by_name = {spec.name: spec for spec in draft_functions.SPECS}
+    for name, (args, expected) in KNOWN_ANSWERS.items():
+        assert by_name[name].reference(*args) == expected, name
+    assert by_name["is_hex_color"].reference("#1a2B3g") is False
 
 
 def test_signatures_carry_no_memory_addresses():
