@@ -224,12 +224,12 @@ def table(report: dict[str, Any]) -> str:
     for source, entry in report["held_out_data"]["by_source"].items():
         row(f"held-out / {source}", entry)
     row("**held-out**", report["held_out_data"]["all"])
-    taus = [(f"the first {{}} {name}", bench["tree_tau"]) for name, bench in report["benchmarks"].items()
-            if "tree_tau" in bench]
-    if "tree_tau" in report["held_out_data"]:
-        taus.append(("{} held-out", report["held_out_data"]["tree_tau"]))
-    lines += ["", *(f"τ with EAGLE-2's tree on {label.format(tau['prompts'])} prompts: {tau['tau']:.3f}"
-                    for label, tau in taus)]
+    taus = [(f"the first {bench['tree_tau']['prompts']} {name}", bench["tree_tau"]["tau"])
+            for name, bench in report["benchmarks"].items() if "tree_tau" in bench]
+    held_out = report["held_out_data"].get("tree_tau")
+    if held_out:
+        taus.append((f"{held_out['prompts']} held-out", held_out["tau"]))
+    lines += ["", *(f"τ with EAGLE-2's tree on {label} prompts: {tau:.3f}" for label, tau in taus)]
     return "\n".join(lines)
 
 

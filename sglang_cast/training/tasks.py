@@ -347,14 +347,13 @@ def roleplay(rng: random.Random) -> str:
     return f"Imagine you are {rng.choice(ROLES)}. {situation} How do you respond? Stay in character."
 
 
-KINDS: tuple[Callable[[random.Random], str], ...] = (
-    extraction, writing, reasoning, coding, stem, roleplay, humanities, function_completion)
 # The order task requests cycle through: the kinds the shipped head loses most on
 # (gap.py: extraction, stem, humanities, writing, and humaneval's function completion)
 # come twice in every thirteen.
 MIX: tuple[Callable[[random.Random], str], ...] = (
     extraction, stem, writing, function_completion, humanities, reasoning,
     extraction, stem, writing, function_completion, humanities, coding, roleplay)
+KINDS = tuple(dict.fromkeys(MIX))  # each kind once, in its first place in the mix
 
 
 def task_prompts(count: int, seed: int) -> list[str]:
