@@ -79,9 +79,26 @@ def test_template_prompts_are_filled_seeded_and_spread():
     math = prompts[4::5]  # one in five is arithmetic or reasoning
     assert all(any(ch.isdigit() for ch in p) for p in math)
     chat = [p for i, p in enumerate(prompts) if i % 5 != 4]
-    topics = prompt_templates.TOPICS + prompt_templates.MORE_TOPICS
+    topics = prompt_templates.TOPICS + prompt_templates.MORE_TOPICS + prompt_templates.WORLD_TOPICS
     assert len({t for t in topics if any(t in p for p in chat)}) > 80
 
+
+
+def test_world_topics_reach_every_source():
+    world = prompt_templates.WORLD_TOPICS
+    assert len(set(world)) == len(world) > 300
+    assert not set(world) & set(prompt_templates.TOPICS + prompt_templates.MORE_TOPICS)
+    asked = {p.split("The topic is ")[1].split(". Reply with")[0]
+             for p in prompt_stage.self_instruct_requests(200, seed=5)}
+    assert len(asked & set(world)) > 100
+    chat = [p for i, p in enumerate(prompt_stage.template_prompts(400, seed=5)) if i % 5 != 4]
+    assert len({t for t in world if any(t in p for p in chat)}) > 100
+    tasks = draft_tasks.task_prompts(13 * 60, seed=5)
+    kind_of = lambda i: draft_tasks.MIX[i % len(draft_tasks.MIX)]  # noqa: E731
+    stem = [p for i, p in enumerate(tasks) if kind_of(i) is draft_tasks.stem]
+    humanities = [p for i, p in enumerate(tasks) if kind_of(i) is draft_tasks.humanities]
+    assert sum(any(t in p for t in prompt_templates.SCIENCE_TOPICS) for p in stem) >= 30
+    assert sum(any(t in p for t in prompt_templates.SOCIETY_TOPICS) for p in humanities) >= 30
 
 def test_task_prompts_are_filled_seeded_and_cover_every_kind():
     prompts = draft_tasks.task_prompts(130, seed=3)
