@@ -50,6 +50,9 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
                                                  "that this run's answers use least for more frequent answer "
                                                  "tokens outside its vocab; kept tokens keep their trained "
                                                  "LM-head rows, new ones start from the mean row (0)"),
+    "--vocab-grow": ("train", "vocab_grow", int, "with --init-head: add up to N of this run's commonest answer "
+                                                 "tokens outside the head's draft vocab to it (a larger LM "
+                                                 "head), each starting from the mean row (0)"),
     "--ttt-steps": ("train", "ttt_steps", int, "unrolled draft steps per position in training (4)"),
     "--step-decay": ("train", "step_decay", float, "loss weight decay per unrolled step (0.8)"),
     "--epochs": ("train", "epochs", int, "passes over the training sequences (2)"),
@@ -99,8 +102,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
         parser.error(f"--soft-labels: must be in [0, 1], got {cfg.train.soft_labels}")
     if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
         parser.error(f"--init-head: no model.safetensors in {cfg.init_head}")
-    if cfg.train.vocab_swap and cfg.init_head is None:
-        parser.error("--vocab-swap: needs --init-head (a fresh head picks its whole vocab from the answers)")
+    for flag, value in (("--vocab-swap", cfg.train.vocab_swap), ("--vocab-grow", cfg.train.vocab_grow)):
+        if value and cfg.init_head is None:
+            parser.error(f"{flag}: needs --init-head (a fresh head picks its whole vocab from the answers; "
+                         "size it with --draft-vocab)")
     return cfg, args
 
 

@@ -47,6 +47,7 @@ class TrainConfig:
 
     draft_vocab: int = 8192
     vocab_swap: int = 0  # with --init-head: refresh up to this many of its draft tokens for this run's data
+    vocab_grow: int = 0  # with --init-head: add up to this many of this run's answer tokens to its vocab
     ttt_steps: int = 4  # unrolled draft steps per position (training-time test)
     step_decay: float = 0.8  # loss weight of step j is decay**j
     epochs: int = 2

@@ -16,7 +16,7 @@ from sglang_cast.models.loader import check_state_dict
 
 from .target import Target
 
-MAX_HEAD_BYTES = 20_000_000
+MAX_HEAD_BYTES = 20_000_000  # a shipped head's budget (sglang_cast/assets); larger ones train and export
 
 
 def new_draft(target: Target, d2t: Tensor, t2d: Tensor) -> Eagle3Draft:
@@ -57,14 +57,15 @@ def export_head(target: Target, vocab_dir: Path, train_dir: Path, output: Path) 
     """The export stage: the trained head's checkpoint as an exported head (`write_head`)."""
     vocab = torch.load(vocab_dir / "vocab.pt")
     size = write_head(target, vocab["d2t"], vocab["t2d"], torch.load(train_dir / "draft.pt"), output)
-    print(f"[export] {output} ({size / 1e6:.1f} MB)", flush=True)
+    over = f"; over the {MAX_HEAD_BYTES / 1e6:.0f} MB a shipped head may take" if size > MAX_HEAD_BYTES else ""
+    print(f"[export] {output} ({size / 1e6:.1f} MB{over})", flush=True)
     return size
 
 
 def write_head(target: Target, d2t: Tensor, t2d: Tensor, state: dict[str, Tensor], output: Path) -> int:
     """Write a head's ``state`` as fp16 safetensors + config.json (what the engine and
     SGLang load), replacing ``output`` in one rename; fp16 keeps the 8k-vocab head under
-    the 20 MB asset budget.  Returns its size in bytes."""
+    the asset budget (`MAX_HEAD_BYTES`).  Returns its size in bytes."""
     draft = new_draft(target, d2t.cpu(), t2d.cpu())
     draft.load_state_dict({k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()
                            for k, v in state.items()}, assign=True)
@@ -73,8 +74,6 @@ def write_head(target: Target, d2t: Tensor, t2d: Tensor, state: dict[str, Tensor
     shutil.rmtree(tmp, ignore_errors=True)
     save_draft(draft, tmp)
     size = sum(p.stat().st_size for p in tmp.iterdir())
-    if size > MAX_HEAD_BYTES:
-        raise SystemExit(f"exported head is {size} bytes, over the {MAX_HEAD_BYTES} byte budget: lower --draft-vocab")
     shutil.rmtree(output, ignore_errors=True)
     os.replace(tmp, output)
     return size

@@ -18,8 +18,9 @@ from .target import Target
 def build_vocab(target: Target, cfg: PipelineConfig, responses_dir: Path, out: Path) -> dict[str, Any]:
     """The draft vocab: the ``draft_vocab`` most frequent tokens of the target's answers,
     or, when continuing ``--init-head``, that head's vocab (its LM-head rows are trained
-    for exactly those tokens) with up to ``vocab_swap`` of its rarest tokens swapped for
-    these answers' frequent ones; the summary says how much of these answers it covers.
+    for exactly those tokens) grown by up to ``vocab_grow`` of these answers' frequent
+    tokens and with up to ``vocab_swap`` of its rarest tokens swapped for more frequent
+    ones; the summary says how much of these answers it covers.
 
     The initial head's weights are copied into this stage too (``init_head.pt``), so
     training reads the head as it was when the run began even if the export later
@@ -33,9 +34,11 @@ def build_vocab(target: Target, cfg: PipelineConfig, responses_dir: Path, out: P
         d2t, t2d = select_draft_vocab(counts, cfg.train.draft_vocab)
     else:
         head = head_state(cfg.init_head, target)
-        d2t, t2d, rows = swap_draft_vocab(counts, head["t2d"], cfg.train.vocab_swap, target.eos_token_ids)
-        swapped = int((rows < 0).sum())
-        summary |= {"head_vocab_coverage": float(counts[head["t2d"]].sum()) / total, "swapped_tokens": swapped}
+        d2t, t2d, rows = swap_draft_vocab(counts, head["t2d"], cfg.train.vocab_swap, target.eos_token_ids,
+                                          grow=cfg.train.vocab_grow)
+        grown = d2t.numel() - head["d2t"].numel()
+        summary |= {"head_vocab_coverage": float(counts[head["t2d"]].sum()) / total, "grown_tokens": grown,
+                    "swapped_tokens": int((rows < 0).sum()) - grown}
         head = with_vocab(head, d2t, t2d, rows)
         torch.save(head, out / "init_head.pt")
     torch.save({"d2t": d2t, "t2d": t2d}, out / "vocab.pt")
@@ -73,30 +76,34 @@ def select_draft_vocab(token_counts: torch.Tensor, size: int) -> tuple[torch.Ten
     return d2t, t2d
 
 
-def swap_draft_vocab(token_counts: torch.Tensor, t2d: torch.Tensor, max_swaps: int,
-                     keep: Iterable[int] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Refresh a trained head's draft vocab for new data, keeping its size.
+def swap_draft_vocab(token_counts: torch.Tensor, t2d: torch.Tensor, max_swaps: int, keep: Iterable[int] = (),
+                     grow: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Refresh a trained head's draft vocab for new data.
 
     A continued head keeps the vocab its LM-head rows were trained for, but each new
-    batch of answers brings frequent tokens it can never propose.  This swaps up to
-    ``max_swaps`` pairs: the most frequent token outside the vocab comes in for the
-    least frequent one inside, while the incoming token is strictly more frequent
-    (ties go to the smaller target id; ``keep``, e.g. EOS, never leaves).  Draft ids
-    stay in increasing target-id order, so the kept tokens' ids shift: ``rows[i]`` is
-    the old draft id of new draft id ``i`` (the LM-head row to copy), -1 for a token
-    that came in.
+    batch of answers brings frequent tokens it can never propose.  First the ``grow``
+    most frequent tokens outside the vocab that these answers use come in (a larger
+    vocab); then up to ``max_swaps`` pairs are swapped: the next most frequent token
+    outside comes in for the least frequent one inside, while the incoming token is
+    strictly more frequent (ties go to the smaller target id; ``keep``, e.g. EOS, never
+    leaves).  Draft ids stay in increasing target-id order, so the kept tokens' ids
+    shift: ``rows[i]`` is the old draft id of new draft id ``i`` (the LM-head row to
+    copy), -1 for a token that came in.
     """
     counts = token_counts.long()
     inside = torch.nonzero(t2d).squeeze(1)
     inside = inside[~torch.isin(inside, torch.tensor(list(keep), dtype=torch.long))]
     outside = torch.nonzero(~t2d).squeeze(1)
-    incoming = outside[torch.sort(-counts[outside], stable=True).indices][:max_swaps]
+    outside = outside[torch.sort(-counts[outside], stable=True).indices]
+    added = outside[:grow][counts[outside[:grow]] > 0]
+    incoming = outside[added.numel():][:max_swaps]
     outgoing = inside[torch.sort(counts[inside], stable=True).indices][:max_swaps]
     pairs = min(incoming.numel(), outgoing.numel())
     # incoming counts fall and outgoing counts rise along the pairs, so the pairs worth
     # swapping are a prefix
     swaps = int((counts[incoming[:pairs]] > counts[outgoing[:pairs]]).sum())
     new_t2d = t2d.clone()
+    new_t2d[added] = True
     new_t2d[outgoing[:swaps]] = False
     new_t2d[incoming[:swaps]] = True
     hot = torch.nonzero(new_t2d).squeeze(1)

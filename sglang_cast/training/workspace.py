@@ -46,8 +46,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 # settings only when set, so a work dir built without them stays valid (a changed record
 # would discard its finished stages and checkpoints).  `settings_of` applies this to the
 # fields below; `stage_settings` adds the data stages' late fields (`task_prompts`,
-# `soft_top_k`, `init_head`, `vocab_swap`) the same way.
-LATE_FIELDS = ("soft_labels", "vocab_swap")
+# `soft_top_k`, `init_head`, `vocab_swap`, `vocab_grow`) the same way.
+LATE_FIELDS = ("soft_labels", "vocab_swap", "vocab_grow")
 
 
 def settings_of(config: Any) -> dict[str, Any]:
@@ -114,6 +114,8 @@ def stage_settings(cfg: PipelineConfig) -> dict[str, dict[str, Any]]:
         s_vocab["init_head"] = str(cfg.init_head)
     if cfg.train.vocab_swap:
         s_vocab["vocab_swap"] = cfg.train.vocab_swap
+    if cfg.train.vocab_grow:
+        s_vocab["vocab_grow"] = cfg.train.vocab_grow
     s_train = {**s_vocab, "train": settings_of(cfg.train)}
     s_eval = {**s_train, "eval": settings_of(cfg.eval)}
     return {"self_instruct": s_requests, "prompts": s_prompts, "responses": s_responses, "vocab": s_vocab,

@@ -27,7 +27,7 @@ from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.cli import FLAGS, parse_args
 from sglang_cast.training.config import PipelineConfig
 from sglang_cast.training.features import Batch, FeatureSet, collate
-from sglang_cast.training.head import head_state
+from sglang_cast.training.head import MAX_HEAD_BYTES, head_state
 from sglang_cast.training.pipeline import run_pipeline
 from sglang_cast.training.prompts import build_prompts, build_self_instruct
 from sglang_cast.training.responses import build_responses
@@ -260,9 +260,43 @@ def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
     assert int(came_in.sum()) == report["summary"]["swapped_tokens"]
     old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
     assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
-    with pytest.raises(SystemExit):
-        parse_args(["--vocab-swap", "4"])
-    assert "--vocab-swap: needs --init-head" in capsys.readouterr().err
+    for flag in ("--vocab-swap", "--vocab-grow"):
+        with pytest.raises(SystemExit):
+            parse_args([flag, "4"])
+        assert f"{flag}: needs --init-head" in capsys.readouterr().err
+
+
+def test_vocab_grow_enlarges_a_continued_heads_vocab(tmp_path):
+    """--vocab-grow: the continued head's LM head gains rows for the new answers'
+    commonest tokens outside its vocab, each the mean of the old rows; the old rows stay
+    (zero learning rate); the exported head loads with the larger vocab."""
+    target = tiny()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "next").mkdir()
+    first = tiny_config(tmp_path / "first")
+    first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
+    run_pipeline(target, first)
+    old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
+    base = tiny_config(tmp_path / "next")
+    cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
+                              train=dataclasses.replace(base.train, lr=0.0, vocab_grow=6))
+    report = run_pipeline(target, cfg)["vocab"]
+    assert report["settings"]["vocab_grow"] == 6
+    assert report["summary"]["draft_vocab"] == 22 and report["summary"]["grown_tokens"] == 6
+    assert report["summary"]["swapped_tokens"] == 0
+    new = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
+    assert new.lm_head.weight.shape[0] == 22 and bool(new.t2d[old.t2d].all())  # every old token stays
+    came_in = ~old.t2d[new.draft_to_target(torch.arange(22))]
+    old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(22))]
+    assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
+    mean = old.lm_head.weight.mean(dim=0).half().float()  # the export stores fp16
+    assert torch.allclose(new.lm_head.weight[came_in], mean.expand(6, -1))
+
+
+
+def test_the_shipped_head_fits_the_asset_budget():
+    shipped = ROOT / "sglang_cast" / "assets" / "smollm2-135m-eagle"
+    assert 0 < sum(path.stat().st_size for path in shipped.iterdir()) <= MAX_HEAD_BYTES
 
 
 def test_init_head_errors_name_the_flag(tmp_path):
@@ -428,13 +462,15 @@ def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
     base = PipelineConfig(benchmark_dir=Path("bench"))
     late = dataclasses.replace(base, init_head=Path("head"),
                                data=dataclasses.replace(base.data, task_prompts=5, soft_top_k=4),
-                               train=dataclasses.replace(base.train, vocab_swap=8, soft_labels=0.5))
+                               train=dataclasses.replace(base.train, vocab_swap=8, vocab_grow=3, soft_labels=0.5))
     added = {stage: {key: value for key, value in record.items() if settings[stage].get(key) != value}
              for stage, record in workspace.stage_settings(late).items()}
     assert added["prompts"] == {"task_prompts": 5}
     assert added["responses"] == {"task_prompts": 5, "soft_top_k": 4}
-    assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8}
-    assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "soft_labels": 0.5}
+    assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8,
+                              "vocab_grow": 3}
+    assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "vocab_grow": 3,
+                                       "soft_labels": 0.5}
 
 
 def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):

@@ -234,6 +234,13 @@ def test_vocab_swap_trades_rare_draft_tokens_for_frequent_new_ones():
     assert int((draft_vocab.swap_draft_vocab(tie, t2d, 3, keep=(0,))[2] < 0).sum()) == 1
     d2t, same, rows = draft_vocab.swap_draft_vocab(counts, t2d, 0)
     assert torch.equal(same, t2d) and rows.tolist() == list(range(6))
+    d2t, grown, rows = draft_vocab.swap_draft_vocab(counts, t2d, 3, keep=(0,), grow=1)
+    assert (torch.arange(7) + d2t).tolist() == [0, 1, 2, 3, 4, 5, 6]  # 1 added, then 3 swapped in for 7
+    assert rows.tolist() == [0, -1, 1, -1, 2, 3, 4]
+    unused = counts.clone()
+    unused[3] = 0  # a token these answers never use does not come in, however large the growth
+    d2t, grown, rows = draft_vocab.swap_draft_vocab(unused, t2d, 0, grow=5)
+    assert (torch.arange(7) + d2t).tolist() == [0, 1, 2, 4, 5, 6, 7] and rows.tolist() == [0, -1, 1, 2, 3, 4, 5]
 
     target = tiny()
     old = random_head(target)
