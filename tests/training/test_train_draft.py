@@ -237,29 +237,40 @@ def test_init_head_continues_an_exported_head(tmp_path):
         assert (moved == []) == same, moved
 
 
-def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
-    """--vocab-swap: the continued head's vocab covers more of the new answers, and
-    with a zero learning rate every kept token's LM-head row is the old head's."""
+def _continue_a_tiny_head(tmp_path, **train):
+    """A 16-token head trained on tiny data, then continued with zero learning rate and
+    the given train settings: (old head, new head, the continued run's vocab report)."""
     target = tiny()
     (tmp_path / "first").mkdir()
     (tmp_path / "next").mkdir()
     first = tiny_config(tmp_path / "first")
     first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
     run_pipeline(target, first)
-    old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
     base = tiny_config(tmp_path / "next")
     cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
-                              train=dataclasses.replace(base.train, lr=0.0, vocab_swap=8))
+                              train=dataclasses.replace(base.train, lr=0.0, **train))
     report = run_pipeline(target, cfg)["vocab"]
+    return (load_draft(first.output_dir, target.model, "cpu", torch.float32),
+            load_draft(cfg.output_dir, target.model, "cpu", torch.float32), report)
+
+
+def _rows_kept(old, new):
+    """Which of ``new``'s draft tokens were in ``old``'s vocab, and their old draft ids."""
+    targets = new.draft_to_target(torch.arange(new.lm_head.weight.shape[0]))
+    return old.t2d[targets], draft_vocab.target_to_draft(old.t2d)[targets]
+
+
+def test_vocab_swap_refreshes_a_continued_heads_vocab(tmp_path, capsys):
+    """--vocab-swap: the continued head's vocab covers more of the new answers, and
+    with a zero learning rate every kept token's LM-head row is the old head's."""
+    old, new, report = _continue_a_tiny_head(tmp_path, vocab_swap=8)
     assert report["settings"]["vocab_swap"] == 8 and report["summary"]["draft_vocab"] == 16
     assert 0 < report["summary"]["swapped_tokens"] <= 8
     assert report["summary"]["response_token_coverage"] > report["summary"]["head_vocab_coverage"]
-    new = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
     assert not torch.equal(new.t2d, old.t2d)
-    came_in = ~old.t2d[new.draft_to_target(torch.arange(16))]
-    assert int(came_in.sum()) == report["summary"]["swapped_tokens"]
-    old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(16))]
-    assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
+    kept, old_ids = _rows_kept(old, new)
+    assert int((~kept).sum()) == report["summary"]["swapped_tokens"]
+    assert torch.equal(new.lm_head.weight[kept], old.lm_head.weight[old_ids[kept]])
     for flag in ("--vocab-swap", "--vocab-grow"):
         with pytest.raises(SystemExit):
             parse_args([flag, "4"])
@@ -270,28 +281,15 @@ def test_vocab_grow_enlarges_a_continued_heads_vocab(tmp_path):
     """--vocab-grow: the continued head's LM head gains rows for the new answers'
     commonest tokens outside its vocab, each the mean of the old rows; the old rows stay
     (zero learning rate); the exported head loads with the larger vocab."""
-    target = tiny()
-    (tmp_path / "first").mkdir()
-    (tmp_path / "next").mkdir()
-    first = tiny_config(tmp_path / "first")
-    first = dataclasses.replace(first, train=dataclasses.replace(first.train, draft_vocab=16))
-    run_pipeline(target, first)
-    old = load_draft(first.output_dir, target.model, "cpu", torch.float32)
-    base = tiny_config(tmp_path / "next")
-    cfg = dataclasses.replace(base, seed=1, init_head=first.output_dir,
-                              train=dataclasses.replace(base.train, lr=0.0, vocab_grow=6))
-    report = run_pipeline(target, cfg)["vocab"]
+    old, new, report = _continue_a_tiny_head(tmp_path, vocab_grow=6)
     assert report["settings"]["vocab_grow"] == 6
     assert report["summary"]["draft_vocab"] == 22 and report["summary"]["grown_tokens"] == 6
     assert report["summary"]["swapped_tokens"] == 0
-    new = load_draft(cfg.output_dir, target.model, "cpu", torch.float32)
     assert new.lm_head.weight.shape[0] == 22 and bool(new.t2d[old.t2d].all())  # every old token stays
-    came_in = ~old.t2d[new.draft_to_target(torch.arange(22))]
-    old_ids = draft_vocab.target_to_draft(old.t2d)[new.draft_to_target(torch.arange(22))]
-    assert torch.equal(new.lm_head.weight[~came_in], old.lm_head.weight[old_ids[~came_in]])
+    kept, old_ids = _rows_kept(old, new)
+    assert torch.equal(new.lm_head.weight[kept], old.lm_head.weight[old_ids[kept]])
     mean = old.lm_head.weight.mean(dim=0).half().float()  # the export stores fp16
-    assert torch.allclose(new.lm_head.weight[came_in], mean.expand(6, -1))
-
+    assert torch.allclose(new.lm_head.weight[~kept], mean.expand(6, -1))
 
 
 def test_the_shipped_head_fits_the_asset_budget():
