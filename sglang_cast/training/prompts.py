@@ -23,7 +23,8 @@ from .benchmark_filter import BenchmarkFilter, filter_prompts, load_benchmark_pr
 from .config import DataConfig, PipelineConfig
 from .docstrings import doc_prompts, stdlib_doc_items
 from .target import Generation, Target, chat_ids, generate
-from .templates import CHAT_TEMPLATES, ITEMS, MATH_TEMPLATES, MORE_TOPICS, ROLES, TASK_TYPES, TOPICS, WORLD_TOPICS
+from .templates import (BROAD_TOPICS, CHAT_TEMPLATES, ITEMS, MATH_TEMPLATES, MORE_TOPICS, ROLES, TASK_TYPES, TOPICS,
+                        WORLD_TOPICS)
 from .workspace import read_jsonl, write_jsonl
 
 
@@ -103,7 +104,7 @@ def self_instruct_requests(count: int, seed: int) -> list[str]:
     small ``count`` still spreads over many task types and topics.
     """
     rng = random.Random(seed)
-    grid = [(task, topic) for task in TASK_TYPES for topic in TOPICS + WORLD_TOPICS]
+    grid = [(task, topic) for task in TASK_TYPES for topic in BROAD_TOPICS]
     rng.shuffle(grid)
     pairs = [grid[i % len(grid)] for i in range(count)]
     return [
@@ -141,7 +142,7 @@ def template_prompts(count: int, seed: int) -> list[str]:
     """``count`` requests from `CHAT_TEMPLATES` (four in five) and `MATH_TEMPLATES`,
     with topics, roles and numbers drawn with ``seed``."""
     rng = random.Random(seed)
-    topics = TOPICS + MORE_TOPICS + WORLD_TOPICS
+    topics = TOPICS + MORE_TOPICS + WORLD_TOPICS  # this order: run 12 drew its templates from it
     prompts = []
     for i in range(count):
         if i % 5 == 4:

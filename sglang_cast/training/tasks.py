@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable
 
 from .functions import function_completion
-from .templates import ROLES, SCIENCE_TOPICS, SOCIETY_TOPICS, TOPICS, WORLD_TOPICS
+from .templates import BROAD_TOPICS, ROLES, SCIENCE_TOPICS, SOCIETY_TOPICS
 
 PEOPLE = (
     "Alice", "Bashir", "Carmen", "Dmitri", "Elena", "Farid", "Grace", "Hiroshi", "Ines", "Jonas", "Kwame",
@@ -192,7 +192,7 @@ WORDS = ("lantern", "harbor", "velvet", "echo", "compass", "orchard", "thunder",
 def writing(rng: random.Random) -> str:
     task = rng.choice(WRITING_TASKS).format(city=rng.choice(CITIES), company=rng.choice(COMPANIES),
                                            product=rng.choice(PRODUCTS), person=rng.choice(PEOPLE),
-                                           topic=rng.choice(TOPICS + WORLD_TOPICS))
+                                           topic=rng.choice(BROAD_TOPICS))
     word1, word2 = rng.sample(WORDS, 2)
     constraints = [c.format(word1=word1, word2=word2, letter=rng.choice("ABCDEFGHILMNOPRSTW"))
                    for c in rng.sample(CONSTRAINTS, rng.randint(1, 2))]
@@ -270,6 +270,7 @@ STEM_CONCEPTS = (
     "exothermic and endothermic reactions", "the human nervous system", "protein folding", "tidal forces",
     "the carbon cycle", "enzymes", "compound interest as exponential growth", "hash tables", "nuclear fusion",
 )
+STEM_SUBJECTS = STEM_CONCEPTS + SCIENCE_TOPICS
 STEM_FORMS = (
     "Explain {c} in simple terms and give an everyday example.",
     "What is {c}? Describe how it is used in practice.",
@@ -297,7 +298,7 @@ def _stem_problem(rng: random.Random) -> str:
 def stem(rng: random.Random) -> str:
     if rng.random() < 0.3:
         return _stem_problem(rng)
-    return rng.choice(STEM_FORMS).format(c=rng.choice(STEM_CONCEPTS + SCIENCE_TOPICS)) + rng.choice(AUDIENCES)
+    return rng.choice(STEM_FORMS).format(c=rng.choice(STEM_SUBJECTS)) + rng.choice(AUDIENCES)
 
 
 HUMANITIES_TOPICS = (
@@ -312,6 +313,7 @@ HUMANITIES_TOPICS = (
     "the history of the Olympic Games", "the influence of jazz on modern music", "game theory",
     "the placebo effect", "the welfare state", "civil disobedience", "the Enlightenment",
 )
+HUMANITIES_SUBJECTS = HUMANITIES_TOPICS + SOCIETY_TOPICS
 HUMANITIES_FORMS = (
     "Explain {c} and why it matters today.",
     "Discuss the strengths and limits of {c}.",
@@ -324,7 +326,7 @@ HUMANITIES_FORMS = (
 
 
 def humanities(rng: random.Random) -> str:
-    concept, other = rng.sample(HUMANITIES_TOPICS + SOCIETY_TOPICS, 2)
+    concept, other = rng.sample(HUMANITIES_SUBJECTS, 2)
     form = rng.choice(HUMANITIES_FORMS)
     return form.format(c=concept, d=other, role=rng.choice(ROLES)) + rng.choice(AUDIENCES)
 
@@ -343,7 +345,7 @@ SITUATIONS = (
 
 def roleplay(rng: random.Random) -> str:
     situation = rng.choice(SITUATIONS).format(city=rng.choice(CITIES), person=rng.choice(PEOPLE),
-                                             topic=rng.choice(TOPICS + WORLD_TOPICS))
+                                             topic=rng.choice(BROAD_TOPICS))
     return f"Imagine you are {rng.choice(ROLES)}. {situation} How do you respond? Stay in character."
 
 
