@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from copy import copy
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -222,6 +223,20 @@ class IterationPlan:
 
     def grow(self, layer: int) -> bool:
         raise NotImplementedError
+
+    def grow_within(self, layer: int, limit: int) -> bool:
+        """``grow`` in an engine that can draft at most ``limit`` layers this iteration
+        (the SGLang worker's runtime state, picked from ``predict_depth``).
+
+        At the limit the rule is still asked, on a copy that takes the charge: its
+        answer cannot be drafted, but a stop there must count towards the depth probe
+        (D9) as it does where the rule decides freely.  Not asking left a state of
+        depth 1 with its stops uncounted, so ``predict_depth`` never saw a probe due
+        and the second layer was never drafted again (found inside SGLang on the CPU)."""
+        if layer < limit:
+            return self.grow(layer)
+        copy(self).grow(layer)  # the FIFOs' stop count is the policy's, shared by the copy
+        return False
 
     def verify_count(self, tree: DraftTree) -> int:
         """Rerank (docs/design/cast.md §5): batch-average the ranked node values, ``u_k`` their

@@ -178,7 +178,7 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
         host_values, host_rows, host_tokens, host_flat = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
-        grows = layer < depth_limit and plan.grow(layer)
+        grows = plan.grow_within(layer, max_steps)
         if grows:
             if not early:
                 children = forward_frontier()

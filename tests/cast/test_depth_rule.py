@@ -82,6 +82,31 @@ def test_predict_depth_foresees_a_probe_without_counting_it():
     assert depth_of_iteration(policy, 0.001) > 1
 
 
+@pytest.mark.parametrize("name", ["cast", "goodput"])
+def test_grow_within_a_limit_counts_the_stop_there_and_charges_no_layer_it_cannot_draft(name):
+    """An engine limited to one layer this iteration (SGLang's runtime state): a stop at
+    the limit counts towards the probe as a free ``grow`` would; a layer the rule wants
+    there is neither drafted nor charged."""
+    if name == "cast":
+        policy = policy_needing_half(name, probe_every=3)
+    else:
+        policy = make_policy(name, PolicySettings.single(costs(), SHAPE, fifo_len=2))
+        policy.depth_probe_every = 3
+    while depth_of_iteration(policy, 1e-6) == 1 or policy.depth_ratios().mean(1) > 1e-3:
+        pass  # A_1 near 0, so the rule stops after layer 1, and a probe has just run
+    stops = []
+    for _ in range(3):
+        plan = policy.begin(1, 10)
+        stops.append(plan.depth_ratios.probe_due(1))
+        plan.keep(1, LAYER1)
+        assert plan.grow_within(1, limit=1) is False
+    assert stops == [False, False, True]  # two counted stops at the limit make the third a probe
+    eager = make_policy(name, PolicySettings.single(costs(), SHAPE, fifo_len=2)).begin(1, 10)  # A_1 = 1: it grows
+    eager.keep(1, LAYER1)
+    assert eager.grow_within(1, limit=1) is False and eager.draft_ms == 0.0
+    assert eager.grow_within(1, limit=2) is True and eager.draft_ms > 0.0
+
+
 def two_buckets(small_fifo: int = 2) -> PolicySettings:
     return PolicySettings(buckets=(BucketSettings(1, SHAPE, Thresholds(1e-9, 1e-9, 1e-9), fifo_len=8),
                                    BucketSettings(4, SHAPE, Thresholds(1e-9, 1e-9, 1e-9), fifo_len=small_fifo)),

@@ -270,6 +270,27 @@ def test_predicted_depth_is_the_depth_drafted_when_layers_follow_the_fifos(polic
         assert predicted == plan.max_depth
 
 
+@pytest.mark.parametrize("policy, thresholds", [("cast", Thresholds(0.05, 50.0, 0.8)), ("goodput", Thresholds())])
+def test_stops_at_the_predicted_states_depth_count_so_the_depth_probe_still_comes(policy, thresholds):
+    """The worker drafts in the state of the predicted depth.  Where the depth rule stops
+    after layer 1 iteration after iteration, the native engine re-tests layer 2 at the
+    16th stop in a row (docs/cast_decisions.md D9); so must the worker, whose state of
+    depth 1 ends every draft at layer 1: its stops there count too."""
+    settings = two_bucket_settings(thresholds)
+    native, worker = make_policy(policy, settings), make_policy(policy, settings)
+    decider = CastDecider(worker, StaticShape(num_steps=6, topk=4, num_draft_tokens=20))
+    model = Float32Model(vocab=24, seed=7)
+    native_depths, worker_depths = [], []
+    for _ in range(2 * native.depth_probe_every + 2):
+        native_plan = native.begin(1, 1500)
+        grow_tree(native_plan, model, torch.tensor([3]))
+        plan, *_ = worker_iteration(decider, model, torch.tensor([3]), 1500, topk=4, max_steps=None)
+        native_depths.append(len(native_plan.kept))
+        worker_depths.append(len(plan.kept))
+    assert native_depths.count(1) > native.depth_probe_every and max(native_depths) > 1  # stops, then a probe
+    assert worker_depths == native_depths
+
+
 def test_predicted_depth_of_a_plan_that_does_not_speculate_is_zero():
     settings = PolicySettings(buckets=(replace(two_bucket_settings(Thresholds()).buckets[0], speculate=False),),
                               costs=steep_costs())

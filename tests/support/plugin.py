@@ -125,15 +125,19 @@ class SGLangLayoutDraft:
 
 # --------------------------------------------- the worker's draft, as SGLang lays it out
 def worker_iteration(decider: CastDecider, model: PathModel, roots: torch.Tensor, context: int, topk: int,
-                     max_steps: int, expected_depth: int | None = None):
+                     max_steps: int | None, expected_depth: int | None = None):
     """One iteration as the worker drafts it; ``expected_depth`` replaces the plan's
-    own prediction (which decides how early draft forwards are launched).  Returns
-    the plan, the draft, the rerank's k, the draft forwards and the depth used."""
+    own prediction (which decides how early draft forwards are launched);
+    ``max_steps`` is the runtime state's depth, ``None`` for the one the worker
+    picks from the prediction (``CastDecider.depth``).  Returns the plan, the draft,
+    the rerank's k, the draft forwards and the depth used."""
     plan = decider.begin(roots.numel(), context)
     draft = SGLangLayoutDraft(model, roots, topk)
     root_probs, root_tokens = draft.root_children()
     roots_host = roots_to_host(root_probs, root_tokens, roots)
     expected = plan.predict_depth(roots_host.values) if expected_depth is None else expected_depth
+    if max_steps is None:
+        max_steps = decider.depth(expected)
     drafted = draft_masked_tree(plan, root_probs, root_tokens, roots_host, draft, max_steps, expected)
     return plan, drafted, plan.verify_count(drafted.tree), draft.forwards, expected
 
