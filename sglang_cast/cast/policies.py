@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from copy import copy
 from collections import deque
+from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
