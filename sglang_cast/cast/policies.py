@@ -232,7 +232,9 @@ class IterationPlan:
         answer cannot be drafted, but a stop there must count towards the depth probe
         (D9) as it does where the rule decides freely.  Not asking left a state of
         depth 1 with its stops uncounted, so ``predict_depth`` never saw a probe due
-        and the second layer was never drafted again (found inside SGLang on the CPU)."""
+        and the second layer was never drafted again (found inside SGLang on the CPU).
+        A probe due at the limit is spent there undrafted; ``predict_depth`` foresees a
+        due probe and picks a deeper state, so that happens only where none was built."""
         if layer < limit:
             return self.grow(layer)
         copy(self).grow(layer)  # the FIFOs' stop count is the policy's, shared by the copy
