@@ -182,6 +182,79 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
     return live_gate(best.results, best.costs, check, refit if measured else None, retune, config.live_margin, say)
 
 
+def usable_traces(store: Store, reference_id: str, draft_id: str,
+                  config: TuneConfig) -> tuple[list[StoredTrace], list[StoredTrace]]:
+    """The stored traces of this pair, and those whose recorded tree covers the search
+    space (a trace can only replay trees within the shape it recorded)."""
+    stored = store.traces(reference_id, draft_id, dataset=config.dataset)
+    if not stored:
+        raise AutotuneError(f"no traces in {store.path} for {reference_id} + {draft_id}; "
+                            "run `cast-autotune collect` first")
+    usable = [s for s in stored
+              if s.trace.top_k >= config.space.top_k and int(s.trace.tree.depths.max()) >= config.space.max_depth]
+    if not usable:
+        recorded = sorted({(s.trace.top_k, int(s.trace.tree.depths.max())) for s in stored})
+        raise AutotuneError(f"--top-k/--max-depth: no stored trace covers the space (top_k <= {config.space.top_k}, "
+                            f"depth <= {config.space.max_depth}); recorded (top_k, depth): {recorded}; collect "
+                            "with a larger shape or shrink the space")
+    return stored, usable
+
+
+def format_tables(store: Store, setup: Setup, config: TuneConfig, given: dict[str, MeasuredCosts] | None
+                  ) -> tuple[dict[str, Setup], dict[str, MeasuredCosts], tuple[str, ...]]:
+    """Each tuned format's setup and cost tables, and the formats asked for that have no
+    measurements: the database's, or ``given`` (calibrated from another machine)."""
+    if given is not None:
+        setups = {fmt: replace(setup, target_model=format_target_id(setup.target_model, fmt)) for fmt in given}
+        return setups, given, ()
+    setups, not_profiled = format_setups(store, setup, config.weight_formats)
+    return setups, {fmt: measured_costs(store, fmt_setup) for fmt, fmt_setup in setups.items()}, not_profiled
+
+
+def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
+                      load_format: Callable[[str], ModelPair] | None, by_bucket: dict, config: TuneConfig,
+                      prompts: PromptSet, progress: bool) -> LiveCheck:
+    """The live gate's check: a bucket's tree against plain decoding on the pair in the
+    published format (loaded by ``load_format`` when that is not ``pair``'s)."""
+    live_pair = pair
+    if format_target_id(reference_id, weight_format) != pair.target_id:
+        if load_format is None:
+            raise AutotuneError(f"--weight-format: {weight_format} is fastest but no loader was given for it")
+        live_pair = load_format(weight_format)
+
+    def confirm(settings, size: int) -> Confirmation:
+        bucket_traces = by_bucket[size]
+        batch = max(s.batch_size for s in bucket_traces)
+        return confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)), batch,
+                            config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
+                            progress)
+    return confirm
+
+
+def search_space_summary(config: TuneConfig) -> dict:
+    return {"c_range": [config.space.c_min, config.space.c_max], "top_k": [1, config.space.top_k],
+            "max_depth": [1, config.space.max_depth], "num_verify_tokens": [2, config.space.max_tokens],
+            "fifo_len": [1, config.space.fifo_max], "trials_per_bucket": config.trials}
+
+
+def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:
+    return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live "
+                    "(interleaved rounds, medians)",
+            "rounds": config.live_rounds, "margin": config.live_margin,
+            "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
+            "off_by_live": [r.settings.max_batch_size for r in results if r.off_by == "live"],
+            "refit": gate.refit if gate else None}
+
+
+def tune_notes(pair: ModelPair, reference_id: str, weight_format: str) -> list[str]:
+    """What a reader of the profile must know about how it was tuned."""
+    notes = [RANDOM_HEAD_NOTE] if pair.random_draft else []
+    if weight_format != "fp32":
+        notes.append(f"acceptance traces were recorded with the fp32 target ({reference_id}); a {weight_format} "
+                     "target's greedy token differs only at near-ties, so its acceptance is taken as fp32's")
+    return notes
+
+
 def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneConfig, prompts: PromptSet, *,
                      load_format: Callable[[str], ModelPair] | None = None, stop: threading.Event | None = None,
                      progress: bool = True, live_check: LiveCheck | None = None,
@@ -199,23 +272,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     the gate's one-line notices.  Returns ``None`` (and publishes nothing) when
     ``stop`` is set before the end."""
     reference_id = reference_target_id(pair.target_id)
-    stored = store.traces(reference_id, pair.draft_id, dataset=config.dataset)
-    if not stored:
-        raise AutotuneError(f"no traces in {store.path} for {reference_id} + {pair.draft_id}; "
-                            "run `cast-autotune collect` first")
-    usable = [s for s in stored
-              if s.trace.top_k >= config.space.top_k and int(s.trace.tree.depths.max()) >= config.space.max_depth]
-    if not usable:
-        recorded = sorted({(s.trace.top_k, int(s.trace.tree.depths.max())) for s in stored})
-        raise AutotuneError(f"--top-k/--max-depth: no stored trace covers the space (top_k <= {config.space.top_k}, "
-                            f"depth <= {config.space.max_depth}); recorded (top_k, depth): {recorded}; collect "
-                            "with a larger shape or shrink the space")
-    if format_costs is None:
-        setups, not_profiled = format_setups(store, setup, config.weight_formats)
-        format_costs = {fmt: measured_costs(store, fmt_setup) for fmt, fmt_setup in setups.items()}
-    else:
-        setups = {fmt: replace(setup, target_model=format_target_id(setup.target_model, fmt)) for fmt in format_costs}
-        not_profiled = ()
+    stored, usable = usable_traces(store, reference_id, pair.draft_id, config)
+    setups, format_costs, not_profiled = format_tables(store, setup, config, format_costs)
     prefix = config.study_prefix or f"{config.label}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     by_bucket = assign_buckets(usable, config.buckets)
     tunings = []
@@ -229,21 +287,11 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
             say(f"host overhead: not measured for weight format {tuning.weight_format} (no whole steps stored): its "
                 "costs are the forwards' alone; `cast-autotune profile` measures it")
     best = fastest_format(tunings)
-    live_pair = pair
-    if format_target_id(reference_id, best.weight_format) != pair.target_id:
-        if load_format is None:
-            raise AutotuneError(f"--weight-format: {best.weight_format} is fastest but no loader was given for it")
-        live_pair = load_format(best.weight_format)
-
-    def confirm(settings, size: int) -> Confirmation:
-        bucket_traces = by_bucket[size]
-        batch = max(s.batch_size for s in bucket_traces)
-        return confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)), batch,
-                            config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
-                            progress)
 
     gate = None
     if config.confirm_prompts > 0:
+        confirm = live_confirmation(pair, reference_id, best.weight_format, load_format, by_bucket, config, prompts,
+                                    progress)
         gate = run_live_gate(store, setups[best.weight_format], best, by_bucket, config, prefix,
                              live_check or confirm, say, progress)
         if stop is not None and stop.is_set():
@@ -252,39 +300,27 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)
     live = gate.live_summaries() if gate else None
 
-    notes = [RANDOM_HEAD_NOTE] if pair.random_draft else []
-    if best.weight_format != "fp32":
-        notes.append(f"acceptance traces were recorded with the fp32 target ({reference_id}); a {best.weight_format} "
-                     "target's greedy token differs only at near-ties, so its acceptance is taken as fp32's")
-    # What tells this machine from another with the same name (hardware.MachineIdentity): a
-    # server on another machine says so in one line when it loads the profile.
-    machine = {**MachineIdentity.current(pair.device).to_dict(), "torch_threads": torch.get_num_threads()}
     provenance = {
         "tool": "cast-autotune tune",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "db": portable_ref(str(store.path)),
         "study_prefix": prefix,
         "versions": _versions(),
-        "machine": machine,
+        # What tells this machine from another with the same name (hardware.MachineIdentity): a
+        # server on another machine says so in one line when it loads the profile.
+        "machine": {**MachineIdentity.current(pair.device).to_dict(), "torch_threads": torch.get_num_threads()},
         "cost_tables": costs.provenance(),
         "traces": {"dataset": config.dataset or "all", "stored": len(stored), "usable": len(usable),
                    "per_bucket": {str(k): len(v) for k, v in by_bucket.items()}, "max_per_bucket": config.max_traces,
                    "target": portable_ref(reference_id)},
-        "search_space": {"c_range": [config.space.c_min, config.space.c_max], "top_k": [1, config.space.top_k],
-                         "max_depth": [1, config.space.max_depth], "num_verify_tokens": [2, config.space.max_tokens],
-                         "fifo_len": [1, config.space.fifo_max], "trials_per_bucket": config.trials},
+        "search_space": search_space_summary(config),
         "weight_formats": {"objective": "geometric mean over buckets of replayed tokens/s",
                            "published": best.weight_format, "tuned": [t.summary() for t in tunings],
                            "not_profiled": list(not_profiled)},
         "tuning": [r.summary() for r in results],
         "live_confirmation": live if gate else "skipped (--confirm-prompts 0): no bucket was run live",
-        "live_gate": {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live "
-                              "(interleaved rounds, medians)",
-                      "rounds": config.live_rounds, "margin": config.live_margin,
-                      "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
-                      "off_by_live": [r.settings.max_batch_size for r in results if r.off_by == "live"],
-                      "refit": gate.refit if gate else None},
-        "notes": notes,
+        "live_gate": live_gate_summary(config, results, gate),
+        "notes": tune_notes(pair, reference_id, best.weight_format),
     }
     profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
                       model={"target": portable_ref(format_target_id(reference_id, best.weight_format)),

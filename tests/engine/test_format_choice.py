@@ -245,6 +245,21 @@ def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, 
                                                                 for name in studies)
 
 
+def test_a_tune_without_a_live_gate_publishes_another_format_without_loading_it(tmp_path):
+    """`tune --confirm-prompts 0` (every `--backend sglang` tune) runs nothing live, so
+    the fastest format is published without a loader for it."""
+    from support.autotune import SETUP, SPACE, fill, tiny_pair
+
+    store = Store(tmp_path / "a.db")
+    fill(store, prompts=2, batch_sizes=(1,))
+    plant_format(store, SETUP, "int8", 0.5)
+    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=3, space=SPACE,
+                        confirm_prompts=0, weight_formats=("fp32", "int8"))
+    outcome = tune_and_publish(tiny_pair(), store, SETUP, config, load_prompts(), load_format=None, progress=False)
+    assert outcome.weight_format == "int8" and outcome.confirmations == {}
+    assert load_profile(config.output).profile.weight_format == "int8"
+
+
 # ------------------------------------------------------------------ tools/bench.py
 
 def test_bench_auto_loads_the_profiles_format_and_names_it_in_every_record(monkeypatch, tmp_path):
