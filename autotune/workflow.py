@@ -246,6 +246,22 @@ def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: Gat
             "refit": gate.refit if gate else None}
 
 
+def larger_batches_note(results: list[BucketResult], traced_batch: int, profiled: tuple[int, ...]) -> str | None:
+    """A warning when the last bucket speculates at batch sizes it was never tuned at.
+
+    The last bucket serves every larger batch (`PolicySettings.for_batch`), and its tree
+    was chosen on traces of batches up to ``traced_batch``; where the cost tables reach
+    larger batches (``profiled``), a server may run there with a tree no replay judged
+    (through SGLang on the CPU, 2026-11-27: a bucket-4 tree ran 0.83x plain decoding at
+    c = 16, docs/gpu.md)."""
+    last = results[-1].settings
+    if not last.speculate or max(profiled) <= traced_batch:
+        return None
+    return (f"bucket <= {last.max_batch_size} speculates and serves every larger batch, but its tree was tuned on "
+            f"batches of at most {traced_batch} while the cost tables reach batch {max(profiled)}: collect traces at "
+            f"the larger batch sizes and add them to --buckets, or serve at most {traced_batch} requests at once")
+
+
 def tune_notes(pair: ModelPair, reference_id: str, weight_format: str) -> list[str]:
     """What a reader of the profile must know about how it was tuned."""
     notes = [RANDOM_HEAD_NOTE] if pair.random_draft else []
@@ -299,6 +315,11 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     results, costs = (gate.results, gate.costs) if gate else (best.results, best.costs)
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs.costs)
     live = gate.live_summaries() if gate else None
+    notes = tune_notes(pair, reference_id, best.weight_format)
+    untuned = larger_batches_note(results, max(s.batch_size for s in usable), costs.target.table.batch_sizes)
+    if untuned is not None:
+        say(untuned)
+        notes.append(untuned)
 
     provenance = {
         "tool": "cast-autotune tune",
@@ -320,7 +341,7 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
         "tuning": [r.summary() for r in results],
         "live_confirmation": live if gate else "skipped (--confirm-prompts 0): no bucket was run live",
         "live_gate": live_gate_summary(config, results, gate),
-        "notes": tune_notes(pair, reference_id, best.weight_format),
+        "notes": notes,
     }
     profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
                       model={"target": portable_ref(format_target_id(reference_id, best.weight_format)),

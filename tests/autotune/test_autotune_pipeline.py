@@ -16,7 +16,9 @@ from autotune.profiler import run_profile
 from autotune.prompts import load_prompts
 from autotune.space import Grid, SearchSpace
 from autotune.store import Store
-from autotune.workflow import TuneConfig, tune_and_publish
+from autotune.tuner import BucketResult
+from autotune.workflow import TuneConfig, larger_batches_note, tune_and_publish
+from sglang_cast.cast import BucketSettings
 from sglang_cast.profile import load_profile
 from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
 
@@ -75,6 +77,18 @@ def test_collect_tune_and_publish(tmp_path):
     assert {(p.study, p.trial) for p in published} == {(r.study, r.trial) for r in outcome.results}
     assert {p.version for p in published} == {loaded.version}
     assert not list(config.output.parent.glob(".*"))  # no candidate or temp file left behind
+
+
+def test_a_speculating_last_bucket_untuned_at_the_tables_larger_batches_is_named():
+    def results(*speculates: bool) -> list[BucketResult]:
+        return [BucketResult(BucketSettings(size, speculate=on), "s", 0, 1, 1, 1.0, 1.0, 0)
+                for size, on in zip((1, 4), speculates)]
+
+    note = larger_batches_note(results(False, True), traced_batch=4, profiled=(1, 4, 16))
+    assert note is not None and "bucket <= 4" in note and "batch 16" in note and "--buckets" in note
+    assert larger_batches_note(results(True, False), 4, (1, 4, 16)) is None  # plain decoding above: nothing to judge
+    assert larger_batches_note(results(False, True), 16, (1, 4, 16)) is None  # traces reach the tables' largest batch
+    assert larger_batches_note(results(False, True), 4, (1, 4)) is None
 
 
 def test_tune_refuses_a_space_larger_than_the_recording(tmp_path):
