@@ -150,7 +150,8 @@ def _check_weight_format(model: dict[str, Any]) -> None:
         valid = False
     if not valid:
         raise ProfileError(f"profile.model.weight_format: expected fp32, bf16, int8, int4 or '<linears>/<lm_head>' "
-                           f"such as int4/int8, either with '+<draft>' such as int4/int8+int8, got {value!r}")
+                           f"such as int4/int8, optionally with ':dense<rows>' (int4/int8:dense32) and with '+<draft>' (int4/int8+int8), "
+                           f"got {value!r}")
 
 
 def _check_isa_class(provenance: dict[str, Any]) -> None:

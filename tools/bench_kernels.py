@@ -156,6 +156,17 @@ def bench_kernels(model: LlamaModel, reps: int, iters: int) -> dict[str, dict[st
     return {part: medians(by_format) for part, by_format in samples.items()}
 
 
+def rows_list(text: str) -> tuple[int, ...]:
+    """argparse type of ``--forward-rows``: positive integers, comma-separated."""
+    try:
+        rows = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        rows = ()
+    if not rows or min(rows) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return rows
+
+
 def parse_variant(spec: str) -> tuple[WeightFormat, torch.dtype]:
     """``"int4/bf16@bf16"`` -> (WeightFormat int4/bf16, residual dtype bf16); default fp32."""
     fmt, _, dtype = spec.partition("@")
@@ -179,31 +190,32 @@ def build_variants(fp32: LlamaModel, specs: list[str]) -> dict[str, LlamaModel]:
     return models
 
 
-def prefilled_cache(model: LlamaModel, prefix: Tensor) -> KVCache:
+def prefilled_cache(model: LlamaModel, prefix: Tensor, scratch: int = 64) -> KVCache:
     """A one-slot cache in the model's dtype holding ``prefix`` ``[1, context]``, committed,
-    with 64 free entries of scratch after it."""
+    with ``scratch`` free entries after it."""
     context = prefix.shape[1]
     dtype = model.embed_tokens.weight.dtype
-    cache = KVCache.for_model(model.config, 1, context + 64, "cpu", dtype)
+    cache = KVCache.for_model(model.config, 1, context + scratch, "cpu", dtype)
     slots = torch.tensor([0])
     model(prefix, torch.arange(context)[None], cache, slots, causal_tree_mask(1, context, "cpu"))
     cache.commit(slots, torch.arange(context)[None], torch.tensor([context]))
     return cache
 
 
-def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters: int) -> dict:
-    """``{variant: {M: median ms}}`` for one forward of M new tokens after ``context``
-    committed ones, LM head included (the new tokens are written to scratch, never
-    committed, so every call sees the same cache)."""
+def bench_forward(models: dict[str, LlamaModel], context: int, reps: int, iters: int,
+                  forward_rows: tuple[int, ...] = FORWARD_ROWS) -> dict:
+    """``{variant: {M: median ms}}`` for one forward of M new tokens (each M of
+    ``forward_rows``) after ``context`` committed ones, LM head included (the new tokens
+    are written to scratch, never committed, so every call sees the same cache)."""
     config = next(iter(models.values())).config
     gen = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, config.vocab_size, (1, context), generator=gen)
     slots = torch.tensor([0])
     with torch.no_grad():
-        caches = {spec: prefilled_cache(model, prefix) for spec, model in models.items()}
-        samples = {spec: {m: [] for m in FORWARD_ROWS} for spec in models}
+        caches = {spec: prefilled_cache(model, prefix, max(forward_rows)) for spec, model in models.items()}
+        samples = {spec: {m: [] for m in forward_rows} for spec in models}
         for rep in range(reps + 1):
-            for rows in FORWARD_ROWS:
+            for rows in forward_rows:
                 tokens = torch.randint(0, config.vocab_size, (1, rows), generator=gen)
                 positions = context + torch.arange(rows)[None]
                 mask = causal_tree_mask(1, rows, "cpu")
@@ -454,6 +466,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7, help="repetitions (medians reported)")
     parser.add_argument("--iters", type=int, default=5, help="back-to-back calls per sample")
     parser.add_argument("--context", type=int, default=256, help="committed tokens (forward)")
+    parser.add_argument("--forward-rows", type=rows_list, default=FORWARD_ROWS,
+                        help="comma list of new-token counts M the forward stage times (default: "
+                             f"{','.join(map(str, FORWARD_ROWS))})")
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--prompts", type=Path, default=DATASET, help="mt_bench-style jsonl")
     parser.add_argument("--num-prompts", type=int, default=4)
@@ -495,7 +510,7 @@ def main() -> None:
         models = build_variants(fp32, specs)
     if "forward" not in skip:
         print("forward ...", flush=True)
-        forward = bench_forward(models, args.context, args.reps, args.iters)
+        forward = bench_forward(models, args.context, args.reps, args.iters, args.forward_rows)
         record["forward"] = {"context": args.context, "ms": forward}
         print(json.dumps(record["forward"], indent=1), flush=True)
     if "agreement" not in skip:

@@ -94,9 +94,8 @@ def running_format(weight_format: str, dtype: torch.dtype) -> str:
     if dtype not in DENSE_NAMES:
         raise ValueError(f"dtype: {dtype} is not one of {', '.join(map(str, DENSE_NAMES))}")
     fmt = WeightFormat.parse(weight_format)
-    parts = [DENSE_NAMES[dtype] if part.value == DENSE else part.value for part in (fmt.linears, fmt.lm_head)]
-    target = parts[0] if parts[0] == parts[1] else "/".join(parts)
-    return target if fmt.draft.value == DENSE else f"{target}+{fmt.draft.value}"
+    linears, lm_head = (DENSE_NAMES[dtype] if part.value == DENSE else part.value for part in (fmt.linears, fmt.lm_head))
+    return fmt.spelled(linears, lm_head)
 
 
 def verify_sizes(settings: PolicySettings | None, drafts: bool) -> tuple[int, ...]:

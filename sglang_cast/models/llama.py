@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .attention import AttentionBatch, causal_tree_mask
 from .config import ModelConfig
 from .kv_cache import KVCache
-from .weights import PackedLinear, WeightFormat
+from .weights import DenseFromRows, PackedLinear, WeightFormat
 
 
 
@@ -112,12 +112,13 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, -1), sin)
 
 
-def linear(layer: nn.Linear | PackedLinear, x: Tensor) -> Tensor:
+def linear(layer: nn.Linear | PackedLinear | DenseFromRows, x: Tensor) -> Tensor:
     """``layer(x)`` without ``nn.Module.__call__``, whose hook bookkeeping (~4 µs a call
     here) adds up to milliseconds per batch-1 decode step over all layers' projections.
 
     The one dispatch point for weight formats (`weights.py`): a plain ``nn.Linear`` is
-    the fp32 reference path, anything else is a `PackedLinear`.
+    the fp32 reference path, anything else is a `PackedLinear` (or a `DenseFromRows`
+    around one).
     """
     if type(layer) is nn.Linear:
         return F.linear(x, layer.weight, layer.bias)
@@ -264,7 +265,7 @@ class LlamaModel(nn.Module):
             else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         )
         # Set by `weights.apply_weight_format`; None / fp32 is the dense reference path.
-        self.packed_head: PackedLinear | None = None
+        self.packed_head: PackedLinear | DenseFromRows | None = None
         self.weight_format = WeightFormat()
         # Set by `compiled.compile_models`; None runs the layers eagerly (the reference).
         self.compiled: CompiledStack | None = None

@@ -18,6 +18,14 @@ bit-for-bit; the kernel takes scales and zeros in the activations' dtype (bf16),
 a relative error of at most 2^-8 per group.  fp32 activations would keep them exact but
 that kernel is 6-28x slower here (docs/precision.md).
 
+A packed kernel's cost grows with its rows (the tokens of a forward) faster than a dense
+GEMM's: on a 2-core AVX2 EPYC torch's int4 kernel overtook dense fp32 over the same
+weights at ~30 rows and took 1.84x as long at 128 rows (a prefill).  ``:dense<N>``
+(``"int4/int8:dense32"``) keeps each packed target part's dense weight as well and
+multiplies by it from ``N`` rows on: decode stays packed, prefill and large verifies run
+dense, for the dense weights' memory.  Where the crossover lies is a property of the CPU,
+so ``N`` is chosen by measurement (``cast-autotune profile`` times every spec it is given).
+
 Packed linears are CPU-only and hold their tensors as plain attributes: they are not
 parameters or buffers, so ``model.to(dtype)`` (which would silently re-cast bf16 scales)
 never touches them; apply a format after the model is built and cast.
@@ -40,6 +48,8 @@ ACTIVATION_DTYPE = torch.bfloat16
 _INT4_INNER_K_TILES = 1  # the CPU packer's tiling argument; 1 packs any K multiple of 32
 _Q4_1_BLOCK_BYTES = 20  # fp16 d, fp16 m, 16 bytes of nibbles
 _INT8_MAX = 127
+_DENSE_TAG = ":dense"
+MAX_DENSE_FROM = 1 << 20  # rows: a switch above this would never fire in a real forward
 
 
 class Format(str, Enum):
@@ -61,32 +71,59 @@ class WeightFormat:
     and its own reduced-vocab LM head for EAGLE-3) runs every layer of every tree, so its
     format is part of the pair's: ``"int4/int8+int8"`` is int4 target linears, an int8
     target LM head and an int8 draft head; without ``+`` the draft stays dense.
+    ``dense_from`` > 0 (spec ``":dense<N>"`` after the target part) runs the target's packed
+    parts on their dense weights from that many rows on (module docstring); 0 never.
     """
 
     linears: Format = Format.FP32
     lm_head: Format = Format.FP32
     draft: Format = Format.FP32
+    dense_from: int = 0
 
     @classmethod
     def parse(cls, spec: str | WeightFormat) -> WeightFormat:
         """``"int4"`` (both the same), ``"int4/bf16"`` (linears / LM head), either
-        with ``"+<draft>"`` (``"int4/int8+int8"``)."""
+        optionally with ``":dense<N>"`` (``"int4/int8:dense32"``) and then with
+        ``"+<draft>"`` (``"int4/int8+int8"``, ``"int4/int8:dense32+int8"``)."""
         if isinstance(spec, WeightFormat):
             return spec
         target, plus, draft = str(spec).partition("+")
+        target, dense_from = _split_dense_from(spec, target)
         parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
         drafts = [draft.strip()] if plus else []
         accepted = ", ".join(f.value for f in Format)
         if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts + drafts):
             raise ValueError(
-                f"weight_format: {spec!r} is not '<linears>', '<linears>/<lm_head>' or either with "
-                f"'+<draft>', with each one of {accepted}"
+                f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
+                f"followed by '{_DENSE_TAG}<N>' and then by '+<draft>', with each one of {accepted}"
             )
-        return cls(Format(parts[0]), Format(parts[-1]), Format(drafts[0]) if drafts else Format.FP32)
+        fmt = cls(Format(parts[0]), Format(parts[-1]), Format(drafts[0]) if drafts else Format.FP32, dense_from)
+        if dense_from and fmt.linears == fmt.lm_head == Format.FP32:
+            raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed target part to switch from")
+        return fmt
 
     def __str__(self) -> str:
-        target = self.linears.value if self.linears == self.lm_head else f"{self.linears.value}/{self.lm_head.value}"
+        return self.spelled(self.linears.value, self.lm_head.value)
+
+    def spelled(self, linears: str, lm_head: str) -> str:
+        """This format's spec with its target parts named ``linears`` and ``lm_head``
+        (the canonical spec for their format values; `format_choice.running_format`
+        names dense parts by the model's dtype instead)."""
+        target = linears if linears == lm_head else f"{linears}/{lm_head}"
+        if self.dense_from:
+            target += f"{_DENSE_TAG}{self.dense_from}"
         return target if self.draft == Format.FP32 else f"{target}+{self.draft.value}"
+
+
+def _split_dense_from(spec: object, target: str) -> tuple[str, int]:
+    """``"int4/int8:dense32"`` -> ``("int4/int8", 32)``; no suffix -> ``(target, 0)``."""
+    target, tag, rows = target.partition(_DENSE_TAG)
+    if not tag:
+        return target, 0
+    if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
+        raise ValueError(f"weight_format: {spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
+                         f"[1, {MAX_DENSE_FROM}], got {rows!r}")
+    return target, int(rows)
 
 
 @dataclass(frozen=True)
@@ -220,6 +257,31 @@ class Int4Linear(PackedLinear):
         )
 
 
+class DenseFromRows(nn.Module):
+    """A packed linear that hands a forward of ``dense_from`` rows or more to one dense
+    GEMM over ``dense`` ``[N, K]``, the weight it was packed from in the model's dtype
+    (module docstring: where each kernel is cheaper).  ``forward`` as `PackedLinear`'s."""
+
+    def __init__(self, packed: PackedLinear, dense: Tensor, dense_from: int) -> None:
+        super().__init__()
+        self.packed = packed
+        self.dense = dense.detach()  # shares the unpacked weight's storage: no copy
+        self.dense_from = dense_from
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.numel() // self.packed.in_features < self.dense_from:
+            return self.packed.forward(x)  # no __call__ hooks, as `llama.linear`
+        return torch.nn.functional.linear(x, self.dense, self.packed.bias_fp)
+
+    def extra_repr(self) -> str:
+        return f"dense_from={self.dense_from}"
+
+
+def with_dense_from(packed: PackedLinear, dense: Tensor, dense_from: int) -> PackedLinear | DenseFromRows:
+    """``packed`` itself for ``dense_from`` 0, else wrapped to switch to ``dense``."""
+    return packed if dense_from == 0 else DenseFromRows(packed, dense, dense_from)
+
+
 def pack_linear(
     fmt: Format, weight: Tensor, bias: Tensor | None, exact_int4: Int4Groups | None = None
 ) -> PackedLinear:
@@ -244,8 +306,9 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
 
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
     to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
-    The dense fp32 weights of swapped linears are released; the embedding stays, since the
-    lookup reads it even when the (tied) LM head is packed.
+    The dense fp32 weights of swapped linears are released unless ``fmt.dense_from`` keeps
+    them for large forwards; the embedding stays, since the lookup reads it even when the
+    (tied) LM head is packed.
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:
@@ -257,9 +320,10 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
         for name, module in linears:
             parent_name, _, child = name.rpartition(".")
             packed = pack_linear(fmt.linears, module.weight, module.bias, exact_int4.get(name))
-            setattr(model.layers.get_submodule(parent_name), child, packed)
+            setattr(model.layers.get_submodule(parent_name), child, with_dense_from(packed, module.weight, fmt.dense_from))
     if fmt.lm_head != Format.FP32:
-        model.packed_head = pack_linear(fmt.lm_head, model.lm_head_weight, None)
+        packed = pack_linear(fmt.lm_head, model.lm_head_weight, None)
+        model.packed_head = with_dense_from(packed, model.lm_head_weight, fmt.dense_from)
     model.weight_format = fmt
     return model
 

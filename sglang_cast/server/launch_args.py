@@ -116,8 +116,9 @@ def build_parser() -> OneLineParser:
                             "(default: float32)")
     model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
                        help="native engine on the CPU: how the target's linears / LM head are stored, one of "
-                            "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8, either with '+<draft>' for the "
-                            "draft head's linears such as int4/int8+int8 (packed formats run "
+                            "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8, either optionally with "
+                            "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32) "
+                            "and with '+<draft>' for the draft head's linears such as int4/int8+int8 (packed formats run "
                             "bf16 activations; docs/precision.md has their measured costs), or auto: the format the "
                             "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "
                             "int4/int8 in a few timed forwards at startup (default: auto; on CUDA auto is the "

@@ -305,6 +305,7 @@ def test_the_format_is_named_for_what_runs():
     assert running_format("int4/int8", torch.bfloat16) == "int4/int8" and running_format("bf16", torch.float32) == "bf16"
     assert running_format("int4/int8+int8", torch.float32) == "int4/int8+int8"
     assert running_format("fp32+fp32", torch.bfloat16) == "bf16"  # a dense draft is not named
+    assert running_format("int4/fp32:dense32+int8", torch.bfloat16) == "int4/bf16:dense32+int8"
     with pytest.raises(ValueError, match="dtype"):
         running_format("fp32", torch.int8)
     cuda = choose_weight_format("auto", device="cuda", dtype=torch.bfloat16, time_once=refusing_timer)

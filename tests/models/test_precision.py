@@ -15,6 +15,7 @@ from sglang_cast.models.numerics import judge_by_kernel_paths
 from sglang_cast.models.weights import (
     GROUP_SIZE,
     Bf16Linear,
+    DenseFromRows,
     Format,
     Int4Groups,
     Int4Linear,
@@ -99,6 +100,20 @@ def test_weight_format_parse() -> None:
             WeightFormat.parse(bad)
 
 
+def test_weight_format_parse_dense_from() -> None:
+    fmt = WeightFormat.parse("int4/int8:dense32+int8")
+    assert fmt == WeightFormat(Format.INT4, Format.INT8, Format.INT8, dense_from=32)
+    assert str(fmt) == "int4/int8:dense32+int8" and str(WeightFormat.parse("int8:dense4")) == "int8:dense4"
+    assert WeightFormat.parse("int4/int8").dense_from == 0  # no suffix: never switches
+    for bad in ("int4:dense0", "int4:dense", "int4:densex", "int4:dense-3", "int4:dense9999999"):
+        with pytest.raises(ValueError, match=r"weight_format.*integer in \[1, \d+\]"):
+            WeightFormat.parse(bad)
+    with pytest.raises(ValueError, match="weight_format.*needs a packed target part"):
+        WeightFormat.parse("fp32:dense32+int8")
+    with pytest.raises(ValueError, match="weight_format.*':dense<N>'"):
+        WeightFormat.parse("int4+int8:dense32")  # the switch belongs to the target part
+
+
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 @pytest.mark.parametrize("fmt", [Format.INT8, Format.BF16])
 def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, fmt: Format, tmp_path: Path) -> None:
@@ -176,6 +191,27 @@ def test_model_in_each_format_matches_its_stored_weights(spec: str) -> None:
     stages = model.config.num_layers + 2
     relative = (got - expected).norm() / expected.norm()
     assert relative < 2 * stages * BF16_EPS / 2, relative
+
+
+def test_dense_from_runs_large_forwards_on_the_dense_weights_and_small_ones_packed() -> None:
+    """``int4:dense8``: a forward of 8+ rows through every linear and the LM head equals
+    the fp32 model bit for bit (the dense weights are the model's own, shared, not
+    copied); one of fewer rows equals the plain ``int4`` model's, so the switch is by rows."""
+    _, reference = make_pair("qwen2", seed=4)  # q/k/v biases: the dense path keeps them
+    _, packed = make_pair("qwen2", seed=4)
+    _, switched = make_pair("qwen2", seed=4)
+    weights = {name: param.data_ptr() for name, param in switched.named_parameters()}
+    apply_weight_format(packed, WeightFormat.parse("int4"))
+    apply_weight_format(switched, WeightFormat.parse("int4:dense8"))
+    wrapped = [m for m in switched.modules() if isinstance(m, DenseFromRows)]
+    assert len(wrapped) == 4 * 7 + 1 and switched.packed_head in wrapped  # every linear and the head
+    assert all(m.dense.data_ptr() in weights.values() for m in wrapped)  # no copies
+    gen = torch.Generator().manual_seed(5)
+    long, short = (torch.randint(0, reference.config.vocab_size, (1, n), generator=gen) for n in (8, 7))  # the edge
+    assert torch.equal(_logits(switched, long), _logits(reference, long))
+    assert not torch.equal(_logits(packed, long), _logits(reference, long))
+    assert torch.equal(_logits(switched, short), _logits(packed, short))
+    assert not torch.equal(_logits(switched, short), _logits(reference, short))
 
 
 @pytest.mark.slow
