@@ -73,7 +73,9 @@ def test_sglang_backend_outside_sglangs_venv_is_one_line_before_any_model_work(t
     (["--max-logprobs", "-1"], "expected an integer >= 0, got '-1'"),
     (["--mem-fraction-static", "1.5", "--backend", "sglang"], "expected a number in (0, 1), got '1.5'"),
     (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
-    (["--weight-format", "int3"], "'int3' is not '<linears>', '<linears>/<lm_head>' or either with '+<draft>', with each one of fp32, bf16"),
+    (["--weight-format", "int3"], "'int3' is not '<linears>' or '<linears>/<lm_head>', either optionally followed by "
+                                  "':dense<N>' and then by '+<draft>', with each one of fp32, bf16"),
+    (["--weight-format", "int4:dense0"], "the rows after ':dense' must be an integer in [1, 1048576], got '0'"),
     (["--weight-format", "int4", "--backend", "sglang"], "--weight-format applies to the native engine only"),
     (["--compile", "yes"], "--compile: expected one of auto, on, off, got 'yes'"),
     (["--compile", "on", "--backend", "sglang"], "--compile applies to the native engine only"),

@@ -178,7 +178,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     assert "4 prompts cannot fill batch size 8" in capsys.readouterr().err
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--weight-format", "int3"]) == 2
-    assert "--weight-format: 'int3' is not '<linears>', '<linears>/<lm_head>' or either with '+<draft>'" in capsys.readouterr().err
+    assert "--weight-format: 'int3' is not '<linears>' or '<linears>/<lm_head>', either optionally" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------ the llama.cpp anchor
