@@ -1,6 +1,8 @@
 """Alternate single steps of the vanilla and cast engines at batch B and time each iterate: paired.
 
-    python pair_steps.py <profile.yaml> <batch> <weight format>
+    python docs/results/retune_avx2_run13_2026-11-28/recheck/pair_steps.py profiles/cpu-avx2.yaml 2 int8
+
+from the repository root (it reads datasets/mt_bench.jsonl).
 """
 import statistics
 import sys
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]) if "docs" in __file__ else "/work/main")
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository root
 from autotune.models import load_model_pair  # noqa: E402
 from autotune.prompts import load_prompts  # noqa: E402
 from sglang_cast.cast import SamplingParams, make_policy  # noqa: E402
