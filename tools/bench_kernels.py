@@ -47,6 +47,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from sglang_cast.cast import greedy_tokens  # noqa: E402
+from sglang_cast.flags import int_list  # noqa: E402
 from sglang_cast.hardware import cpu_name, isa_class  # noqa: E402
 from sglang_cast.engine.build import EMBEDDED_DRAFT  # noqa: E402
 from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask, load_draft, load_target  # noqa: E402
@@ -154,17 +155,6 @@ def bench_kernels(model: LlamaModel, reps: int, iters: int) -> dict[str, dict[st
                         if rep:
                             samples[part][fmt][rows].append(seconds)
     return {part: medians(by_format) for part, by_format in samples.items()}
-
-
-def rows_list(text: str) -> tuple[int, ...]:
-    """argparse type of ``--forward-rows``: positive integers, comma-separated."""
-    try:
-        rows = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        rows = ()
-    if not rows or min(rows) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return rows
 
 
 def parse_variant(spec: str) -> tuple[WeightFormat, torch.dtype]:
@@ -466,7 +456,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7, help="repetitions (medians reported)")
     parser.add_argument("--iters", type=int, default=5, help="back-to-back calls per sample")
     parser.add_argument("--context", type=int, default=256, help="committed tokens (forward)")
-    parser.add_argument("--forward-rows", type=rows_list, default=FORWARD_ROWS,
+    parser.add_argument("--forward-rows", type=int_list(1, increasing=False), default=FORWARD_ROWS,
                         help="comma list of new-token counts M the forward stage times (default: "
                              f"{','.join(map(str, FORWARD_ROWS))})")
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
