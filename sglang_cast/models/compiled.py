@@ -15,7 +15,9 @@ the context grows, and with dynamo's module inlining all 30 layers share one gra
 compiles one graph with a symbolic row count for every other ``n`` (verification,
 prefill) and batch size; `warm_up` triggers exactly those compilations at start-up,
 after which the stance ``eager_on_recompile`` makes any unforeseen shape run eagerly
-instead of compiling inside a request.
+instead of compiling inside a request.  A ``:dense<N>`` weight format's row switch
+(`weights.DenseFromRows`) becomes a guard on the row count: warm-up compiles the packed
+side, and forwards of N rows or more fail that guard and run eagerly on the dense weights.
 
 Numerics: inductor fuses the norms' reductions and the elementwise chains, so fp32
 results differ from eager in the last bits (not bitwise equal), which would break
