@@ -140,18 +140,18 @@ class Profile:
 
 
 def _check_weight_format(model: dict[str, Any]) -> None:
-    """``model.weight_format``, if present, is a concrete format (never ``auto``)."""
+    """``model.weight_format``, if present, is a concrete format (never ``auto``); the
+    grammar and its error text are `WeightFormat.parse`'s."""
     if "weight_format" not in model:
         return
     value = model["weight_format"]
+    if not isinstance(value, str) or value == "auto":
+        raise ProfileError(f"profile.model.weight_format: expected the concrete format the tables were measured "
+                           f"with, such as int4/int8, got {value!r}")
     try:
-        valid = isinstance(value, str) and WeightFormat.parse(value) is not None
-    except ValueError:
-        valid = False
-    if not valid:
-        raise ProfileError(f"profile.model.weight_format: expected fp32, bf16, int8, int4 or '<linears>/<lm_head>' "
-                           f"such as int4/int8, optionally with ':dense<rows>' (int4/int8:dense32) and with '+<draft>' (int4/int8+int8), "
-                           f"got {value!r}")
+        WeightFormat.parse(value)
+    except ValueError as exc:
+        raise ProfileError(f"profile.model.{exc}") from None
 
 
 def _check_isa_class(provenance: dict[str, Any]) -> None:

@@ -167,7 +167,7 @@ def test_profile_round_trip_keeps_the_format_and_isa_class(tmp_path):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda d: d["model"].update(weight_format="int3"), "profile.model.weight_format: expected fp32, bf16"),
+    (lambda d: d["model"].update(weight_format="int3"), "profile.model.weight_format: 'int3' is not '<linears>'"),
     (lambda d: d["model"].update(weight_format="auto"), "got 'auto'"),
     (lambda d: d["model"].update(weight_format=4), "profile.model.weight_format"),
     (lambda d: d["provenance"]["machine"].update(isa_class="sse"),
