@@ -81,11 +81,9 @@ class LoadedModels:
         return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
 
     def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
-        """An engine running ``policy`` over these models; the draft head only when the
-        policy drafts."""
-        if policy.needs_draft and self.draft is None:
-            raise ValueError(f"policy {policy.name!r} needs a draft head: pass a draft path or use policy 'vanilla'")
-        return Engine(self.target, self.tokenizer, self.draft if policy.needs_draft else None, policy,
+        """An engine running ``policy`` over these models (the engine drops the draft
+        head when the policy does not draft)."""
+        return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
                       eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
 

@@ -201,6 +201,17 @@ class EagerReplay:
         return replay, outputs
 
 
+def cache_slots(max_batch: int, graph_backend: str | None) -> int:
+    """Cache slots for ``max_batch`` sequences: with graphs one more, the last, which
+    padded graph rows write into (`pad_slot`)."""
+    return max_batch + (graph_backend is not None)
+
+
+def pad_slot(cache: KVCache) -> int:
+    """The slot padded graph rows write into: the last of a `cache_slots` cache."""
+    return cache.max_batch - 1
+
+
 def held_memory(device: torch.device) -> int:
     """Device memory the caching allocator holds for live tensors and graph pools (0 off
     CUDA).  Its free cached blocks are released first: capturing a graph empties the
@@ -338,10 +349,10 @@ class EngineGraphs:
         ``target_features`` is the width of the features the draft's catch-up reads."""
         dtype = target_cache.k.dtype
         graphs = cls(GraphedForward("target", target_step(target, target_cache, feature_layers), target_cache,
-                                    target_cache.max_batch - 1, shapes.target_keys(), backend, dtype), None)
+                                    pad_slot(target_cache), shapes.target_keys(), backend, dtype), None)
         if draft is not None and draft_cache is not None:
             graphs.draft = GraphedForward("draft", draft_step(draft, draft_cache), draft_cache,
-                                          draft_cache.max_batch - 1,
+                                          pad_slot(draft_cache),
                                           shapes.draft_keys(target.config.hidden_size, target_features), backend,
                                           dtype)
         for name, stats in graphs.report().items():

@@ -67,7 +67,7 @@ class Engine:
                  graph_backend: str | None = None) -> None:
         self.scheduler = Scheduler(max_batch_size)
         if policy.needs_draft and draft is None:
-            raise ValueError(f"policy {policy.name!r} needs a draft head; pass one or use policy 'vanilla'")
+            raise ValueError(f"policy {policy.name!r} needs a draft head: pass a draft path or use policy 'vanilla'")
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.context_length = context_length

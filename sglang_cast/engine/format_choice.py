@@ -27,7 +27,6 @@ never from the CPU's name:
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +36,7 @@ import torch
 from ..cast import PolicySettings
 from ..hardware import isa_class
 from ..models.weights import Format, WeightFormat
+from .timing import round_robin_medians
 
 AUTO = "auto"
 DENSE = str(WeightFormat())  # "fp32": the model's own dtype, no packing
@@ -139,16 +139,9 @@ def measure_costs(time_once: TimeOnce, candidates: Sequence[str], sizes: Sequenc
                   clock: Callable[[], float] = time.monotonic) -> dict[str, dict[int, float]]:
     """Median ms of every (format, M), timed round-robin; stops starting rounds after
     ``budget_s`` (keeping at least one timed round)."""
-    samples: dict[tuple[str, int], list[float]] = {(f, m): [] for f in candidates for m in sizes}
-    began = clock()
-    for index in range(warmup + rounds):
-        if index > warmup and clock() - began > budget_s:
-            break
-        for key in samples:
-            elapsed = time_once(*key)
-            if index >= warmup:
-                samples[key].append(elapsed)
-    return {f: {m: statistics.median(samples[(f, m)]) for m in sizes} for f in candidates}
+    medians = round_robin_medians(lambda key: time_once(*key), [(f, m) for f in candidates for m in sizes],
+                                  warmup=warmup, rounds=rounds, budget_s=budget_s, clock=clock)
+    return {f: {m: medians[(f, m)] for m in sizes} for f in candidates}
 
 
 def cheapest(costs_ms: dict[str, dict[int, float]]) -> str:
@@ -160,14 +153,11 @@ def target_timer(model_path: str | None, dtype: torch.dtype, candidates: Sequenc
                  capacity: int) -> TimeOnce:
     """Times batch-1 target forwards of each candidate, loaded once each from ``model_path``
     (the engine's own forward and logits, as ``cast-autotune profile`` times them)."""
-    from ..models import KVCache, load_target
-    from .timing import ForwardTimer
+    from ..models import load_target
+    from .table_calibration import role_timer
 
-    timers: dict[str, ForwardTimer] = {}
-    for fmt in candidates:
-        model, config, _ = load_target(model_path, "cpu", dtype, fmt)
-        cache = KVCache.for_model(config, 1, capacity, torch.device("cpu"), dtype)
-        timers[fmt] = ForwardTimer(lambda *a, model=model: model.logits(model(*a).hidden), cache, config.vocab_size)
+    timers = {fmt: role_timer(load_target(model_path, "cpu", dtype, fmt)[0], None, "target", 1, capacity, None)
+              for fmt in candidates}
     return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
 
 
@@ -175,17 +165,13 @@ def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_f
                 candidates: Sequence[str], capacity: int) -> TimeOnce:
     """Times batch-1 forwards of the draft head at ``draft_path`` in each candidate
     format, on the target in ``target_format`` (the head reads its embedding)."""
-    from ..models import KVCache, load_draft, load_target
-    from .runner import feature_width
-    from .timing import ForwardTimer
+    from ..models import load_draft, load_target
+    from .table_calibration import role_timer
 
-    target, config, _ = load_target(model_path, "cpu", dtype, target_format)
-    timers: dict[str, ForwardTimer] = {}
-    for fmt in candidates:
-        draft = load_draft(draft_path, target, "cpu", dtype, Format(fmt))
-        cache = KVCache.for_model(config, 1, capacity, torch.device("cpu"), dtype, num_layers=1)
-        timers[fmt] = ForwardTimer(lambda *a, draft=draft: draft(*a), cache, config.vocab_size,
-                                   feature_width(target, draft))
+    target, _, _ = load_target(model_path, "cpu", dtype, target_format)
+    timers = {fmt: role_timer(target, load_draft(draft_path, target, "cpu", dtype, Format(fmt)), "draft", 1, capacity,
+                              None)
+              for fmt in candidates}
     return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
 
 

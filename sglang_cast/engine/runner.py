@@ -35,8 +35,7 @@ from ..cast import (DraftTree, IterationPlan, Policy, TraceIteration, VerifyResu
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache, to_device
-from ..models.llama import eagle3_feature_layers
-from .cuda_graphs import DecodeShapes, EngineGraphs
+from .cuda_graphs import DecodeShapes, EngineGraphs, cache_slots
 from .draft_expander import DraftExpander
 from .requests import Request
 from .timing import StageClock
@@ -87,11 +86,9 @@ def decode_shapes(policy: Policy, max_batch_size: int) -> DecodeShapes:
 
 
 def feature_layers(target, draft) -> tuple[int, ...]:
-    """Target layers whose hidden states the draft reads, known from the draft: an
-    EAGLE-3 head (``draft.config.layout == "eagle3"``) reads three layers fixed by the
-    target's depth; any other draft reads the target's last hidden state (``()``)."""
-    layout = getattr(getattr(draft, "config", None), "layout", None)
-    return eagle3_feature_layers(target.config.num_layers) if layout == "eagle3" else ()
+    """Target layers whose hidden states the draft reads, as the draft says
+    (``draft.feature_layers``: three for an EAGLE-3 head); ``()`` without a draft."""
+    return () if draft is None else draft.feature_layers(target.config.num_layers)
 
 
 def feature_width(target, draft) -> int:
@@ -271,7 +268,7 @@ class SpeculativeRunner:
         """Empty target and draft caches of ``context_length + tree_room`` positions per
         slot (plus the graphs' pad slot), and the graphs recorded over them."""
         capacity, config = self.context_length + self.tree_room, self.target.config
-        slots = self.max_batch_size + (self.graph_backend is not None)
+        slots = cache_slots(self.max_batch_size, self.graph_backend)
         self.target_cache = KVCache.for_model(config, slots, capacity, self.device, self.dtype)
         self.draft_cache = None
         if self.draft is not None:

@@ -12,7 +12,6 @@ to the same anchors without timing anything again (`AnchorTimings.fit`).
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +19,9 @@ from typing import Any
 from ..cast import CostModel
 from ..cast.table_fit import Anchor, TableCalibration, fit_tables
 from ..models import KVCache
-from .cuda_graphs import draft_step, target_step
+from .cuda_graphs import cache_slots, draft_step, target_step
 from .runner import feature_layers, feature_width
-from .timing import ForwardTimer, GraphedForwardTimer
+from .timing import ForwardTimer, GraphedForwardTimer, round_robin_medians
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +38,16 @@ def role_timer(target, draft, role: str, max_batch: int, capacity: int, graph_ba
     when ``graph_backend`` is set.  The profiler times its grid with the same timers."""
     config = target.config
     device, dtype = target.embed_tokens.weight.device, target.embed_tokens.weight.dtype
-    layers = config.num_layers if role == "target" else 1
-    cache = KVCache.for_model(config, max_batch + (graph_backend is not None), capacity, device, dtype,
-                              num_layers=layers)
-    if role == "target":
+    is_target = role == "target"
+    cache = KVCache.for_model(config, cache_slots(max_batch, graph_backend), capacity, device, dtype,
+                              num_layers=config.num_layers if is_target else 1)
+    if is_target:
         forward, features = (lambda *a: target.logits(target(*a).hidden)), 0
     else:
-        forward, features = (lambda *a: draft(*a)), feature_width(target, draft)
+        forward, features = draft, feature_width(target, draft)
     if graph_backend is None:
         return ForwardTimer(forward, cache, config.vocab_size, features)
-    step = (target_step(target, cache, feature_layers(target, draft)) if role == "target"
-            else draft_step(draft, cache))
+    step = target_step(target, cache, feature_layers(target, draft)) if is_target else draft_step(draft, cache)
     return GraphedForwardTimer(forward, step, cache, config.vocab_size, features, backend=graph_backend)
 
 
@@ -72,13 +70,10 @@ def time_anchors(target, draft, max_batch: int, graph_backend: str | None = None
         points = [(b, n) for b, n in points if b <= max_batch]
         timer = role_timer(target, draft, role, max(b for b, _ in points), CONTEXT + max(n for _, n in points),
                            graph_backend)
-        samples: dict[tuple[int, int], list[float]] = {p: [] for p in points}
-        for round_index in range(WARMUP + REPEATS):
-            for b, n in points:
-                ms = timer.time(b, CONTEXT, n, warmup=0, repeats=1).median_ms
-                if round_index >= WARMUP:
-                    samples[(b, n)].append(ms)
-        anchors += [Anchor(role, b, CONTEXT, n, statistics.median(samples[(b, n)]), held_out=i % 2 == 1)
+        medians = round_robin_medians(lambda point: timer.time(point[0], CONTEXT, point[1], warmup=0,
+                                                               repeats=1).median_ms,
+                                      points, warmup=WARMUP, rounds=REPEATS)
+        anchors += [Anchor(role, b, CONTEXT, n, medians[(b, n)], held_out=i % 2 == 1)
                     for i, (b, n) in enumerate(points)]
     return AnchorTimings(tuple(anchors), time.perf_counter() - began)
 

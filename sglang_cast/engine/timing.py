@@ -9,15 +9,20 @@ event pair on GPU and ``time.perf_counter`` on CPU.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from ..models.attention import causal_tree_mask
 from ..models.kv_cache import KVCache
-from .cuda_graphs import GraphedForward, GraphKey
+from .cuda_graphs import GraphedForward, GraphKey, pad_slot
+
+Key = TypeVar("Key")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,23 @@ def time_calls(call, device: torch.device, warmup: int, repeats: int) -> Timing:
     return summarise(samples)
 
 
+def round_robin_medians(time_once: Callable[[Key], float], keys: Sequence[Key], *, warmup: int, rounds: int,
+                        budget_s: float = math.inf, clock: Callable[[], float] = time.monotonic) -> dict[Key, float]:
+    """Median of each key's timings, taken round-robin (each round times every key once,
+    so a burst of interference touches every key alike); ``warmup`` rounds untimed.
+    Stops starting rounds after ``budget_s`` of ``clock``, keeping at least one timed round."""
+    samples: dict[Key, list[float]] = {key: [] for key in keys}
+    began = clock()
+    for index in range(warmup + rounds):
+        if index > warmup and clock() - began > budget_s:
+            break
+        for key in samples:
+            elapsed = time_once(key)
+            if index >= warmup:
+                samples[key].append(elapsed)
+    return {key: statistics.median(times) for key, times in samples.items()}
+
+
 class ForwardTimer:
     """Times ``forward(tokens, features, positions, cache, slots, mask)`` for one
     model role.  ``features_width`` is 0 for the target (no feature input)."""
@@ -153,8 +175,8 @@ class GraphedForwardTimer(ForwardTimer):
         self.graphs: dict[tuple[int, int], GraphedForward] = {}
 
     def time(self, batch_size: int, context_len: int, n: int, warmup: int = 2, repeats: int = 7) -> Timing:
-        if batch_size >= self.cache.max_batch:
-            raise ValueError(f"batch_size {batch_size} exceeds the timing cache's {self.cache.max_batch - 1} slots "
+        if batch_size > pad_slot(self.cache):
+            raise ValueError(f"batch_size {batch_size} exceeds the timing cache's {pad_slot(self.cache)} slots "
                              "(its last slot pads graph rows)")
         return super().time(batch_size, context_len, n, warmup, repeats)
 
@@ -163,7 +185,7 @@ class GraphedForwardTimer(ForwardTimer):
         graphed = self.graphs.get((batch_size, n))
         if graphed is None:
             key = GraphKey(batch_size, n, n, self.features_width)
-            graphed = GraphedForward(f"timer[{batch_size}x{n}]", self.step, self.cache, self.cache.max_batch - 1,
+            graphed = GraphedForward(f"timer[{batch_size}x{n}]", self.step, self.cache, pad_slot(self.cache),
                                      [key], self.backend, self.dtype)
             self.graphs[(batch_size, n)] = graphed
         if not graphed.keys:  # the capture failed

@@ -8,11 +8,21 @@ decisions replayed on the fresh record), so recording does not change the output
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..cast import (Policy, RecordingExpander, VerifyResult, greedy_tokens, grow_tree, replay_iteration, select_verified,
                     verify_greedy)
 from .runner import Accepted, Batch, Drafted, SpeculativeRunner, accepted_from
+
+
+@dataclass(frozen=True)
+class RecordedDraft(Drafted):
+    """A recording iteration's draft: ``recorder`` holds what the expansion saw, for
+    `TraceRecording.accept` to finish into the trace."""
+
+    recorder: RecordingExpander
 
 
 class TraceRecording:
@@ -21,22 +31,20 @@ class TraceRecording:
 
     def __init__(self, trace_policy: Policy) -> None:
         self.trace_policy = trace_policy
-        self._recorder: RecordingExpander | None = None  # the current iteration's, from draft to accept
 
-    def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
+    def draft(self, runner: SpeculativeRunner, batch: Batch) -> RecordedDraft:
         plan = self.trace_policy.begin(len(batch.requests), batch.context_max)
         runner.feed_backlog(batch.requests)
-        self._recorder = RecordingExpander(runner.expander(batch), plan.top_k)
-        tree = grow_tree(plan, self._recorder, batch.roots)
-        return Drafted(plan, select_verified(tree, tree.size - 1), tree)
+        recorder = RecordingExpander(runner.expander(batch), plan.top_k)
+        tree = grow_tree(plan, recorder, batch.roots)
+        return RecordedDraft(plan, select_verified(tree, tree.size - 1), tree, recorder)
 
-    def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
+    def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: RecordedDraft, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree
         argmax = greedy_tokens(logits).cpu()  # [B, n], the iteration's one host copy
         by_node = torch.empty((argmax.shape[0], drafted.tree.size), dtype=argmax.dtype)
         by_node.scatter_(1, vtree.node_ids, argmax)  # [B, T]
-        trace = self._recorder.finish(drafted.tree, batch.host_context, by_node)
-        self._recorder = None
+        trace = drafted.recorder.finish(drafted.tree, batch.host_context, by_node)
         outcome = replay_iteration(trace, runner.policy)
         full = verify_greedy(vtree, argmax)
         # A policy may accept a candidate the full tree never kept (verified through its

@@ -175,6 +175,6 @@ def warm_up(target: LlamaModel, draft: DraftModel | None, max_batch_size: int) -
         if draft is not None:
             # The first draft step takes target features (three layers' for EAGLE-3),
             # later ones its own hidden state: two input widths, two graphs.
-            wide = hidden.repeat(1, 1, 3) if draft.config.layout == "eagle3" else hidden
+            wide = hidden.repeat(1, 1, max(1, len(draft.feature_layers(target.config.num_layers))))
             draft(ids, wide, positions, draft_cache, slots, mask)
             draft(ids, hidden, positions, draft_cache, slots, mask)

@@ -31,6 +31,7 @@ from .llama import (
     LlamaModel,
     RMSNorm,
     check_step_shapes,
+    eagle3_feature_layers,
     rope_cos_sin,
 )
 from .loader import check_state_dict, read_json
@@ -113,6 +114,10 @@ class DraftHead(nn.Module):
 
     config: DraftConfig
     fc: nn.Linear
+
+    def feature_layers(self, num_target_layers: int) -> tuple[int, ...]:
+        """Target layers whose hidden states this head reads; ``()``: the last hidden state."""
+        return ()
 
     def run(self, input_ids: Tensor, features: Tensor, positions: Tensor, batch: AttentionBatch) -> DraftOutput:
         """`forward` over an already built `AttentionBatch` (engine/cuda_graphs.py)."""
@@ -229,6 +234,10 @@ class Eagle3Draft(DraftHead):
         self.register_buffer("t2d", torch.arange(vocab) < config.draft_vocab_size)
         self.target = _TargetRef(target)
         self.compiled: CompiledDraft | None = None  # set by `compiled.compile_models`
+
+    def feature_layers(self, num_target_layers: int) -> tuple[int, int, int]:
+        """Three target layers, fixed by the target's depth (`eagle3_feature_layers`)."""
+        return eagle3_feature_layers(num_target_layers)
 
     def embed(self, input_ids: Tensor) -> Tensor:
         if self.embed_tokens is not None:

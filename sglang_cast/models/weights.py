@@ -33,6 +33,7 @@ never touches them; apply a format after the model is built and cast.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
@@ -312,15 +313,11 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:
-        linears = [
-            (name, module)
-            for name, module in model.layers.named_modules()
-            if type(module) is nn.Linear
-        ]
-        for name, module in linears:
-            parent_name, _, child = name.rpartition(".")
-            packed = pack_linear(fmt.linears, module.weight, module.bias, exact_int4.get(name))
-            setattr(model.layers.get_submodule(parent_name), child, with_dense_from(packed, module.weight, fmt.dense_from))
+        def packed(name: str, linear: nn.Linear) -> nn.Module:
+            kernel = pack_linear(fmt.linears, linear.weight, linear.bias, exact_int4.get(name))
+            return with_dense_from(kernel, linear.weight, fmt.dense_from)
+
+        _swap_linears(model.layers, packed)
     if fmt.lm_head != Format.FP32:
         packed = pack_linear(fmt.lm_head, model.lm_head_weight, None)
         model.packed_head = with_dense_from(packed, model.lm_head_weight, fmt.dense_from)
@@ -335,7 +332,12 @@ def apply_draft_format(draft: Model, fmt: Format) -> Model:
     the target's format.  ``fp32`` leaves it untouched."""
     if fmt == Format.FP32:
         return draft
-    for name, module in [(n, m) for n, m in draft.named_modules() if type(m) is nn.Linear]:
-        parent_name, _, child = name.rpartition(".")
-        setattr(draft.get_submodule(parent_name), child, pack_linear(fmt, module.weight, module.bias))
+    _swap_linears(draft, lambda name, linear: pack_linear(fmt, linear.weight, linear.bias))
     return draft
+
+
+def _swap_linears(root: nn.Module, make: Callable[[str, nn.Linear], nn.Module]) -> None:
+    """Replace every ``nn.Linear`` under ``root`` by ``make(its name under root, it)``."""
+    for name, linear in [(n, m) for n, m in root.named_modules() if type(m) is nn.Linear]:
+        parent_name, _, child = name.rpartition(".")
+        setattr(root.get_submodule(parent_name), child, make(name, linear))

@@ -9,6 +9,7 @@ from scipy.stats import chi2_contingency
 
 from sglang_cast.cast import BucketSettings, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.engine import Engine, StepLog, feature_layers
+from sglang_cast.models import DraftConfig, Eagle3Draft, EagleDraft, ModelConfig
 from sglang_cast.models.llama import eagle3_feature_layers
 from support.tiny import PROMPTS, SETTINGS, CharTokenizer, MirrorDraft, engine, tiny_target
 
@@ -209,11 +210,13 @@ def test_step_returns_what_it_did():
 
 def test_feature_layers_come_from_the_draft():
     target = tiny_target()
-    assert feature_layers(target, MirrorDraft(target)) == ()
+    assert feature_layers(target, MirrorDraft(target)) == feature_layers(target, None) == ()
+    layer = ModelConfig.from_hf({**target.config.to_hf(), "num_hidden_layers": 1})
+    eagle = EagleDraft(DraftConfig("eagle", layer, True, layer.vocab_size), target)
+    eagle3 = Eagle3Draft(DraftConfig("eagle3", layer, False, draft_vocab_size=16), target)
     deep_target = SimpleNamespace(config=SimpleNamespace(num_layers=30))
-    eagle3 = SimpleNamespace(config=SimpleNamespace(layout="eagle3"))
-    assert feature_layers(deep_target, eagle3) == eagle3_feature_layers(30)
-    assert feature_layers(deep_target, SimpleNamespace(config=SimpleNamespace(layout="eagle"))) == ()
+    assert feature_layers(deep_target, eagle3) == eagle3_feature_layers(30) == (2, 15, 27)
+    assert feature_layers(deep_target, eagle) == ()
 
 
 def test_recording_reserves_room_for_the_whole_candidate_pool():

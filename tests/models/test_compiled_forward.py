@@ -23,9 +23,10 @@ from sglang_cast.models import (
 from sglang_cast.models.compiled import compile_models, compile_wanted
 from sglang_cast.models.weights import apply_weight_format
 
+# Four layers: the fewest an EAGLE-3 head reads features from (`eagle3_feature_layers`).
 CONFIG = ModelConfig.from_hf({
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 64,
-    "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": True,
 })
 # Row counts of one forward: decoding, small trees, a verify-sized one, a prefill.

@@ -44,6 +44,9 @@ class MirrorDraft(nn.Module):
         h = target.layers[0](h, cos, sin, batch)
         return h, target.logits(target.norm(h))
 
+    def feature_layers(self, num_target_layers):
+        return ()
+
     def draft_to_target(self, ids):
         return ids
 
