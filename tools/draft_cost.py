@@ -69,7 +69,7 @@ def part_timers(draft, target, config, rows_max: int) -> dict[str, object]:
                 return time_calls(lambda: module(x), torch.device("cpu"), 0, 1).median_ms
         return time_once
 
-    return {"forward": lambda rows: forward.time(1, MEASURE_CONTEXT, rows, warmup=0, repeats=1).median_ms,
+    return {"forward": lambda rows: forward.time_once(1, MEASURE_CONTEXT, rows),
             "lm_head": alone(draft.lm_head, hidden), "fc": alone(draft.fc, 3 * hidden)}
 
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     target, config, _ = load_target(None, "cpu", torch.float32, args.target_format)
     target_cache = KVCache.for_model(config, 1, MEASURE_CONTEXT + 1, torch.device("cpu"), torch.float32)
     target_timer = ForwardTimer(lambda *a: target.logits(target(*a).hidden), target_cache, config.vocab_size)
-    timers = {"target": lambda rows: target_timer.time(1, MEASURE_CONTEXT, 1, warmup=0, repeats=1).median_ms}
+    timers = {"target": lambda rows: target_timer.time_once(1, MEASURE_CONTEXT, 1)}
     for fmt in args.formats:
         draft = load_draft(args.draft_path, target, "cpu", torch.float32, Format(fmt))
         for part, timer in part_timers(draft, target, config, max(args.rows)).items():

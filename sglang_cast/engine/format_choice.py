@@ -158,7 +158,7 @@ def target_timer(model_path: str | None, dtype: torch.dtype, candidates: Sequenc
 
     timers = {fmt: role_timer(load_target(model_path, "cpu", dtype, fmt)[0], None, "target", 1, capacity, None)
               for fmt in candidates}
-    return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
+    return lambda fmt, m: timers[fmt].time_once(1, MEASURE_CONTEXT, m)
 
 
 def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_format: str,
@@ -172,7 +172,7 @@ def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_f
     timers = {fmt: role_timer(target, load_draft(draft_path, target, "cpu", dtype, Format(fmt)), "draft", 1, capacity,
                               None)
               for fmt in candidates}
-    return lambda fmt, m: timers[fmt].time(1, MEASURE_CONTEXT, m, warmup=0, repeats=1).median_ms
+    return lambda fmt, m: timers[fmt].time_once(1, MEASURE_CONTEXT, m)
 
 
 def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Sequence[int] = (1,),

@@ -70,8 +70,7 @@ def time_anchors(target, draft, max_batch: int, graph_backend: str | None = None
         points = [(b, n) for b, n in points if b <= max_batch]
         timer = role_timer(target, draft, role, max(b for b, _ in points), CONTEXT + max(n for _, n in points),
                            graph_backend)
-        medians = round_robin_medians(lambda point: timer.time(point[0], CONTEXT, point[1], warmup=0,
-                                                               repeats=1).median_ms,
+        medians = round_robin_medians(lambda point: timer.time_once(point[0], CONTEXT, point[1]),
                                       points, warmup=WARMUP, rounds=REPEATS)
         anchors += [Anchor(role, b, CONTEXT, n, medians[(b, n)], held_out=i % 2 == 1)
                     for i, (b, n) in enumerate(points)]

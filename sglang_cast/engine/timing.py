@@ -149,6 +149,11 @@ class ForwardTimer:
         self.cache.lens[slots] = 0
         return timing
 
+    def time_once(self, batch_size: int, context_len: int, n: int) -> float:
+        """Milliseconds of one forward, no warm-up: one sample of a round-robin median
+        (`round_robin_medians`), whose earlier rounds warm every key up."""
+        return self.time(batch_size, context_len, n, warmup=0, repeats=1).median_ms
+
     def call(self, tokens, features, positions, slots, mask):
         """The timed call for ``[B, n]`` tokens (``features`` ``[B, n, F]`` or ``None``)."""
         args = [tokens, positions, self.cache, slots, mask]
