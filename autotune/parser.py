@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sglang_cast.flags import OneLineParser, float_in, float_list, int_in, int_list
 from sglang_cast.models.weights import WeightFormat
+from sglang_cast.sglang_plugin.plugin_config import DEFAULT_MAX_RUNNING_REQUESTS
 from sglang_cast.sglang_plugin.state_cover import StateCap
 
 from .analytic import ANALYTIC_GPUS
@@ -162,9 +163,9 @@ def add_runtime_states(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--serve-context-length", type=int_in(1, 1 << 24), default=None,
                        help="SGLang --context-length of the deployment; the states' buffers grow with it (default: "
                             "the target config.json's max_position_embeddings, as SGLang)")
-    group.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,
+    group.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=DEFAULT_MAX_RUNNING_REQUESTS,
                        help="SGLang --max-running-requests of the deployment: sets the graph batch sizes each "
-                            "state is captured at (default: 48, CAST's)")
+                            f"state is captured at (default: {DEFAULT_MAX_RUNNING_REQUESTS}, CAST's)")
 
 
 def add_label(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -416,8 +417,8 @@ def build_parser() -> Parser:
                         "the server refuses it)")
     p.add_argument("--context-length", type=int_in(1, 1 << 24), default=None,
                    help="SGLang --context-length (default: the model's max_position_embeddings, as SGLang)")
-    p.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=48,
-                   help="SGLang --max-running-requests (CAST's default is 48)")
+    p.add_argument("--max-running-requests", type=int_in(1, 1 << 16), default=DEFAULT_MAX_RUNNING_REQUESTS,
+                   help=f"SGLang --max-running-requests (CAST's default is {DEFAULT_MAX_RUNNING_REQUESTS})")
     p.add_argument("--mem-fraction-static", type=float_in(0.01, 0.99), default=None,
                    help="SGLang --mem-fraction-static (default: SGLang's own rule for this GPU)")
     p.add_argument("--chunked-prefill-size", type=int_in(1, 1 << 20), default=None,

@@ -278,8 +278,7 @@ def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:
 
     section = SGLangSection.of(profile)
     replay = profile.provenance["sglang"]["replay"]
-    covering = StaticShape.covering(profile.settings)
-    startup = (covering.num_steps, covering.num_draft_tokens)
+    startup = StaticShape.covering(profile.settings).startup_state
     beyond = [s for s in section.runtime_states if s != startup]
     captures = len(beyond) * sizing.captures_per_state
     names = ", ".join(f"{d}x{w}" + (" (startup)" if (d, w) == startup else "") for d, w in section.runtime_states)

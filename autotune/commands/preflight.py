@@ -73,7 +73,7 @@ def preflight(options: PreflightOptions) -> tuple[StaticShape, MemoryPlan]:
                             max_running_requests=options.max_running_requests,
                             mem_fraction_static=options.mem_fraction_static,
                             chunked_prefill_size=options.chunked_prefill_size, tp_size=tp_size)
-    return shape, plan_memory(target, draft, states, (shape.num_steps, shape.num_draft_tokens), launch)
+    return shape, plan_memory(target, draft, states, shape.startup_state, launch)
 
 
 def context_length(options: PreflightOptions) -> int:
@@ -88,13 +88,9 @@ def context_length(options: PreflightOptions) -> int:
 
 def static_shape(options: PreflightOptions, settings: PolicySettings) -> StaticShape:
     """The launch's tree shape: the flags where given, else the profile's covering shape."""
-    covering = StaticShape.covering(settings)
-    shape = StaticShape(options.speculative_num_steps or covering.num_steps,
-                        options.speculative_eagle_topk or covering.topk,
-                        options.speculative_num_draft_tokens or covering.num_draft_tokens)
     try:
-        shape.require_fit(settings, options.profile)
-        shape.check()
+        return StaticShape.from_flags(settings, options.profile, num_steps=options.speculative_num_steps,
+                                      topk=options.speculative_eagle_topk,
+                                      num_draft_tokens=options.speculative_num_draft_tokens)
     except ValueError as err:
         raise AutotuneError(str(err)) from None
-    return shape

@@ -11,7 +11,7 @@ not provide it.
 
 Three kinds of entries:
 
-* :class:`Callable` — a function, method or class the plugin calls (or
+* :class:`Signature` — a function, method or class the plugin calls (or
   overrides) and the parameter names it passes or receives;
 * :class:`Fields` — attributes of SGLang objects the plugin reads or sets, found
   as ``self.<name> =`` assignments in the class or one of its bases (or as
@@ -27,7 +27,7 @@ import importlib.metadata
 import inspect
 import re
 import sys
-from collections.abc import Callable as CallableType
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -35,10 +35,25 @@ SUPPORTED_VERSION = "0.5.23"
 
 
 @dataclass(frozen=True)
-class Callable:
+class Signature:
     module: str
     name: str  # dotted inside the module: "EAGLEWorkerV2.build_adaptive_runtime_state"
     params: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def lacks(self, module: ModuleType) -> list[str]:
+        """The name if ``module`` has no such callable, else each parameter it does not take."""
+        try:
+            target = _lookup(module, self.name)
+        except AttributeError:
+            return [self.label]
+        if not self.params:
+            return []
+        have = _parameter_names(target)
+        return [f"{self.label}(... {name}=...)" for name in self.params if name not in have]
 
 
 @dataclass(frozen=True)
@@ -47,157 +62,184 @@ class Fields:
     cls: str
     names: tuple[str, ...]
 
+    @property
+    def label(self) -> str:
+        return f"{self.module}.{self.cls}"
+
+    def lacks(self, module: ModuleType) -> list[str]:
+        """The class if ``module`` has no such class, else each attribute it never assigns."""
+        try:
+            cls = _lookup(module, self.cls)
+        except AttributeError:
+            return [self.label]
+        have = _assigned_attributes(cls)
+        return [f"{self.label}.{name} (attribute)" for name in self.names if name not in have]
+
 
 @dataclass(frozen=True)
 class Present:
     module: str
     names: tuple[str, ...]
 
+    @property
+    def label(self) -> str:
+        return f"{self.module}.{', '.join(self.names)}"
+
+    def lacks(self, module: ModuleType) -> list[str]:
+        """Each name ``module`` does not have."""
+        missing = []
+        for name in self.names:
+            try:
+                _lookup(module, name)
+            except AttributeError:
+                missing.append(f"{self.module}.{name}")
+        return missing
+
 
 _SPEC = "sglang.srt.speculative"
 _V2 = f"{_SPEC}.eagle_worker_v2"
 
-CONTRACT: tuple[Callable | Fields | Present, ...] = (
+CONTRACT: tuple[Signature | Fields | Present, ...] = (
     # register.py: the algorithm registry
-    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.register",
-             ("name", "supports_overlap", "validate_server_args", "spec_class")),
-    Callable(f"{_SPEC}.spec_registry", "get_spec", ("name",)),
+    Signature(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.register",
+              ("name", "supports_overlap", "validate_server_args", "spec_class")),
+    Signature(f"{_SPEC}.spec_registry", "get_spec", ("name",)),
     Present(f"{_SPEC}.spec_info", ("SpeculativeAlgorithm.EAGLE", "SpeculativeAlgorithm.EAGLE3")),
     # spec.py: CastSpecAlgo (a CustomSpecAlgo) answers these questions SGLang asks of an
     # algorithm, by asking the built-in EAGLE member the same
-    Callable(f"{_SPEC}.spec_registry", "CustomSpecAlgo.__init__"),
-    *(Callable(f"{_SPEC}.spec_info", f"SpeculativeAlgorithm.{method}") for method in (
+    Signature(f"{_SPEC}.spec_registry", "CustomSpecAlgo.__init__"),
+    *(Signature(f"{_SPEC}.spec_info", f"SpeculativeAlgorithm.{method}") for method in (
         "is_eagle", "is_eagle3", "supports_mixed_chunk", "supports_grammar_overlap", "has_draft_kv", "need_topk",
         "carries_draft_hidden_states", "get_platform_worker_cls")),
-    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.create_future_map",
-             ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
-    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.build_disagg_draft_input",
-             ("batch", "last_tokens_tensor", "future_map")),
-    Callable(f"{_SPEC}.spec_registry", "CustomSpecAlgo.handle_server_args", ("server_args",)),
-    Callable("sglang.srt.managers.overlap_utils", "FutureMap",
-             ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
-    Callable("sglang.srt.runtime_context", "get_spec"),
-    Callable("sglang.srt.runtime_context", "get_exec"),
-    Callable("sglang.srt.runtime_context", "get_parallel"),
-    Callable("sglang.srt.distributed.parallel_state", "GroupCoordinator.broadcast", ("input_", "src")),
+    Signature(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.create_future_map",
+              ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
+    Signature(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.build_disagg_draft_input",
+              ("batch", "last_tokens_tensor", "future_map")),
+    Signature(f"{_SPEC}.spec_registry", "CustomSpecAlgo.handle_server_args", ("server_args",)),
+    Signature("sglang.srt.managers.overlap_utils", "FutureMap",
+              ("device", "req_to_token_pool", "needs_cpu_seq_lens", "needs_confidence_relay")),
+    Signature("sglang.srt.runtime_context", "get_spec"),
+    Signature("sglang.srt.runtime_context", "get_exec"),
+    Signature("sglang.srt.runtime_context", "get_parallel"),
+    Signature("sglang.srt.distributed.parallel_state", "GroupCoordinator.broadcast", ("input_", "src")),
     Fields("sglang.srt.distributed.parallel_state", "GroupCoordinator", ("rank_in_group", "world_size")),
     # spec.py / launch.py: server arguments read, the launcher's entry points
-    Callable("sglang.srt.server_args", "ServerArgs", (
+    Signature("sglang.srt.server_args", "ServerArgs", (
         "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
         "speculative_num_draft_tokens", "attention_backend", "device", "tp_size", "pp_size", "dp_size",
         "speculative_use_rejection_sampling", "speculative_adaptive", "enable_multi_layer_eagle",
         "max_running_requests", "context_length", "mem_fraction_static", "chunked_prefill_size", "model_path",
         "attn_dp_size")),
-    Callable("sglang.srt.server_args", "prepare_server_args", ("argv",)),
-    Callable("sglang.launch_server", "run_server", ("server_args",)),
-    Callable("sglang.srt.plugins", "load_plugins"),
-    Callable("sglang.srt.utils", "kill_process_tree", ("parent_pid", "include_parent")),
-    Callable("sglang.srt.utils.common", "get_device_memory_capacity", ("device",)),
+    Signature("sglang.srt.server_args", "prepare_server_args", ("argv",)),
+    Signature("sglang.launch_server", "run_server", ("server_args",)),
+    Signature("sglang.srt.plugins", "load_plugins"),
+    Signature("sglang.srt.utils", "kill_process_tree", ("parent_pid", "include_parent")),
+    Signature("sglang.srt.utils.common", "get_device_memory_capacity", ("device",)),
     # worker.py: the EAGLE v2 worker subclassed, the draft worker re-classed
-    Callable(_V2, "EAGLEWorkerV2.__init__", ("server_args", "gpu_id", "nccl_port", "target_worker")),
-    Callable(_V2, "EAGLEWorkerV2.init_cuda_graphs"),
-    Callable(_V2, "EAGLEWorkerV2.build_adaptive_runtime_state",
-             ("speculative_num_steps", "speculative_num_draft_tokens", "cuda_graph_bs")),
-    Callable(_V2, "EAGLEWorkerV2.apply_runtime_state", ("state",)),
-    Callable(_V2, "EAGLEWorkerV2.activate_step_by_batch", ("batch_size",)),
-    Callable(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
+    Signature(_V2, "EAGLEWorkerV2.__init__", ("server_args", "gpu_id", "nccl_port", "target_worker")),
+    Signature(_V2, "EAGLEWorkerV2.init_cuda_graphs"),
+    Signature(_V2, "EAGLEWorkerV2.build_adaptive_runtime_state",
+              ("speculative_num_steps", "speculative_num_draft_tokens", "cuda_graph_bs")),
+    Signature(_V2, "EAGLEWorkerV2.apply_runtime_state", ("state",)),
+    Signature(_V2, "EAGLEWorkerV2.activate_step_by_batch", ("batch_size",)),
+    Signature(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
     # worker.py + step_log.py: the step log times every decode call (profile --backend sglang only)
-    Callable(_V2, "EAGLEWorkerV2.forward_batch_generation", ("batch",)),
+    Signature(_V2, "EAGLEWorkerV2.forward_batch_generation", ("batch",)),
     Fields("sglang.srt.managers.utils", "GenerationBatchResult", ("accept_lens",)),
     Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch", ("forward_mode", "is_extend_in_batch",
                                                                    "seq_lens_cpu")),
     Present("sglang.srt.model_executor.forward_batch_info", ("ForwardMode.is_extend", "ForwardMode.is_idle")),
     Fields(_V2, "EAGLEWorkerV2", ("_draft_worker", "_target_worker", "speculative_algorithm", "speculative_num_steps",
                                   "speculative_num_draft_tokens", "topk")),
-    Callable(_V2, "EagleDraftWorker._capture_cuda_graphs"),
-    Callable(_V2, "EagleDraftWorker.draft", ("batch", "with_topology")),
-    Callable(_V2, "EagleDraftWorker._rebuild_topk1_chain_buffers"),
+    Signature(_V2, "EagleDraftWorker._capture_cuda_graphs"),
+    Signature(_V2, "EagleDraftWorker.draft", ("batch", "with_topology")),
+    Signature(_V2, "EagleDraftWorker._rebuild_topk1_chain_buffers"),
     Fields(_V2, "EagleDraftWorker", (
         "speculative_num_steps", "speculative_num_draft_tokens", "topk", "draft_attn_backend", "cuda_graph_runner",
         "draft_extend_attn_backend", "cuda_graph_runner_for_draft_extend", "hot_token_id", "tree_mask_mode",
         "req_to_token_pool", "target_worker", "draft_runner", "parallel_layout", "device")),
-    Callable("sglang.srt.model_executor.model_runner", "ModelRunner._get_attention_backend",
-             ("init_new_workspace",)),
+    Signature("sglang.srt.model_executor.model_runner", "ModelRunner._get_attention_backend",
+              ("init_new_workspace",)),
     Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
            ("attn_backend", "decode_cuda_graph_runner", "model_config")),
     Fields("sglang.srt.configs.model_config", "ModelConfig", ("hf_config", "context_len")),
-    Callable(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (
+    Signature(f"{_SPEC}.adaptive_runtime_state", "SpecRuntimeState", (
         "speculative_num_steps", "speculative_num_draft_tokens", "draft_attn_backend", "cuda_graph_runner",
         "target_attn_backend", "target_graph_runner", "draft_extend_attn_backend",
         "cuda_graph_runner_for_draft_extend")),
-    Callable(f"{_SPEC}.eagle_worker_common", "prepare_for_draft", (
+    Signature(f"{_SPEC}.eagle_worker_common", "prepare_for_draft", (
         "draft_input", "req_to_token_pool", "batch", "cuda_graph_runner", "draft_model_runner", "topk",
         "num_steps")),
-    Callable(f"{_SPEC}.eagle_worker_common", "build_eagle_verify_input", (
+    Signature(f"{_SPEC}.eagle_worker_common", "build_eagle_verify_input", (
         "batch", "draft_input", "parent_list", "top_scores_index", "draft_tokens", "draft_probs", "target_worker",
         "topk", "num_steps", "num_draft_tokens", "tree_mask_mode", "device")),
-    Callable(f"{_SPEC}.eagle_utils", "per_step_draft_out_cache_loc"),
-    Callable(f"{_SPEC}.spec_utils", "renorm_draft_probs"),
-    Callable(f"{_SPEC}.spec_utils", "draft_tp_context", ("layout",)),
-    Callable("sglang.srt.utils.common", "fast_topk", ("values", "topk", "dim")),
-    Callable("sglang.srt.model_executor.forward_context", "ForwardContext", ("attn_backend",)),
-    Callable("sglang.srt.model_executor.forward_context", "forward_context", ("forward_batch",)),
-    Callable("sglang.srt.model_executor.cuda_graph_config", "check_cuda_graph_backend"),
+    Signature(f"{_SPEC}.eagle_utils", "per_step_draft_out_cache_loc"),
+    Signature(f"{_SPEC}.spec_utils", "renorm_draft_probs"),
+    Signature(f"{_SPEC}.spec_utils", "draft_tp_context", ("layout",)),
+    Signature("sglang.srt.utils.common", "fast_topk", ("values", "topk", "dim")),
+    Signature("sglang.srt.model_executor.forward_context", "ForwardContext", ("attn_backend",)),
+    Signature("sglang.srt.model_executor.forward_context", "forward_context", ("forward_batch",)),
+    Signature("sglang.srt.model_executor.cuda_graph_config", "check_cuda_graph_backend"),
     Present("sglang.srt.model_executor.cuda_graph_config", ("Phase.DECODE", "Backend.DISABLED")),
     Present("sglang.srt.layers.moe.utils", ("speculative_moe_backend_context", "speculative_moe_a2a_backend_context")),
     Present(f"{_SPEC}.eagle_info", ("EagleDraftInput", "EagleVerifyInput")),
     # worker.CastVerifyInput overrides the bound SGLang sizes accept_index by
     Present(f"{_SPEC}.eagle_info", ("EagleVerifyInput.max_tree_depth",)),
     # cpu_runtime.intel_amx_kept: the platform fact SGLang's CPU backend fallback reads
-    Callable("sglang.srt.runtime_context", "override_platform"),
+    Signature("sglang.srt.runtime_context", "override_platform"),
     Present("sglang.srt.model_executor.forward_batch_info", ("ForwardBatch",)),
     # profile_forwards.py: `cast-autotune profile --backend sglang` builds SGLang's workers as its
     # scheduler does and times their verify and draft-extend forwards
-    Callable("sglang.benchmark.one_batch", "_init_process_global_configs"),
-    Callable("sglang.benchmark.one_batch", "extend", ("reqs", "model_runner")),
-    Callable("sglang.srt.configs.model_config", "ModelConfig.from_server_args", ("server_args",)),
-    Callable("sglang.srt.distributed", "bootstrap.init_parallel_runtime", ("server_args", "device", "dist_port")),
-    Callable("sglang.srt.distributed", "bootstrap.init_layer_runtime", ("model_config",)),
-    Callable("sglang.srt.entrypoints.engine", "_set_envs_and_config", ("server_args",)),
-    Callable("sglang.srt.runtime_context", "publish", ("server_args", "role", "ranks")),
-    Callable("sglang.srt.runtime_context", "SpawnRanks", ("world_rank", "gpu_id")),
-    Callable("sglang.srt.runtime_context", "spawn_world_rank", ("server_args", "tp_rank", "pp_rank")),
-    Callable("sglang.srt.server_args", "PortArgs.init_new", ("server_args",)),
-    Callable("sglang.srt.server_args", "ServerArgs.resolve_once"),
-    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.from_string"),
-    Callable(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.create_worker", ("server_args",)),
-    Callable("sglang.srt.managers.tp_worker", "TpModelWorker", ("server_args", "gpu_id", "nccl_port")),
-    Callable("sglang.srt.managers.tp_worker", "TpModelWorker.alloc_memory_pool", ("draft_parallel_layout",)),
+    Signature("sglang.benchmark.one_batch", "_init_process_global_configs"),
+    Signature("sglang.benchmark.one_batch", "extend", ("reqs", "model_runner")),
+    Signature("sglang.srt.configs.model_config", "ModelConfig.from_server_args", ("server_args",)),
+    Signature("sglang.srt.distributed", "bootstrap.init_parallel_runtime", ("server_args", "device", "dist_port")),
+    Signature("sglang.srt.distributed", "bootstrap.init_layer_runtime", ("model_config",)),
+    Signature("sglang.srt.entrypoints.engine", "_set_envs_and_config", ("server_args",)),
+    Signature("sglang.srt.runtime_context", "publish", ("server_args", "role", "ranks")),
+    Signature("sglang.srt.runtime_context", "SpawnRanks", ("world_rank", "gpu_id")),
+    Signature("sglang.srt.runtime_context", "spawn_world_rank", ("server_args", "tp_rank", "pp_rank")),
+    Signature("sglang.srt.server_args", "PortArgs.init_new", ("server_args",)),
+    Signature("sglang.srt.server_args", "ServerArgs.resolve_once"),
+    Signature(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.from_string"),
+    Signature(f"{_SPEC}.spec_info", "SpeculativeAlgorithm.create_worker", ("server_args",)),
+    Signature("sglang.srt.managers.tp_worker", "TpModelWorker", ("server_args", "gpu_id", "nccl_port")),
+    Signature("sglang.srt.managers.tp_worker", "TpModelWorker.alloc_memory_pool", ("draft_parallel_layout",)),
     Present("sglang.srt.managers.tp_worker", (
         "TpModelWorker.model_runner", "TpModelWorker.preloaded_weights_bytes", "TpModelWorker.get_memory_pool",
         "TpModelWorker.init_attention_backends", "TpModelWorker.init_cuda_graphs")),
     Present(_V2, ("EAGLEWorkerV2.preloaded_weights_bytes", "EAGLEWorkerV2.draft_parallel_layout",
                   "EAGLEWorkerV2.alloc_memory_pool", "EAGLEWorkerV2.init_attention_backends")),
-    Callable("sglang.srt.model_executor.model_runner", "ModelRunner.forward", ("forward_batch",)),
-    Callable("sglang.srt.model_executor.model_runner", "ModelRunner.account_preloaded_weights",
-             ("preloaded_weights_bytes",)),
+    Signature("sglang.srt.model_executor.model_runner", "ModelRunner.forward", ("forward_batch",)),
+    Signature("sglang.srt.model_executor.model_runner", "ModelRunner.account_preloaded_weights",
+              ("preloaded_weights_bytes",)),
     Fields("sglang.srt.model_executor.model_runner", "ModelRunner",
            ("req_to_token_pool", "token_to_kv_pool_allocator", "memory_pool_config")),
-    Callable("sglang.srt.managers.schedule_batch", "Req",
-             ("rid", "origin_input_text", "origin_input_ids", "sampling_params")),
+    Signature("sglang.srt.managers.schedule_batch", "Req",
+              ("rid", "origin_input_text", "origin_input_ids", "sampling_params")),
     Fields("sglang.srt.managers.schedule_batch", "Req", ("full_untruncated_fill_ids", "logprob_start_len",
                                                          "extend_end")),
-    Callable("sglang.srt.managers.schedule_batch", "ScheduleBatch.batch_size"),
+    Signature("sglang.srt.managers.schedule_batch", "ScheduleBatch.batch_size"),
     Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch",
            ("spec_info", "spec_algorithm", "seq_lens", "req_pool_indices", "out_cache_loc")),
-    Callable("sglang.srt.sampling.sampling_params", "SamplingParams", ("temperature", "max_new_tokens")),
-    Callable(f"{_SPEC}.eagle_info", "EagleDraftInput", ("bonus_tokens",)),
-    Callable(f"{_SPEC}.eagle_info", "EagleDraftExtendInput", (
+    Signature("sglang.srt.sampling.sampling_params", "SamplingParams", ("temperature", "max_new_tokens")),
+    Signature(f"{_SPEC}.eagle_info", "EagleDraftInput", ("bonus_tokens",)),
+    Signature(f"{_SPEC}.eagle_info", "EagleDraftExtendInput", (
         "hidden_states", "num_correct_drafts", "num_accept_tokens", "num_tokens_per_req",
         "num_tokens_for_logprob_per_req")),
-    Callable(f"{_SPEC}.eagle_utils", "eagle_prepare_for_decode", ("batch",)),
-    Callable(f"{_SPEC}.eagle_utils", "eagle_prepare_for_verify",
-             ("verify_input", "req_to_token_pool", "batch", "target_worker")),
-    Callable(f"{_SPEC}.eagle_utils", "get_draft_input_from_target_hidden_dim", ("model_runner",)),
-    Callable(f"{_SPEC}.eagle_worker_common", "prepare_for_draft_extend", (
+    Signature(f"{_SPEC}.eagle_utils", "eagle_prepare_for_decode", ("batch",)),
+    Signature(f"{_SPEC}.eagle_utils", "eagle_prepare_for_verify",
+              ("verify_input", "req_to_token_pool", "batch", "target_worker")),
+    Signature(f"{_SPEC}.eagle_utils", "get_draft_input_from_target_hidden_dim", ("model_runner",)),
+    Signature(f"{_SPEC}.eagle_worker_common", "prepare_for_draft_extend", (
         "draft_extend_input", "batch", "predict", "num_draft_tokens", "draft_model_runner", "cuda_graph_runner",
         "return_hidden_states_before_norm")),
-    Callable("sglang.kernels.ops.speculative.cache_locs", "assign_extend_cache_locs_uniform_func", (
+    Signature("sglang.kernels.ops.speculative.cache_locs", "assign_extend_cache_locs_uniform_func", (
         "req_pool_indices", "req_to_token", "start_offset", "batch_size", "draft_token_num", "device")),
     # profile_steps.py: the step design runs SGLang's offline engine, one per tree
     Present("sglang.srt.entrypoints.engine", ("Engine",)),
-    Callable("sglang.srt.entrypoints.engine", "Engine.generate", ("prompt", "sampling_params")),
-    Callable("sglang.srt.entrypoints.engine", "Engine.shutdown"),
+    Signature("sglang.srt.entrypoints.engine", "Engine.generate", ("prompt", "sampling_params")),
+    Signature("sglang.srt.entrypoints.engine", "Engine.shutdown"),
 )
 
 
@@ -302,42 +344,13 @@ def _assigned_attributes(cls: type) -> set[str]:
     return names
 
 
-def _entry_problems(entry: Callable | Fields | Present, module: ModuleType) -> list[str]:
+def _entry_problems(entry: Signature | Fields | Present, module: ModuleType) -> list[str]:
     """What of ``entry`` ``module`` lacks; an entry whose inspection itself raises
     is reported with the error, never lets it escape."""
     try:
-        return _entry_lacks(entry, module)
+        return entry.lacks(module)
     except Exception as err:  # noqa: BLE001 (any failure is reported, per entry)
-        name = entry.cls if isinstance(entry, Fields) else entry.name if isinstance(entry, Callable) else \
-            ", ".join(entry.names)
-        return [f"{entry.module}.{name} (inspecting it raised {type(err).__name__}: {err})"]
-
-
-def _entry_lacks(entry: Callable | Fields | Present, module: ModuleType) -> list[str]:
-    where = entry.module
-    if isinstance(entry, Present):
-        missing = []
-        for name in entry.names:
-            try:
-                _lookup(module, name)
-            except AttributeError:
-                missing.append(f"{where}.{name}")
-        return missing
-    if isinstance(entry, Fields):
-        try:
-            cls = _lookup(module, entry.cls)
-        except AttributeError:
-            return [f"{where}.{entry.cls}"]
-        have = _assigned_attributes(cls)
-        return [f"{where}.{entry.cls}.{name} (attribute)" for name in entry.names if name not in have]
-    try:
-        target = _lookup(module, entry.name)
-    except AttributeError:
-        return [f"{where}.{entry.name}"]
-    if not entry.params:
-        return []
-    have = _parameter_names(target)
-    return [f"{where}.{entry.name}(... {name}=...)" for name in entry.params if name not in have]
+        return [f"{entry.label} (inspecting it raised {type(err).__name__}: {err})"]
 
 
 def _is_absent_sglang_module(error: BaseException) -> bool:
@@ -346,7 +359,7 @@ def _is_absent_sglang_module(error: BaseException) -> bool:
             and (error.name is None or error.name.split(".")[0] == "sglang"))
 
 
-def contract_report(import_module: CallableType[[str], ModuleType] = importlib.import_module,
+def contract_report(import_module: Callable[[str], ModuleType] = importlib.import_module,
                     version: str | None = None, interpreter: str | None = None) -> ContractReport:
     """Check :data:`CONTRACT` against the SGLang reachable through ``import_module``.
     Every module is imported on its own, and any exception its import raises is
@@ -380,14 +393,14 @@ def _installed_version() -> str | None:
         return None
 
 
-def contract_problems(import_module: CallableType[[str], ModuleType] = importlib.import_module) -> list[str]:
+def contract_problems(import_module: Callable[[str], ModuleType] = importlib.import_module) -> list[str]:
     """What of :data:`CONTRACT` the SGLang reachable through ``import_module`` lacks,
     and every module whose import failed (with its error)."""
     report = contract_report(import_module, version=SUPPORTED_VERSION)
     return [*report.missing, *(f"module {f.module} (import raised {f.cause()})" for f in report.failed_imports)]
 
 
-def check_installed_sglang(import_module: CallableType[[str], ModuleType] = importlib.import_module,
+def check_installed_sglang(import_module: Callable[[str], ModuleType] = importlib.import_module,
                            version: str | None = None, interpreter: str | None = None) -> None:
     """Raise :class:`ContractError` (one line naming the cause, the interpreter,
     the installed version and the matching fix) when SGLang cannot serve the plugin."""

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 from ..cast import IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
-from .runtime_shapes import (NO_DRAFT, choose_depth, choose_width, draft_depths, max_nodes, verify_widths,
+from .runtime_shapes import (FLOOR_WIDTH, NO_DRAFT, choose_depth, choose_width, draft_depths, fills, verify_widths,
                              widths_at_depth)
-from .state_cover import FLOOR_WIDTH
 
 
 class CastDecider:
@@ -38,7 +37,7 @@ class CastDecider:
         else:
             drafting = [state for state in runtime_states if state != NO_DRAFT]
             self._check_fit(drafting)
-        drafting += [(shape.num_steps, shape.num_draft_tokens)] + [(d, FLOOR_WIDTH) for d, _ in drafting]
+        drafting += [shape.startup_state] + [(d, FLOOR_WIDTH) for d, _ in drafting]
         # depth -> the widths built at it, ascending
         self.catalogue = {d: tuple(sorted({w for dd, w in drafting if dd == d}))
                           for d in sorted({d for d, _ in drafting})}
@@ -49,8 +48,7 @@ class CastDecider:
         """Named runtime states must fit SGLang's startup shape and be fillable."""
         shape = self.shape
         bad = [(d, w) for d, w in states
-               if not (1 <= d <= shape.num_steps and 2 <= w <= shape.num_draft_tokens
-                       and w - 1 <= max_nodes(shape.topk, d))]
+               if not (1 <= d <= shape.num_steps and 2 <= w <= shape.num_draft_tokens and fills(w, d, shape.topk))]
         if bad:
             raise ValueError(f"runtime states {bad} do not fit SGLang's startup shape --speculative-num-steps "
                              f"{self.shape.num_steps} --speculative-eagle-topk {self.shape.topk} "

@@ -72,9 +72,10 @@ def _first(count: int, width: int, device: torch.device) -> torch.Tensor:
 
 
 def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, flat: torch.Tensor):
-    """One layer's ``[B, K]`` frontier on the host in a single device-to-host copy
-    (one sync per layer instead of one per tensor): float64 values, then parent
-    rows, tokens and flat ids, exact as float64 below 2^53."""
+    """One deeper layer's ranked children (``_next_layer``: ``[B, K·K]`` each, the
+    first ``K`` its frontier) on the host in a single device-to-host copy (one sync
+    per layer instead of one per tensor): float64 values, then parent rows, tokens
+    and flat ids, exact as float64 below 2^53."""
     host = torch.stack([values, rows.double(), tokens.double(), flat.double()]).cpu()
     return host[0], host[1].long(), host[2].long(), host[3].long()
 
@@ -136,8 +137,8 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     most ``min(plan.max_depth, max_steps)`` layers are drafted.
 
     The drafting tensors stay on the model's device.  Layer 1 is decided on
-    ``roots``; every deeper layer's frontier is copied to the host in one transfer
-    (a few hundred numbers), where the policy decides: a ``d``-layer draft costs
+    ``roots``; every deeper layer's ranked children are copied to the host in one
+    transfer (``4·B·K²`` numbers), where the policy decides: a ``d``-layer draft costs
     ``d - 1`` copies here, plus the one of ``roots``.  Each copy waits for the
     device, which then idles until the host launches more work, so right after a
     copy the host launches the layer's draft forward: its input rows are the

@@ -46,8 +46,8 @@ from pathlib import Path
 
 from ..profile import load_profile
 from .cpu_runtime import cpu_server_flags, enter_cpu_engine, intel_amx_kept
-from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, StaticShape,
-                            draft_is_eagle3, require_layout)
+from .plugin_config import (DEFAULT_MAX_RUNNING_REQUESTS, POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV,
+                            ParallelLayout, StaticShape, draft_is_eagle3, require_layout)
 
 ALGORITHMS = ("NONE", "EAGLE", *POLICY_OF_ALGORITHM)
 CPU_DEFAULT_CONTEXT = 8192  # the embedded SmolLM2's max_position_embeddings
@@ -118,16 +118,10 @@ def static_shape(args: argparse.Namespace) -> StaticShape:
     """CAST/GOODPUT: SGLang's startup shape, the flags where given, else the
     smallest shape holding every bucket of the profile; it must fit the profile."""
     profile = Path(_get(args, "cast_profile"))
-    settings = load_profile(profile).profile.settings
-    covering = StaticShape.covering(settings)
-    shape = StaticShape(
-        num_steps=_get(args, "speculative_num_steps") or covering.num_steps,
-        topk=_get(args, "speculative_eagle_topk") or covering.topk,
-        num_draft_tokens=_get(args, "speculative_num_draft_tokens") or covering.num_draft_tokens,
-    )
-    shape.require_fit(settings, profile)
-    shape.check()
-    return shape
+    return StaticShape.from_flags(load_profile(profile).profile.settings, profile,
+                                  num_steps=_get(args, "speculative_num_steps"),
+                                  topk=_get(args, "speculative_eagle_topk"),
+                                  num_draft_tokens=_get(args, "speculative_num_draft_tokens"))
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -201,7 +195,8 @@ def cpu_kv_tokens(args: argparse.Namespace) -> int:
     """The CPU engine's KV pool: every running request at full context.  SGLang's
     default on a CPU is a share of all RAM, which it zero-fills at start-up (64 s of a
     2-core machine's start for ~14 GB; ``--mem-fraction-static`` restores it)."""
-    return (_get(args, "max_running_requests") or 48) * (_get(args, "context_length") or CPU_DEFAULT_CONTEXT)
+    requests = _get(args, "max_running_requests") or DEFAULT_MAX_RUNNING_REQUESTS
+    return requests * (_get(args, "context_length") or CPU_DEFAULT_CONTEXT)
 
 
 def model_path(args: argparse.Namespace) -> str:

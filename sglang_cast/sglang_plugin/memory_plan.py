@@ -15,9 +15,10 @@ Every rule below is cited to the installed SGLang 0.5.23
 * the *slack*, the rest, which SGLang sizes for its own activations and graphs
   when ``--mem-fraction-static`` is not given (``srt/arg_groups/memory_hook.py``):
   ``512 MiB + 1.5 MiB · max(chunked_prefill, 2048) + tp·pp/8 GiB`` (lines
-  304-312) ``+ 2 MiB`` per decode-graph batch (368) ``+ 8 MiB`` per prefill-graph
-  token bucket (380-386; SGLang enables breakable prefill graphs by default on
-  CUDA, ``srt/model_executor/cuda_graph_config.py:119-123``, with buckets up to
+  304-312; pp is 1 under CAST) ``+ 2 MiB`` per decode-graph batch (368)
+  ``+ 8 MiB`` per prefill-graph token bucket (380-386; SGLang enables breakable
+  prefill graphs by default on CUDA,
+  ``srt/model_executor/cuda_graph_config.py:119-123``, with buckets up to
   the chunked-prefill size, ``memory_hook.py:233-236`` and
   ``srt/arg_groups/cuda_graph_hook.py:480-497``), at least 10 GiB on GPUs above
   60 GiB (314-315); ``mfs = round((gpu - reserve) / gpu, 3)`` (324-328).
@@ -60,6 +61,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from .plugin_config import DEFAULT_MAX_RUNNING_REQUESTS
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -134,12 +137,12 @@ class LaunchSettings:
 
     gpu_memory_gib: float  # as SGLang reads it (get_device_memory_capacity: the device's total MiB / 1024)
     context_length: int
-    max_running_requests: int = 48  # CastSpecAlgo.handle_server_args' default
+    max_running_requests: int = DEFAULT_MAX_RUNNING_REQUESTS  # CastSpecAlgo.handle_server_args' default
     mem_fraction_static: float | None = None
     chunked_prefill_size: int | None = None
     dtype_bytes: int = 2  # bfloat16 weights and KV
     tp_size: int = 1  # --tp-size: weights and KV heads are split across this many GPUs
-    pp_size: int = 1
+    # no pp_size: pipeline parallelism is always 1 under CAST (plugin_config.PP_REFUSAL)
 
 
 def default_chunked_prefill(gpu_mib: float) -> int:
@@ -201,20 +204,21 @@ def prefill_graph_buckets(chunked_prefill_size: int) -> int:
     return sum(1 for start, stop, step in steps for size in range(start, stop, step) if size <= chunked_prefill_size)
 
 
-def sglang_reserve_mib(gpu_mib: float, chunked_prefill_size: int, graph_max_bs: int, tp_size: int = 1,
-                       pp_size: int = 1) -> float:
+def sglang_reserve_mib(gpu_mib: float, chunked_prefill_size: int, graph_max_bs: int, tp_size: int = 1) -> float:
     """What SGLang keeps outside the static part for itself when ``--mem-fraction-static``
     is not given (memory_hook.py:304-315; post-capture KV sizing is off by default,
-    ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, srt/environ.py:640)."""
-    reserve = (512 + max(chunked_prefill_size, 2048) * 1.5 + tp_size * pp_size / 8 * 1024 + graph_max_bs * 2
+    ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, srt/environ.py:640).  SGLang's
+    ``tp_size * pp_size`` term is ``tp_size`` here: pp is always 1 under CAST
+    (``plugin_config.PP_REFUSAL``)."""
+    reserve = (512 + max(chunked_prefill_size, 2048) * 1.5 + tp_size / 8 * 1024 + graph_max_bs * 2
                + prefill_graph_buckets(chunked_prefill_size) * 8)
     return max(reserve, 10 * 1024) if gpu_mib > 60 * 1024 else reserve
 
 
-def default_mem_fraction_static(gpu_mib: float, chunked_prefill_size: int, graph_max_bs: int, tp_size: int = 1,
-                                pp_size: int = 1) -> float:
+def default_mem_fraction_static(gpu_mib: float, chunked_prefill_size: int, graph_max_bs: int,
+                                tp_size: int = 1) -> float:
     """SGLang's ``mem_fraction_static`` when the flag is not given (memory_hook.py:324-328)."""
-    reserve = sglang_reserve_mib(gpu_mib, chunked_prefill_size, graph_max_bs, tp_size, pp_size)
+    reserve = sglang_reserve_mib(gpu_mib, chunked_prefill_size, graph_max_bs, tp_size)
     return round((gpu_mib - reserve) / gpu_mib, 3)
 
 
@@ -337,9 +341,9 @@ def _mib(value: int) -> str:
     return f"{value / MIB:.0f} MiB"
 
 
-def extra_states(target: ModelShape, draft: ModelShape, states: Sequence[tuple[int, int]],
-                 startup: tuple[int, int], graph_bs: int, context: int, eagle3: bool = True
-                 ) -> tuple[StateMemory, ...]:
+def extra_state_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[int, int]],
+                       startup: tuple[int, int], graph_bs: int, context: int, eagle3: bool = True
+                       ) -> tuple[StateMemory, ...]:
     """Every state of ``states`` but ``startup`` (SGLang builds and sizes that one itself)."""
     return tuple(state_memory(target, draft, depth, width, graph_bs, context, eagle3)
                  for depth, width in sorted(states) if (depth, width) != startup)
@@ -355,13 +359,13 @@ def plan_memory(target: ModelShape, draft: ModelShape, states: Sequence[tuple[in
     gpu_mib = gpu_bytes / MIB
     chunk = launch.chunked_prefill_size or default_chunked_prefill(gpu_mib)
     graph_bs = decode_graph_max_bs(gpu_mib, launch.max_running_requests, launch.tp_size)
-    default_fraction = default_mem_fraction_static(gpu_mib, chunk, graph_bs, launch.tp_size, launch.pp_size)
+    default_fraction = default_mem_fraction_static(gpu_mib, chunk, graph_bs, launch.tp_size)
     fraction = launch.mem_fraction_static or default_fraction
     before_load = gpu_bytes - CUDA_CONTEXT
     target_weights = target.params() * launch.dtype_bytes // launch.tp_size
     draft_weights = draft_params(draft, eagle3) * launch.dtype_bytes // launch.tp_size
     slack = int(before_load * (1 - fraction))
-    extra = extra_states(target, draft, states, startup, graph_bs, launch.context_length, eagle3)
+    extra = extra_state_memory(target, draft, states, startup, graph_bs, launch.context_length, eagle3)
     kv_pool = before_load - target_weights - draft_weights - slack - sum(s.total for s in extra)
     cell = (target.kv_bytes_per_token(launch.dtype_bytes, launch.tp_size)
             + draft.kv_bytes_per_token(launch.dtype_bytes, launch.tp_size))

@@ -11,10 +11,11 @@ so every profile, at startup or on reload, must fit inside it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cast import PolicySettings
+from ..cast import PolicySettings, TreeShape
 from ..cast.settings import check_mapping
 from ..profile import LoadedProfile, Profile, ProfileError, load_profile
 from .runtime_shapes import NO_DRAFT, max_nodes
@@ -23,6 +24,7 @@ from .state_cover import StateCap
 PROFILE_ENV = "SGLANG_CAST_PROFILE"
 POLICY_OF_ALGORITHM = {"CAST": "cast", "GOODPUT": "goodput"}
 MIN_TOPK = 2  # SGLang's --speculative-eagle-topk under CAST (`StaticShape.check`); buckets may use 1
+DEFAULT_MAX_RUNNING_REQUESTS = 48  # SGLang's batch limit under CAST when none is given, as for its EAGLE
 
 
 @dataclass(frozen=True)
@@ -34,12 +36,37 @@ class StaticShape:
     num_draft_tokens: int  # --speculative-num-draft-tokens: verified tokens, root included
 
     @classmethod
-    def covering(cls, settings: PolicySettings) -> StaticShape:
-        """The smallest static shape that holds every bucket of ``settings``."""
-        shapes = [b.shape for b in settings.buckets]
-        # top-k 1 buckets still need topk 2 in SGLang (see ``check``).
+    def holding(cls, shapes: Iterable[TreeShape]) -> StaticShape:
+        """The smallest static shape that holds every tree of ``shapes``; top-k 1
+        trees still need topk ``MIN_TOPK`` in SGLang (see ``check``)."""
+        shapes = list(shapes)
         return cls(num_steps=max(s.max_depth for s in shapes), topk=max(MIN_TOPK, *(s.top_k for s in shapes)),
                    num_draft_tokens=max(s.num_verify_tokens for s in shapes))
+
+    @classmethod
+    def covering(cls, settings: PolicySettings) -> StaticShape:
+        """The smallest static shape that holds every bucket of ``settings``."""
+        return cls.holding(b.shape for b in settings.buckets)
+
+    @classmethod
+    def from_flags(cls, settings: PolicySettings, source: str | Path, num_steps: int | None = None,
+                   topk: int | None = None, num_draft_tokens: int | None = None) -> StaticShape:
+        """A launch's shape: each flag where given, else the covering shape's value.
+        The launcher and ``cast-autotune preflight`` share it, so both refuse the same
+        launches: `ProfileError` when ``settings`` (from ``source``) do not fit the
+        shape, ``ValueError`` when CAST cannot run it (``check``)."""
+        covering = cls.covering(settings)
+        shape = cls(num_steps or covering.num_steps, topk or covering.topk,
+                    num_draft_tokens or covering.num_draft_tokens)
+        shape.require_fit(settings, source)
+        shape.check()
+        return shape
+
+    @property
+    def startup_state(self) -> tuple[int, int]:
+        """(depth, width) of SGLang's startup runtime state: the one SGLang builds
+        and sizes itself, the largest the worker switches between."""
+        return self.num_steps, self.num_draft_tokens
 
     def require_fit(self, settings: PolicySettings, source: str | Path) -> None:
         """Raise `ProfileError` naming every bucket of ``settings`` (from ``source``)
@@ -163,13 +190,20 @@ def require_layout(profile: Profile, layout: ParallelLayout, source: str | Path)
                            f"--backend sglang --tp-size {layout.tp_size}, then tune)")
 
 
+def require_fits(profile: Profile, shape: StaticShape, layout: ParallelLayout | None, source: str | Path) -> None:
+    """Refuse ``profile`` (from ``source``) unless it fits ``shape`` and, when
+    ``layout`` is given, was made for it: one check for a profile loaded from its
+    file and for one broadcast to the other ranks."""
+    shape.require_fit(profile.settings, source)
+    if layout is not None:
+        require_layout(profile, layout, source)
+
+
 def load_fitting_profile(path: str | Path, shape: StaticShape, layout: ParallelLayout | None = None) -> LoadedProfile:
     """Load and validate a profile and check it fits ``shape`` (and was made for
     ``layout`` when given); `ProfileError` says why not."""
     loaded = load_profile(path)
-    shape.require_fit(loaded.profile.settings, path)
-    if layout is not None:
-        require_layout(loaded.profile, layout, path)
+    require_fits(loaded.profile, shape, layout, path)
     return loaded
 
 

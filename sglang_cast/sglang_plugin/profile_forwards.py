@@ -15,18 +15,18 @@ native profiler uses (``autotune.profiler.profile_grid``):
   tokens per sequence over ``c`` cached tokens, built by SGLang's
   ``prepare_for_draft_extend`` as after every verify.
 
-The engine is built the way SGLang's scheduler builds it (target
-``TpModelWorker``, the EAGLE v2 worker with the draft, shared KV pools,
-attention backends), with FlashInfer attention (``intel_amx`` on SGLang's CPU
-engine) and CUDA graphs off, so every ``n`` runs the same eager path.  With ``--tp-size N`` (``SGLangProfileLaunch.tp_size``)
-every rank builds its shard on its own GPU, as SGLang's one-batch benchmark
-spawns them (``benchmark/one_batch.py:1058-1085``): rank 0 in this process, ranks
-1..N-1 in spawned processes that replay rank 0's forwards in its order
-(:class:`RankFollowers`), so the collectives inside every forward meet and rank
-0's clock times the sharded forward, exchanges included.  The clock is the native timer's
-(``engine.timing.time_calls``: a CUDA event pair around each forward); the timed
-region includes SGLang's per-forward preparation (cache locations, the forward
-batch, attention planning), which every eager iteration pays.  Nothing is
+The engine is built the way SGLang's scheduler builds it (target ``TpModelWorker``,
+the EAGLE v2 worker with the draft, shared KV pools, attention backends), with
+FlashInfer attention (``intel_amx`` on SGLang's CPU engine) and CUDA graphs off, so
+every ``n`` runs the same eager path.  With ``--tp-size N``
+(``SGLangProfileLaunch.tp_size``) every rank builds its shard on its own GPU, as
+SGLang's one-batch benchmark spawns them (``benchmark/one_batch.py:1058-1085``): rank
+0 in this process, ranks 1..N-1 in spawned processes that replay rank 0's forwards in
+its order (:class:`RankFollowers`), so the collectives inside every forward meet and
+rank 0's clock times the sharded forward, exchanges included.  The clock is the
+native timer's (``engine.timing.time_calls``: a CUDA event pair around each forward);
+the timed region includes SGLang's per-forward preparation (cache locations, the
+forward batch, attention planning), which every eager iteration pays.  Nothing is
 committed: sequence lengths stay at ``c``.
 
 Every SGLang call below is listed in ``contract.CONTRACT`` and cites its
@@ -426,8 +426,8 @@ class SGLangRoleTimer:
     """``autotune.profiler.RoleTimer`` over rank 0's ``SGLangForwards`` for one role;
     with ``followers`` every other rank is told first to run the same calls."""
 
-    def __init__(self, forwards: SGLangForwards, role: str, followers: RankFollowers | None = None,
-                 device: torch.device = torch.device("cuda")) -> None:
+    def __init__(self, forwards: SGLangForwards, role: str, followers: RankFollowers | None,
+                 device: torch.device) -> None:
         self.forwards, self.role, self.followers, self.device = forwards, role, followers, device
 
     @torch.inference_mode()

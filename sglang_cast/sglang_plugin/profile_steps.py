@@ -46,7 +46,7 @@ import torch
 from ..cast import BucketSettings, CostModel, OverheadTable, PolicySettings, TreeShape
 from ..cast.overhead import TERMS
 from ..profile import Profile, save_profile
-from .plugin_config import MIN_TOPK, PROFILE_ENV
+from .plugin_config import PROFILE_ENV, StaticShape
 from .profile_forwards import SGLangProfileLaunch
 from .step_log import STEP_PROFILE_ENV, LoggedStep, StepProfileMode, read_steps
 
@@ -90,9 +90,9 @@ class StepRun:
     def argv(self, launch: SGLangProfileLaunch) -> list[str]:
         """SGLang's command line for this run: the profiling launch (eager, no radix
         cache, no overlap) with the CAST algorithm at this run's tree."""
-        shape = self.startup  # a chain (or plain decoding) starts SGLang at CAST's smallest top-k
-        return launch.argv(algorithm="CAST", num_steps=shape.max_depth, topk=max(MIN_TOPK, shape.top_k),
-                           num_draft_tokens=shape.num_verify_tokens)
+        shape = StaticShape.holding([self.startup])  # a chain (or plain decoding) at CAST's smallest top-k
+        return launch.argv(algorithm="CAST", num_steps=shape.num_steps, topk=shape.topk,
+                           num_draft_tokens=shape.num_draft_tokens)
 
 
 @contextmanager

@@ -15,15 +15,14 @@ What the decisions read, and why it is the same on every rank:
   (``srt/speculative/eagle_utils.py:644-672``);
 * the policy's FIFOs and the profile's tables: fed only with the above.
 
-What is rank-local, and therefore decided by rank 0 alone: the profile file.
-Each rank polling it would switch at whatever iteration its thread noticed the
-change.  So only rank 0 watches the file; :class:`ProfileBroadcast` sends,
-once per decode iteration (``CastWorker.activate_step_by_batch``, which SGLang
-calls on every rank, ``srt/speculative/eagle_worker_v2.py:1445``), one ``int64[2]`` tensor over SGLang's TP group (reload
-sequence number, byte count), and when the sequence number moves, the new
-file's bytes; every rank then applies that exact version before the
-iteration's first decision.  Timers and live measurements never feed a
-decision.
+What is rank-local, and therefore decided by rank 0 alone: the profile file.  Each
+rank polling it would switch at whatever iteration its thread noticed the change.  So
+only rank 0 watches the file; :class:`ProfileBroadcast` sends, once per decode
+iteration (``CastWorker.activate_step_by_batch``, which SGLang calls on every rank,
+``srt/speculative/eagle_worker_v2.py:1445``), one ``int64[2]`` tensor over SGLang's
+TP group (reload sequence number, byte count), and when the sequence number moves,
+the new file's bytes; every rank then applies that exact version before the
+iteration's first decision.  Timers and live measurements never feed a decision.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import yaml
 from ..cast import Policy, PolicySettings
 from ..file_watch import FileWatcher
 from ..profile import LoadedProfile, Profile, ProfileError, content_version
-from .plugin_config import ParallelLayout, StaticShape, load_fitting_profile, require_layout
+from .plugin_config import ParallelLayout, StaticShape, load_fitting_profile, require_fits
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,7 @@ class ProfileWatcher:
         except yaml.YAMLError as err:
             raise ProfileError(f"broadcast profile is not valid YAML: {err}") from None
         profile = Profile.from_dict(data)
-        self.shape.require_fit(profile.settings, self.path)
-        if self.layout is not None:
-            require_layout(profile, self.layout, self.path)
+        require_fits(profile, self.shape, self.layout, self.path)
         self._activate(LoadedProfile(profile, self.path, content_version(raw)))
 
     def _activate(self, loaded: LoadedProfile) -> None:

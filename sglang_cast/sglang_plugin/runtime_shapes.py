@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 NO_DRAFT = (0, 1)  # (depth, width) of SGLang's zero-step state
+FLOOR_WIDTH = 2  # one draft node plus the root: every drafted tree fills it
 
 
 def _catalogue(maximum: int, bucket_values: Sequence[int], minimum: int) -> tuple[int, ...]:
@@ -61,10 +62,16 @@ def max_nodes(topk: int, depth: int) -> int:
     return topk + topk * topk * (depth - 1)
 
 
+def fills(width: int, depth: int, topk: int) -> bool:
+    """Whether a ``depth``-layer tree of ``topk`` can fill a verify ``width``: at most
+    ``max_nodes`` draft nodes plus the root.  A state wider than that could never be
+    chosen, so it is neither built nor accepted from a profile."""
+    return width - 1 <= max_nodes(topk, depth)
+
+
 def widths_at_depth(widths: Sequence[int], depth: int, topk: int) -> tuple[int, ...]:
-    """The widths a ``depth``-layer CAST tree can fill (``max_nodes`` plus the root):
-    a wider state could never be chosen and is not built."""
-    return tuple(w for w in widths if w - 1 <= max_nodes(topk, depth))
+    """The widths a ``depth``-layer CAST tree can fill (``fills``)."""
+    return tuple(w for w in widths if fills(w, depth, topk))
 
 
 def choose_depth(predicted: int, depths: Sequence[int]) -> int:

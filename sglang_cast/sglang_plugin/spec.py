@@ -22,8 +22,9 @@ from ..cast import PolicySettings, make_policy
 from .cpu_runtime import CPU_ATTENTION_BACKEND
 from .decider import CastDecider
 from .memory_plan import LaunchSettings, ModelShape, plan_memory
-from .plugin_config import (POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV, ParallelLayout, SGLangSection,
-                            StaticShape, cached_config, draft_is_eagle3, load_fitting_profile)
+from .plugin_config import (DEFAULT_MAX_RUNNING_REQUESTS, POLICY_OF_ALGORITHM, PP_REFUSAL, PROFILE_ENV,
+                            ParallelLayout, SGLangSection, StaticShape, cached_config, draft_is_eagle3,
+                            load_fitting_profile)
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -91,7 +92,7 @@ class CastSpecAlgo(CustomSpecAlgo):
         ``_disable_overlap_schedule_for_cpu``).  The rest is checked in
         :func:`validate_server_args`."""
         if server_args.max_running_requests is None:
-            server_args.max_running_requests = 48
+            server_args.max_running_requests = DEFAULT_MAX_RUNNING_REQUESTS
         if server_args.device == "cpu" and not server_args.disable_overlap_schedule:
             server_args.disable_overlap_schedule = True
             log.warning("%s on the CPU: overlap schedule off, as for SGLang's EAGLE there", self.name)
@@ -176,13 +177,13 @@ def check_memory(server_args: ServerArgs, settings: PolicySettings, shape: Stati
     launch = LaunchSettings(
         gpu_memory_gib=gpu_mib / 1024,
         context_length=server_args.context_length or int(target.get("max_position_embeddings") or 0),
-        max_running_requests=server_args.max_running_requests or LaunchSettings.max_running_requests,
+        max_running_requests=server_args.max_running_requests or DEFAULT_MAX_RUNNING_REQUESTS,
         mem_fraction_static=server_args.mem_fraction_static, chunked_prefill_size=server_args.chunked_prefill_size,
         tp_size=server_args.tp_size or 1)
     states = CastDecider(make_policy("cast", settings), shape, runtime_states).states
     plan = plan_memory(ModelShape.from_config(target, server_args.model_path),
                        ModelShape.from_config(draft, server_args.speculative_draft_model_path), states,
-                       (shape.num_steps, shape.num_draft_tokens), launch,
+                       shape.startup_state, launch,
                        eagle3=draft_is_eagle3(server_args.speculative_draft_model_path))
     problems = plan.problems()
     if problems:

@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from ..cast import Policy
 from ..cast.expand import grow_tree
 from ..cast.trace import ReplayExpander, TraceIteration
-from .runtime_shapes import NO_DRAFT
+from .runtime_shapes import FLOOR_WIDTH, NO_DRAFT
 
 State = tuple[int, int]  # (draft depth, verify width incl. the root)
-FLOOR_WIDTH = 2  # one draft node plus the root: every drafted tree fills it
 
 
 @dataclass(frozen=True)

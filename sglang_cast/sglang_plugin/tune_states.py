@@ -30,7 +30,7 @@ def with_runtime_states(profile: Profile, traces: Iterable[TraceIteration], stat
     cap = cap or section.cap
     shape = StaticShape.covering(profile.settings)
     reached = reached_states(traces, make_policy(policy, profile.settings))
-    cover = cover_states(reached, (shape.num_steps, shape.num_draft_tokens), cap, state_bytes, gpu_bytes)
+    cover = cover_states(reached, shape.startup_state, cap, state_bytes, gpu_bytes)
     chosen = cover.to_dict()
     chosen["replay"].update(policy=policy, traces=traces_described,
                             reached={f"{d}x{w}": n for (d, w), n in sorted(reached.items())})

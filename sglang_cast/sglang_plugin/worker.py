@@ -60,7 +60,7 @@ from sglang.srt.utils.common import fast_topk
 from ..cast import decide_verified, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
-from .memory_plan import ModelShape, extra_states
+from .memory_plan import ModelShape, extra_state_memory
 from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
 from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
@@ -155,6 +155,16 @@ class StateMemoryHold:
             torch.cuda.empty_cache()
 
 
+def charged_at(batch) -> tuple[int, int]:
+    """``batch``'s sequences and longest committed context (0 for an empty batch):
+    a ragged batch's step is charged at its longest context (docs/design/cast.md
+    §2), so that is what the plan is begun with.  SGLang's host copy of the lengths
+    is read where it keeps one."""
+    seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+    size = int(seq_lens.numel())
+    return size, int(seq_lens.max()) if size else 0
+
+
 def decode_graph_max_batch() -> int:
     """The largest captured decode batch (0 when decode CUDA graphs are off, or, as on
     SGLang's CPU engine, no batch sizes were resolved for them): the batch every
@@ -200,10 +210,10 @@ class CastDraftWorker(EagleDraftWorker):
         if with_topology:
             raise RuntimeError("CAST does not support pipeline parallelism (--pp-size 1)")
         draft_input: EagleDraftInput = batch.spec_info
-        seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+        batch_size, context_len = charged_at(batch)
         plan = None
-        if int(seq_lens.numel()) > 0:
-            plan = self.cast.decider.begin(int(seq_lens.numel()), int(seq_lens.max()))
+        if batch_size > 0:
+            plan = self.cast.decider.begin(batch_size, context_len)
             root_tokens = draft_input.topk_index
             if self.hot_token_id is not None:
                 root_tokens = self.hot_token_id[root_tokens]
@@ -273,14 +283,13 @@ class CastWorker(EAGLEWorkerV2):
 
     def planned_state_bytes(self) -> int:
         """What the runtime states beyond the startup one will allocate on this rank
-        (``memory_plan.extra_states``, from the loaded models' configs)."""
+        (``memory_plan.extra_state_memory``, from the loaded models' configs)."""
         target = self._target_worker.model_runner.model_config
         draft = self._draft_worker.draft_runner.model_config
-        startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
-        states = extra_states(ModelShape.from_config(target.hf_config.to_dict(), "the target's config"),
-                              ModelShape.from_config(draft.hf_config.to_dict(), "the draft's config"),
-                              self.decider.states, startup, decode_graph_max_batch(), target.context_len,
-                              eagle3=self.speculative_algorithm.is_eagle3())
+        states = extra_state_memory(ModelShape.from_config(target.hf_config.to_dict(), "the target's config"),
+                                    ModelShape.from_config(draft.hf_config.to_dict(), "the draft's config"),
+                                    self.decider.states, self.static_shape.startup_state, decode_graph_max_batch(),
+                                    target.context_len, eagle3=self.speculative_algorithm.is_eagle3())
         return sum(state.total for state in states)
 
     def init_cuda_graphs(self) -> None:
@@ -290,7 +299,7 @@ class CastWorker(EAGLEWorkerV2):
         super().init_cuda_graphs()
         self.state_hold.release()
         draft = self._draft_worker
-        startup = (self.speculative_num_steps, self.speculative_num_draft_tokens)
+        startup = self.static_shape.startup_state  # the worker still runs it: no state was switched yet
         self.states[startup] = SpecRuntimeState(
             speculative_num_steps=startup[0], speculative_num_draft_tokens=startup[1],
             draft_attn_backend=draft.draft_attn_backend, cuda_graph_runner=draft.cuda_graph_runner,
@@ -320,8 +329,7 @@ class CastWorker(EAGLEWorkerV2):
         self.step_log.arrive(decode)
         self.drafted = None
         if decode:  # the context the plan is charged at, read before the iteration commits
-            seq_lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
-            batch_size, context_len = int(seq_lens.numel()), int(seq_lens.max())
+            batch_size, context_len = charged_at(batch)
         output = super().forward_batch_generation(batch, *args, **kwargs)
         if decode:
             plan, depth, verified = self.drafted or (self.decider.begin(batch_size, context_len), 0, 0)
@@ -340,8 +348,7 @@ class CastWorker(EAGLEWorkerV2):
         self.profile_sync.step()
         if self.decider.drafts(batch_size):
             if self.speculative_num_steps == 0:
-                self.apply_runtime_state(self.states[self.static_shape.num_steps,
-                                                     self.static_shape.num_draft_tokens])
+                self.apply_runtime_state(self.states[self.static_shape.startup_state])
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
 

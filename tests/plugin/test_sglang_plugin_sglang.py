@@ -503,10 +503,11 @@ def test_the_worker_holds_the_states_memory_until_it_builds_them_and_holds_what_
                                cuda_graph_runner_for_draft_extend=None, parallel_layout=None, device="cpu",
                                draft_runner=argparse.Namespace(model_config=argparse.Namespace(
                                    hf_config=LlamaConfig(**head_config), context_len=4096)))
+    shape = StaticShape(6, 4, 20)
     vars(worker).update(speculative_num_steps=6, speculative_num_draft_tokens=20, _draft_worker=draft,
                         _target_worker=argparse.Namespace(model_runner=target_runner),
-                        speculative_algorithm=argparse.Namespace(is_eagle3=lambda: True),
-                        decider=CastDecider(make_policy("cast", settings), StaticShape(6, 4, 20)))
+                        speculative_algorithm=argparse.Namespace(is_eagle3=lambda: True), static_shape=shape,
+                        decider=CastDecider(make_policy("cast", settings), shape))
     monkeypatch.setattr(worker_module, "decode_graph_max_batch", lambda: 8)
     worker.states = {}
     worker.state_hold = worker_module.StateMemoryHold(worker.planned_state_bytes(), "cpu")
