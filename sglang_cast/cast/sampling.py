@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 import torch
 
 
+# Temperatures below this decode greedily, as SGLang's and vLLM's samplers do: dividing
+# logits by a temperature near 0 overflows (1e-308 gives inf, then NaN probabilities).
+GREEDY_BELOW_TEMPERATURE = 1e-6
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    """What one request asks for.  ``temperature == 0`` means greedy."""
+    """What one request asks for.  ``temperature`` 0 (or below
+    ``GREEDY_BELOW_TEMPERATURE``) means greedy."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -43,7 +49,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_BELOW_TEMPERATURE
 
 
 @dataclass

@@ -19,6 +19,8 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from jinja2 import TemplateError  # what a chat template's raise_exception raises
+
 from ..engine.prompts import check_prompt
 from .errors import bad_request, service_unavailable
 
@@ -92,7 +94,7 @@ class PromptEncoder:
         self.check_text_size("".join(message["content"] for message in messages), field)
         try:
             text = await self._off_loop(self._render_chat, messages)
-        except (ValueError, TypeError) as err:  # no template set, or the template rejected the messages
+        except (ValueError, TypeError, TemplateError) as err:  # no template, or it refused the messages
             raise bad_request(f"{field}: the chat template could not be applied: {err}", param=field) from None
         return await self.encode_text(text, field)
 

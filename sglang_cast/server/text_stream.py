@@ -21,8 +21,23 @@ def stable_text(text: str, stop: tuple[str, ...], finished: bool) -> str:
     if finished:
         return text
     text = text.rstrip(REPLACEMENT_CHAR)
-    held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+    held = max((held_back(text, s) for s in stop), default=0)
     return text[: len(text) - held]
+
+
+def held_back(text: str, stop: str) -> int:
+    """Length of the longest proper prefix of ``stop`` that ``text`` ends with: only
+    prefixes ending in ``text``'s last character are tried (`str.rfind`), longest
+    first, so a request's check stays cheap next to its iteration."""
+    if not text:
+        return 0
+    end = text[-1]
+    k = stop.rfind(end, 0, min(len(stop) - 1, len(text)))  # stop[:k + 1] ends with ``end``
+    while k >= 0:
+        if text.endswith(stop[: k + 1]):
+            return k + 1
+        k = stop.rfind(end, 0, k)
+    return 0
 
 
 class TextStream:

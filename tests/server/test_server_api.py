@@ -46,6 +46,18 @@ def test_completion_matches_plain_decoding_streamed_or_not(client, target):
     assert all(e["usage"] is None for e in events[:-1])
 
 
+@pytest.mark.parametrize("temperature", [1e-308, 5e-7])
+def test_a_temperature_too_small_to_divide_by_decodes_greedily(target, temperature):
+    """Dividing the logits by 1e-308 overflows to NaN probabilities; the request is
+    greedy instead (as in SGLang and vLLM), not a 500 for every request in flight.
+    (A server of its own: the module's server keeps its history for the seed test.)"""
+    body = {"model": MODEL, "prompt": "tiny t", "max_tokens": 12, "temperature": temperature}
+    with serve(tiny_engine("cast", target=target)) as server, server.client() as c:
+        response = c.post("/v1/completions", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["text"] == reference(target, "tiny t", 12).text
+
+
 def test_chat_stop_string_streamed_text_equals_final_text(client, target):
     free = reference(target, "<user>tell me<assistant>", 30)
     stop = free.text[10:13]

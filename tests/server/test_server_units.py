@@ -2,12 +2,14 @@
 override, the throughput window and the KV room check of profile reloads."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape
 from sglang_cast.server.config import ShapeOverride
 from sglang_cast.server.metrics import Throughput
 from sglang_cast.server.profile_reload import tree_room
-from sglang_cast.server.text_stream import TextStream, stable_text
+from sglang_cast.server.text_stream import TextStream, held_back, stable_text
 
 
 @pytest.mark.parametrize("text,stop,finished,expected", [
@@ -20,6 +22,12 @@ from sglang_cast.server.text_stream import TextStream, stable_text
 ])
 def test_stable_text_holds_back_what_may_still_change(text, stop, finished, expected):
     assert stable_text(text, stop, finished) == expected
+
+
+@given(st.text("ab\u00e9", max_size=12), st.text("ab\u00e9", min_size=1, max_size=8))
+def test_held_back_is_the_longest_proper_prefix_of_the_stop_string_the_text_ends_with(text, stop):
+    longest = max((k for k in range(1, len(stop)) if text.endswith(stop[:k])), default=0)
+    assert held_back(text, stop) == longest
 
 
 def test_text_stream_deltas_add_up_to_the_final_text():

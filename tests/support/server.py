@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+from jinja2 import TemplateError
 import uvicorn
 
 from sglang_cast.cast import (BucketSettings, CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape,
@@ -34,6 +35,8 @@ class ChatCharTokenizer(CharTokenizer):
         return {chr(0x10000 + i): i for i in range(VOCAB)}
 
     def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=False):
+        if any(m["role"] == "tool" for m in messages):  # as a template's raise_exception refuses
+            raise TemplateError("this template has no tool role")
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
         return text + ("<assistant>" if add_generation_prompt else "")
 
@@ -228,6 +231,9 @@ BAD_INPUTS = [
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "seed": "abc"}, 400, "seed"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "n": 2}, 400, "only n=1"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "stop": [""]}, 400, "stop"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "stop": ["ok", "x" * 1025]}, 400, "stop.1"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "tool", "content": "x"}]}, 400,
+     "the chat template could not be applied: this template has no tool role"),
     ("/v1/completions", {"model": MODEL, "prompt": ["a", "b"]}, 400, "one prompt per request"),
     ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "at least one token"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
