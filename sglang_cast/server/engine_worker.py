@@ -87,20 +87,18 @@ class _Tracked:
 
 class EngineWorker:
     def __init__(self, engine: Engine, metrics: ServerMetrics, max_outstanding: int,
-                 live_gate: LiveGateConfig | None = None) -> None:
+                 live_gate: LiveGateConfig) -> None:
         """``max_outstanding`` bounds jobs submitted but not finished (running + queued).
-        ``live_gate``: how the live calibration windows and gates (default
-        ``LiveGateConfig()``); it switches buckets only under a cost-aware policy, the
-        only kind that honours ``speculate: false``."""
+        ``live_gate``: how the live calibration windows and gates; it switches buckets
+        only under a cost-aware policy, the only kind that honours ``speculate: false``."""
         self.engine = engine
         self.metrics = metrics
         self.max_outstanding = max_outstanding
-        config = live_gate or LiveGateConfig()
-        if config.switching and not engine.policy.cost_aware:
+        if live_gate.switching and not engine.policy.cost_aware:
             log.info("live gate: policy %s ignores speculate: false; calibration measures only",
                      engine.policy.name)
-            config = replace(config, switching=False)
-        self.calibration = LiveCalibration(config, engine.policy.settings)
+            live_gate = replace(live_gate, switching=False)
+        self.calibration = LiveCalibration(live_gate, engine.policy.settings)
         metrics.watch_calibration(self.calibration)
         self._inbox: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._tracked: dict[RequestStream, _Tracked] = {}

@@ -93,11 +93,9 @@ class LogprobReport:
 
 def report_logprobs(target: LlamaModel, tokenizer, prompt_ids: list[int], output_ids: list[int],
                     options: LogprobOptions) -> LogprobReport:
-    """Score prompt + output once and split the result at the prompt's end."""
+    """Score prompt + output once and split the result at the prompt's end
+    (``options.start`` within the prompt: `native_protocol` refused it otherwise)."""
     start = len(prompt_ids) if options.start is None else options.start
-    if start > len(prompt_ids):
-        raise ValueError(f"logprob_start_len ({start}) is larger than the number of input tokens "
-                         f"({len(prompt_ids)})")
     ids = prompt_ids + output_ids
     scored = score_positions(target, ids, start, options.top_k)
 

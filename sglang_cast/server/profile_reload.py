@@ -29,12 +29,6 @@ log = logging.getLogger(__name__)
 APPLY_TIMEOUT_SECONDS = 120.0  # one iteration of a large model under load, with margin
 
 
-def tree_room(settings: PolicySettings) -> int:
-    """KV positions past the context the largest tree of ``settings`` may use; the
-    same bound ``Engine.__init__`` reserves once, when it allocates its caches."""
-    return settings.kv_room
-
-
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
@@ -104,8 +98,9 @@ class ProfileReloader:
                 self._reject(str(err))
                 raise
             except Exception as err:  # the engine thread could not apply it (stopped, timed out)
-                self._reject(f"profile could not be applied: {err!r}")
-                raise ProfileError(self._error) from None
+                reason = f"profile could not be applied: {err!r}"
+                self._reject(reason)
+                raise ProfileError(reason) from None
             self._loaded, self._loaded_at, self._error = loaded, _now(), None
             self._calibration = calibration
             self._status = self._snapshot()
@@ -130,7 +125,7 @@ class ProfileReloader:
             settings = self.shape.apply(loaded.profile.settings)
         except ValueError as err:
             raise ProfileError(f"profile does not combine with the command-line tree shape: {err}") from None
-        needed = tree_room(settings)
+        needed = settings.kv_room  # the bound Engine.__init__ reserved its caches for
         if needed > self.reserved_room:
             raise ProfileError(f"profile trees need {needed} KV positions beyond the context but the engine "
                                f"reserved {self.reserved_room} at startup; restart the server to use larger trees")

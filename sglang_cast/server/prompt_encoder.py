@@ -82,8 +82,10 @@ class PromptEncoder:
         ids = await self._off_loop(self.tokenizer.encode, text)
         return self.check_ids(ids, field)
 
-    async def encode_chat(self, messages: list[dict[str, str]], field: str = "messages") -> list[int]:
-        """Render the chat template and tokenize the result, both on the tokenizer thread."""
+    async def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        """Render the chat template and tokenize the result, both on the tokenizer thread;
+        a refusal names ``messages``."""
+        field = "messages"
         if not hasattr(self.tokenizer, "apply_chat_template"):
             raise bad_request("this model's tokenizer has no chat template; use /v1/completions", param=field)
         # Rendering holds the GIL, so what cannot fit is refused before it: a chat

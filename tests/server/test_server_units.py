@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape
 from sglang_cast.server.config import ShapeOverride
 from sglang_cast.server.metrics import Throughput
-from sglang_cast.server.profile_reload import tree_room
 from sglang_cast.server.text_stream import TextStream, held_back, stable_text
 
 
@@ -60,7 +59,7 @@ def test_tree_room_matches_the_engine_reservation():
     from support.server import tiny_engine
 
     engine = tiny_engine("cast")
-    assert tree_room(engine.policy.settings) == engine.tree_room
+    assert engine.policy.settings.kv_room == engine.tree_room
 
 
 def test_throughput_is_a_sliding_window():
