@@ -11,7 +11,7 @@ from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, 
 from .trace import (TRACE_FORMAT, IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge,
                     charged_ms, replay, replay_iteration)
 from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
-from .verify import VerifyResult, verify_greedy, verify_sampling
+from .verify import VerifyResult, committed_tokens, verify_greedy, verify_sampling
 
 __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "OverheadTable", "OverheadTerms",
@@ -21,5 +21,5 @@ __all__ = [
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "charged_ms", "replay",
     "replay_iteration",
     "DraftTree", "VerifyTree", "ancestor_mask", "select_verified",
-    "VerifyResult", "verify_greedy", "verify_sampling",
+    "VerifyResult", "committed_tokens", "verify_greedy", "verify_sampling",
 ]

@@ -26,7 +26,7 @@ import torch
 from .expand import grow_tree
 from .policies import IterationPlan, Policy
 from .tree import DraftTree, node_slice, select_verified
-from .verify import verify_greedy
+from .verify import committed_tokens, verify_greedy
 
 NO_TOKEN = -1  # token of a child the recording does not know
 NO_MATCH = -2  # target "argmax" that no draft token equals
@@ -168,7 +168,7 @@ class IterationOutcome:
     @property
     def tokens(self) -> int:
         """Tokens committed (accepted + one bonus per sequence)."""
-        return sum(self.num_accepted) + len(self.num_accepted)
+        return committed_tokens(self.num_accepted)
 
 
 def charge(plan: IterationPlan, verified: int, depth: int, max_accepted: int,

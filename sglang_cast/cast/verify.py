@@ -15,6 +15,12 @@ from .sampling import RequestSampler, target_probs
 from .tree import VerifyTree
 
 
+def committed_tokens(num_accepted: list[int]) -> int:
+    """Tokens an iteration commits, given the draft tokens accepted per sequence:
+    those plus one bonus token per sequence (τ is this over the sequences)."""
+    return sum(num_accepted) + len(num_accepted)
+
+
 @dataclass
 class VerifyResult:
     """What verification decided, per sequence, on the host: the accepted path (local

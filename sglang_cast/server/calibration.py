@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any
 
-from ..cast import CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charged_ms, fit_overhead
+from ..cast import (CostModel, IterationPlan, OverheadTerms, PolicySettings, StepSample, charged_ms, committed_tokens,
+                    fit_overhead)
 from .config import LiveGateConfig
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def iteration_cost(plan: IterationPlan, batch_size: int, context_len: int, verif
     """One finished iteration: ``plan`` is the one it ran under (``IterationRecord.plan``),
     the rest comes from the engine's record.  A plan that drafted no layer is a plain
     iteration (its predicted ms is the plain ms)."""
-    return IterationCost(batch_size, context_len, len(plan.kept), verified, sum(accepted) + len(accepted),
+    return IterationCost(batch_size, context_len, len(plan.kept), verified, committed_tokens(accepted),
                          live_ms, plan.settings.costs.plain_ms(batch_size, context_len),
                          partial(charged_ms, plan, verified, max(accepted, default=0)))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from sglang_cast.cast import SamplingParams, TreeShape
+from sglang_cast.cast import SamplingParams, TreeShape, committed_tokens
 from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
 
@@ -50,7 +50,7 @@ def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: T
         outputs.append(engine.generate([ids], params, on_step=log)[0].token_ids)
     seconds = time.time() - began
     accepted = [a for record in log.records for a in record.accepted]
-    committed = sum(accepted) + len(accepted)
+    committed = committed_tokens(accepted)
     return {"tau": committed / max(len(accepted), 1), "iterations": len(accepted), "accepted": accepted,
             "generated_tokens": sum(len(o) for o in outputs), "seconds": seconds, "outputs": outputs}
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, select_verified,
-                              target_probs, verify_greedy, verify_sampling)
+from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, committed_tokens,
+                              select_verified, target_probs, verify_greedy, verify_sampling)
 from sglang_cast.cast import verify as verify_module
 from sglang_cast.cast.sampling import nucleus
 from sglang_cast.cast.tree import ancestor_matrix
@@ -252,3 +252,8 @@ def test_the_roots_verified_tree_equals_selecting_no_node_of_a_roots_tree():
     for name in ("node_ids", "tokens", "parents", "depths", "values"):
         assert torch.equal(getattr(made, name), getattr(selected, name)), name
     assert torch.equal(made.ancestor_mask(), selected.ancestor_mask())
+
+
+def test_an_iteration_commits_its_accepted_tokens_and_one_bonus_per_sequence():
+    assert committed_tokens([2, 0, 1]) == 6
+    assert committed_tokens([]) == 0

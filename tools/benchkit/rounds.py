@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sglang_cast.cast import SamplingParams, charged_ms
+from sglang_cast.cast import SamplingParams, charged_ms, committed_tokens
 from sglang_cast.engine import Engine, IterationRecord, StepLog
 from sglang_cast.engine.timing import start_clock
 
@@ -149,7 +149,7 @@ def summarise(done: Round) -> dict:
     sequences = sum(len(r.accepted) for r in history) or 1
     return {
         "tokens": done.tokens, "seconds": done.seconds, "iterations": len(history),
-        "tau": sum(sum(r.accepted) + len(r.accepted) for r in history) / sequences,
+        "tau": sum(committed_tokens(r.accepted) for r in history) / sequences,
         "mean_verified_tokens": sum(r.verified * len(r.accepted) for r in history) / sequences,
         "mean_depth": statistics.fmean(r.depth for r in history) if history else 0.0,
         "draft_ms": statistics.fmean(r.draft_ms for r in history) if history else 0.0,
