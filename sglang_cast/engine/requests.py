@@ -83,7 +83,7 @@ class Request:
     output_ids: list[int] = field(default_factory=list)
     stats: RequestStats = field(default_factory=RequestStats)
     finish_reason: str | None = None
-    ended_on_stop_token: bool = False
+    matched_stop: int | str | None = None  # the stop token id or stop string that ended it (SGLang reports it)
     text: str = ""
     detokenizer: IncrementalText | None = None  # made on the first `append`
 
@@ -102,23 +102,23 @@ class Request:
         for token in tokens:
             self.output_ids.append(token)
             if token in self.stop_ids:
-                self.finish_reason = "stop"
-                self.ended_on_stop_token = True
+                self.finish_reason, self.matched_stop = "stop", token
                 break
             if len(self.output_ids) >= self.params.max_new_tokens:
                 self.finish_reason = "length"
                 break
-        visible = self.output_ids[:-1] if self.ended_on_stop_token else self.output_ids
+        visible = self.output_ids[:-1] if self.matched_stop is not None else self.output_ids
         if self.detokenizer is None:
             self.detokenizer = IncrementalText(decode)
         searched = len(self.detokenizer.settled_text)  # no stop string ended inside it (we would have stopped)
         self.text = self.detokenizer.update(visible)
         longest = max((len(s) for s in self.params.stop), default=0)
         begin = max(0, searched - longest + 1)
-        cuts = [i for i in (self.text.find(s, begin) for s in self.params.stop) if i >= 0]
+        cuts = [(i, s) for i, s in ((self.text.find(s, begin), s) for s in self.params.stop) if i >= 0]
         if cuts:
-            self.text = self.text[: min(cuts)]
-            self.finish_reason = "stop"
+            cut, stop = min(cuts, key=lambda found: found[0])  # the first listed of those that start first
+            self.text = self.text[:cut]
+            self.finish_reason, self.matched_stop = "stop", stop
 
     def result(self) -> GenerationResult:
         return GenerationResult(self.text, list(self.output_ids), len(self.prompt_ids),

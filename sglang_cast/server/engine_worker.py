@@ -289,17 +289,8 @@ class EngineWorker:
             report = report_logprobs(self.engine.target, self.engine.tokenizer, request.prompt_ids,
                                      request.output_ids, tracked.job.logprobs)
         return Outcome(request.text, list(request.output_ids), len(request.prompt_ids),
-                       request.finish_reason or "length", self._matched_stop(request), request.stats.iterations,
+                       request.finish_reason or "length", request.matched_stop, request.stats.iterations,
                        request.stats.accepted_draft_tokens, time.perf_counter() - tracked.started, report)
-
-    def _matched_stop(self, request: Request) -> int | str | None:
-        """What ended a request with finish_reason "stop" (SGLang reports it)."""
-        if request.finish_reason != "stop":
-            return None
-        if request.ended_on_stop_token:
-            return request.output_ids[-1]
-        full = self.engine.tokenizer.decode(request.output_ids)
-        return next((s for s in request.params.stop if full.startswith(s, len(request.text))), None)
 
     def _abort_all(self, message: str, status: int) -> None:
         """Answer every request in flight first, then free their slots (best effort:

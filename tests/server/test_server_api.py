@@ -58,6 +58,17 @@ def test_a_temperature_too_small_to_divide_by_decodes_greedily(target, temperatu
     assert response.json()["choices"][0]["text"] == reference(target, "tiny t", 12).text
 
 
+def test_generate_reports_the_stop_string_that_matched(client, target):
+    """Of two stop strings the one that starts first in the text ends it, and
+    ``finish_reason.matched`` names it (as SGLang's does)."""
+    free = reference(target, "hello there", 30)
+    first, later = free.text[12:14], free.text[20:23]
+    assume_first = free.text.index(first) < free.text.index(later)
+    params = {"max_new_tokens": 30, "temperature": 0, "stop": [later, first]}
+    meta = client.post("/generate", json={"text": "hello there", "sampling_params": params}).json()["meta_info"]
+    assert assume_first and meta["finish_reason"] == {"type": "stop", "matched": first}
+
+
 def test_chat_stop_string_streamed_text_equals_final_text(client, target):
     free = reference(target, "<user>tell me<assistant>", 30)
     stop = free.text[10:13]
