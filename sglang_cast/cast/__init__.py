@@ -6,7 +6,7 @@ from .costs import CostModel, CostTable, select_bucket
 from .expand import Expander, decide_verified, grow_tree, ranked_children
 from .overhead import OverheadTable, OverheadTerms, StepSample, fit_overhead
 from .policies import POLICIES, IterationPlan, Policy, make_policy, policy_class
-from .sampling import RequestSampler, SamplingParams, greedy_tokens, target_probs
+from .sampling import InvalidSamplingParam, RequestSampler, SamplingParams, greedy_tokens, target_probs
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
 from .trace import (TRACE_FORMAT, IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge,
                     charged_ms, replay, replay_iteration)
@@ -17,7 +17,7 @@ __all__ = [
     "largest_valid_index", "CostModel", "CostTable", "select_bucket", "OverheadTable", "OverheadTerms",
     "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "policy_class", "RequestSampler",
-    "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
+    "InvalidSamplingParam", "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "charged_ms", "replay",
     "replay_iteration",
     "DraftTree", "VerifyTree", "ancestor_mask", "select_verified",

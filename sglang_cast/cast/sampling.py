@@ -18,6 +18,15 @@ import torch
 GREEDY_BELOW_TEMPERATURE = 1e-6
 
 
+class InvalidSamplingParam(ValueError):
+    """A `SamplingParams` field out of its range; ``field`` names it, so a server
+    can answer a 400 naming the request's own field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field} {message}")
+        self.field = field
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """What one request asks for.  ``temperature`` 0 (or below
@@ -35,17 +44,17 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and 0.0 <= self.temperature <= 100.0):
-            raise ValueError(f"temperature must be in [0, 100], got {self.temperature!r}")
+            raise InvalidSamplingParam("temperature", f"must be in [0, 100], got {self.temperature!r}")
         if not (isinstance(self.top_p, (int, float)) and 0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+            raise InvalidSamplingParam("top_p", f"must be in (0, 1], got {self.top_p!r}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
+            raise InvalidSamplingParam("top_k", f"must be an integer >= 0 (0 disables it), got {self.top_k!r}")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+            raise InvalidSamplingParam("max_new_tokens", f"must be an integer >= 1, got {self.max_new_tokens!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"seed must be an integer or null, got {self.seed!r}")
+            raise InvalidSamplingParam("seed", f"must be an integer or null, got {self.seed!r}")
         if any(not isinstance(s, str) or not s for s in self.stop):
-            raise ValueError("stop must be a list of non-empty strings")
+            raise InvalidSamplingParam("stop", "must be a list of non-empty strings")
 
     @property
     def greedy(self) -> bool:

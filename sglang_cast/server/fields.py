@@ -10,9 +10,12 @@ them after every iteration, on the engine's thread.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any, Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, Field
+
+from ..cast import InvalidSamplingParam, SamplingParams
+from .errors import bad_request
 
 SEED_MIN = -(1 << 63)
 SEED_MAX = (1 << 64) - 1
@@ -41,3 +44,27 @@ Seed = Annotated[int, AfterValidator(seed_in_range)]
 StopString = Annotated[Text, Field(min_length=1, max_length=MAX_STOP_STRING_CHARS)]
 StopStrings = StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)]
 StopTokenIds = Annotated[list[int], Field(max_length=MAX_STOP_TOKEN_IDS)]
+
+
+def refuse_unsupported(request: BaseModel, neutral: dict[str, tuple[Any, ...]], prefix: str = "") -> None:
+    """400 naming the first extra field of ``request`` (under ``prefix``, e.g.
+    ``"sampling_params."``) that is set to other than one of its ``neutral`` values:
+    the OpenAI and SGLang options this server accepts only when they change nothing."""
+    for name, value in (request.model_extra or {}).items():
+        if name in neutral and value not in neutral[name]:
+            raise bad_request(f"{prefix}{name}: not supported by this server (got {value!r})", param=prefix + name)
+
+
+def engine_params(request: Any, max_new_tokens: int, seed: int | None, prefix: str = "") -> SamplingParams:
+    """The engine's `SamplingParams` from a request's sampling fields (``temperature``,
+    ``top_p``, ``top_k``, ``stop``, ``stop_token_ids``, ``ignore_eos``: one set of names
+    in both APIs); top-k -1 or 0 is no cut, one stop string or a list.  A value the
+    schema let through but the engine refuses is a 400 naming ``prefix`` + the field."""
+    stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
+    try:
+        return SamplingParams(temperature=request.temperature, top_p=request.top_p, top_k=max(request.top_k, 0),
+                              max_new_tokens=max_new_tokens, stop=stop,
+                              stop_token_ids=tuple(request.stop_token_ids or ()), ignore_eos=request.ignore_eos,
+                              seed=seed)
+    except InvalidSamplingParam as err:
+        raise bad_request(f"{prefix}{err}", param=prefix + err.field) from None

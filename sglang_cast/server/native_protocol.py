@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..cast import SamplingParams
 from .errors import bad_request
-from .fields import Seed, StopStrings, StopTokenIds, Text
+from .fields import Seed, StopStrings, StopTokenIds, Text, engine_params, refuse_unsupported
 from .jobs import GenerateJob, Job, ScoreJob
 from .logprobs import LogprobOptions
 
@@ -55,17 +55,11 @@ REQUEST_NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _check_neutral(model: BaseModel, table: dict[str, tuple[Any, ...]], prefix: str = "") -> None:
-    for name, value in (model.model_extra or {}).items():
-        if name in table and value not in table[name]:
-            raise bad_request(f"{prefix}{name}: not supported by this server (got {value!r})", param=name)
-
-
 class NativeSamplingParams(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     max_new_tokens: int = Field(128, ge=0)
-    temperature: float = Field(1.0, ge=0.0)
+    temperature: float = Field(1.0, ge=0.0, le=100.0)  # the engine's range (SGLang sets none)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, ge=-1)  # -1 (or 0) disables it, as in SGLang
     stop: StopStrings | None = None
@@ -76,18 +70,15 @@ class NativeSamplingParams(BaseModel):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
 
-    def to_engine(self) -> SamplingParams:
-        _check_neutral(self, SAMPLING_NEUTRAL_VALUES, "sampling_params.")
+    def check_supported(self) -> None:
+        """400 for what this server does not do (n > 1, the neutral-only options), for a
+        generating and a scoring prompt alike."""
+        refuse_unsupported(self, SAMPLING_NEUTRAL_VALUES, "sampling_params.")
         if self.n != 1:
-            raise bad_request(f"sampling_params.n: only n=1 is supported, got {self.n}", param="n")
-        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
-        try:
-            return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=max(self.top_k, 0),
-                                  max_new_tokens=self.max_new_tokens, stop=stop,
-                                  stop_token_ids=tuple(self.stop_token_ids or ()), ignore_eos=self.ignore_eos,
-                                  seed=self.sampling_seed)
-        except ValueError as err:
-            raise bad_request(f"sampling_params.{err}", param=str(err).split(" ", 1)[0]) from None
+            raise bad_request(f"sampling_params.n: only n=1 is supported, got {self.n}", param="sampling_params.n")
+
+    def to_engine(self) -> SamplingParams:
+        return engine_params(self, self.max_new_tokens, self.sampling_seed, "sampling_params.")
 
 
 @dataclass(frozen=True)
@@ -142,7 +133,7 @@ class GenerateRequest(BaseModel):
         return prompts, batch
 
     def check_supported(self, batch: bool) -> None:
-        _check_neutral(self, REQUEST_NEUTRAL_VALUES)
+        refuse_unsupported(self, REQUEST_NEUTRAL_VALUES)
         if self.stream and batch:
             raise bad_request("stream: streaming is supported for a single prompt only", param="stream")
 
@@ -155,8 +146,8 @@ class GenerateRequest(BaseModel):
         specs: list[JobSpec] = []
         for sp, want, start, top in zip(params, want_logprobs, starts, tops):
             options = _logprob_options(start, top, self.return_text_in_logprobs, max_top_logprobs) if want else None
+            sp.check_supported()
             if sp.max_new_tokens == 0:
-                _check_neutral(sp, SAMPLING_NEUTRAL_VALUES, "sampling_params.")
                 specs.append(JobSpec(None, options))
             else:
                 specs.append(JobSpec(sp.to_engine(), options))

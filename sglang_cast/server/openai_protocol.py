@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..cast import SamplingParams
 from .errors import bad_request
-from .fields import Seed, StopStrings, StopTokenIds, Text
+from .fields import Seed, StopStrings, StopTokenIds, Text, engine_params, refuse_unsupported
 
 # Accepted only with one of these values (OpenAI field -> neutral values).
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
@@ -73,19 +73,10 @@ class SamplingRequest(BaseModel):
     def check_supported(self) -> None:
         if self.n != 1:
             raise bad_request(f"n: only n=1 is supported, got {self.n}", param="n")
-        for name, value in (self.model_extra or {}).items():
-            if name in NEUTRAL_VALUES and value not in NEUTRAL_VALUES[name]:
-                raise bad_request(f"{name}: not supported by this server (got {value!r})", param=name)
+        refuse_unsupported(self, NEUTRAL_VALUES)
 
     def sampling_params(self, max_new_tokens: int) -> SamplingParams:
-        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
-        try:
-            return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=max(self.top_k, 0),
-                                  max_new_tokens=max_new_tokens, stop=stop,
-                                  stop_token_ids=tuple(self.stop_token_ids or ()), ignore_eos=self.ignore_eos,
-                                  seed=self.seed)
-        except ValueError as err:
-            raise bad_request(str(err), param=str(err).split(" ", 1)[0]) from None
+        return engine_params(self, max_new_tokens, self.seed)
 
 
 class CompletionRequest(SamplingRequest):

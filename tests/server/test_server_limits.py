@@ -94,6 +94,18 @@ def test_seed_at_the_range_ends_is_served(client):
         assert response.status_code == 200, response.text
 
 
+@pytest.mark.parametrize("path,body,param,fragment", [
+    ("/v1/completions", {"prompt": "hi", "presence_penalty": 0.5}, "presence_penalty", "not supported"),
+    ("/generate", {"text": "hi", "sampling_params": {"regex": "a+"}}, "sampling_params.regex", "not supported"),
+    ("/generate", {"text": "hi", "sampling_params": {"n": 2}}, "sampling_params.n", "only n=1"),
+    ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 0, "n": 2}}, "sampling_params.n", "only n=1"),
+    ("/generate", {"text": "hi", "image_data": "x.png"}, "image_data", "not supported"),
+])
+def test_unsupported_options_name_their_field(client, path, body, param, fragment):
+    """Generating and scoring prompts alike (a scoring one skipped the n check once)."""
+    assert_error(post_json(client, path, body), 400, param, fragment)
+
+
 def test_too_many_stop_strings_or_ids_are_refused(client):
     assert_error(post_json(client, "/v1/completions", {"prompt": "hi", "stop": ["a"] * 17}), 400, "stop", "16")
     body = {"text": "hi", "sampling_params": {"stop_token_ids": list(range(257))}}
