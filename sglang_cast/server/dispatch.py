@@ -49,21 +49,42 @@ async def admitted(stream: RequestStream) -> int:
     raise _failure(event)
 
 
+async def start(worker: EngineWorker, jobs: list[Job]) -> tuple[list[RequestStream], list[int]]:
+    """Submit ``jobs`` and wait until the engine thread took each: the streams and
+    their prompt token counts.  Any failure on the way (a rejected job, the handler
+    cancelled) cancels every stream before it propagates."""
+    streams = submit(worker, jobs)
+    try:
+        return streams, [await admitted(stream) for stream in streams]
+    except BaseException:
+        cancel_all(streams)
+        raise
+
+
+async def finish(request: Request, streams: list[RequestStream]) -> list[Outcome]:
+    """Each stream's outcome, unless the client goes away first (a 499); the streams
+    are cancelled either way, so no slot outlives the response."""
+    try:
+        return await unless_disconnected(request, asyncio.gather(*(outcome_of(s) for s in streams)))
+    finally:
+        cancel_all(streams)
+
+
 async def outcome_of(stream: RequestStream) -> Outcome:
-    while True:
-        event = await stream.next()
+    """The job's outcome: the last event of its `progress`."""
+    async for event in progress(stream):
         if isinstance(event, Finished):
             return event.outcome
-        if isinstance(event, Rejected):
-            raise bad_request(event.message, event.param)
-        if isinstance(event, Failed):
-            raise _failure(event)
+    raise ApiError(500, "the engine closed a stream without finishing it")
 
 
 async def progress(stream: RequestStream) -> AsyncIterator[Delta | Finished]:
-    """Deltas, then the final ``Finished``; raises `ApiError` if the job failed."""
+    """Deltas, then the final ``Finished``; raises `ApiError` if the job was
+    rejected or failed."""
     while True:
         event = await stream.next()
+        if isinstance(event, Rejected):
+            raise bad_request(event.message, event.param)
         if isinstance(event, Failed):
             raise _failure(event)
         if isinstance(event, (Delta, Finished)):

@@ -15,8 +15,8 @@ from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..cast import SamplingParams
-from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, check_batch_fits, outcome_of, progress,
-                       sse, submit, unless_disconnected)
+from .dispatch import (SSE_DONE, EventStreamResponse, cancel_all, check_batch_fits, finish, outcome_of, progress, sse,
+                       start, submit)
 from .engine_worker import RequestStream
 from .errors import ApiError, service_unavailable
 from .jobs import Delta, Finished, GenerateJob, Outcome
@@ -74,19 +74,11 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     specs = body.job_specs(len(prompts), state.config.max_top_logprobs)
     ids = [rid or uuid.uuid4().hex for rid in body.request_ids(len(prompts))]
     jobs = [spec.job(await state.encoder.encode(prompt, field), field) for spec, prompt in zip(specs, prompts)]
-    streams = submit(state.worker, jobs)
-    try:
-        prompt_tokens = [await admitted(stream) for stream in streams]
-    except BaseException:
-        cancel_all(streams)
-        raise
+    streams, prompt_tokens = await start(state.worker, jobs)
     if body.stream:
         return EventStreamResponse(_stream(streams[0], ids[0], prompt_tokens[0]),
                                    on_close=lambda: cancel_all(streams))
-    try:
-        outcomes = await unless_disconnected(request, asyncio.gather(*(outcome_of(s) for s in streams)))
-    finally:
-        cancel_all(streams)
+    outcomes = await finish(request, streams)
     items = [item(rid, outcome) for rid, outcome in zip(ids, outcomes)]
     return items if batch else items[0]
 

@@ -10,8 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from .dispatch import (SSE_DONE, EventStreamResponse, admitted, cancel_all, outcome_of, progress, sse, submit,
-                       unless_disconnected)
+from .dispatch import SSE_DONE, EventStreamResponse, cancel_all, finish, progress, sse, start
 from .engine_worker import RequestStream
 from .errors import ApiError
 from .jobs import Delta, Finished, GenerateJob, Outcome
@@ -100,21 +99,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
 
 async def _respond(state: ServerState, request: Request, body: SamplingRequest, job: GenerateJob,
                    fmt: CompletionFormat | ChatFormat) -> Any:
-    streams = submit(state.worker, [job])
+    streams, prompt_tokens = await start(state.worker, [job])
     response_id = f"{fmt.id_prefix}{uuid.uuid4().hex}"
     model = state.config.served_model_name
-    try:
-        prompt_tokens = await admitted(streams[0])
-    except BaseException:
-        cancel_all(streams)
-        raise
     if body.stream:
-        chunks = _stream(streams[0], body, fmt, response_id, model, prompt_tokens)
+        chunks = _stream(streams[0], body, fmt, response_id, model, prompt_tokens[0])
         return EventStreamResponse(chunks, on_close=lambda: cancel_all(streams))
-    try:
-        outcome = await unless_disconnected(request, outcome_of(streams[0]))
-    finally:
-        cancel_all(streams)
+    (outcome,) = await finish(request, streams)
     return {"id": response_id, "object": fmt.object, "created": int(time.time()), "model": model,
             "choices": [fmt.choice(outcome)], "usage": usage(outcome.prompt_tokens, outcome.completion_tokens)}
 
