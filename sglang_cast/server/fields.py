@@ -33,6 +33,12 @@ def valid_unicode(text: str) -> str:
     return text
 
 
+def stop_string_length(text: str) -> str:
+    if not 1 <= len(text) <= MAX_STOP_STRING_CHARS:
+        raise ValueError(f"a stop string must be 1 to {MAX_STOP_STRING_CHARS} characters, got {len(text)}")
+    return text
+
+
 def seed_in_range(seed: int) -> int:
     if not SEED_MIN <= seed <= SEED_MAX:
         raise ValueError(f"must be an integer in [{SEED_MIN}, {SEED_MAX}] (64-bit generator seeds)")
@@ -41,7 +47,7 @@ def seed_in_range(seed: int) -> int:
 
 Text = Annotated[str, AfterValidator(valid_unicode)]
 Seed = Annotated[int, AfterValidator(seed_in_range)]
-StopString = Annotated[Text, Field(min_length=1, max_length=MAX_STOP_STRING_CHARS)]
+StopString = Annotated[Text, AfterValidator(stop_string_length)]
 StopStrings = StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)]
 StopTokenIds = Annotated[list[int], Field(max_length=MAX_STOP_TOKEN_IDS)]
 
