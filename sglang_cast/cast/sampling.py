@@ -7,8 +7,10 @@ logits before verification, exactly as a plain sampler would.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+import secrets
+from dataclasses import dataclass
 
 import torch
 
@@ -61,27 +63,41 @@ class SamplingParams:
         return self.temperature < GREEDY_BELOW_TEMPERATURE
 
 
-@dataclass
+@dataclass(frozen=True)
 class RequestSampler:
-    """A request's parameters plus its own random stream (reproducible per seed)."""
+    """A request's parameters and the seed of its draws: the token at output position
+    ``k`` is drawn from the target's distribution there by the uniform
+    ``position_uniform(seed, k)``.  Keyed by position rather than read from a stream, a
+    seeded request samples the same tokens whatever tree each iteration verified (or
+    none): how many draws an iteration makes no longer shifts the later ones."""
 
     params: SamplingParams
-    generator: torch.Generator = field(default_factory=torch.Generator)
+    seed: int
 
     @classmethod
     def create(cls, params: SamplingParams) -> RequestSampler:
-        generator = torch.Generator()
-        if params.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(params.seed)
-        return cls(params=params, generator=generator)
+        return cls(params, secrets.randbits(64) if params.seed is None else params.seed)
 
-    def uniform(self) -> float:
-        return float(torch.rand((), generator=self.generator, dtype=torch.float64))
+    def draw(self, probs: torch.Tensor, position: int) -> int:
+        """The token at output ``position`` from ``probs`` ``[V]``."""
+        return inverse_cdf(probs, position_uniform(self.seed, position))
 
-    def sample(self, probs: torch.Tensor) -> int:
-        return int(torch.multinomial(probs.double().cpu(), 1, generator=self.generator))
+
+def position_uniform(seed: int, position: int) -> float:
+    """A uniform in (0, 1) fixed by ``(seed, position)``: 53 bits of a hash, so it is the
+    same on every machine and independent between positions."""
+    digest = hashlib.blake2b(f"{seed}:{position}".encode(), digest_size=8).digest()
+    return ((int.from_bytes(digest, "little") >> 11) + 0.5) / (1 << 53)
+
+
+def inverse_cdf(probs: torch.Tensor, u: float) -> int:
+    """The token whose slice of the cumulative distribution of ``probs`` ``[V]`` holds
+    ``u`` in (0, 1): the first index whose running sum passes ``u`` times the total.
+    Scaling by the total keeps the answer inside the vocabulary when the sum rounds
+    below 1, and a token of probability 0 adds nothing to the sum, so it is never drawn."""
+    cdf = probs.double().cpu().cumsum(0)
+    point = torch.tensor([u * float(cdf[-1])], dtype=torch.float64)
+    return int(torch.searchsorted(cdf, point, right=True))
 
 
 def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

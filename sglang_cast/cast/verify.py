@@ -65,47 +65,33 @@ def verify_greedy(tree: VerifyTree, target_argmax) -> VerifyResult:
     return VerifyResult(paths, bonus)
 
 
-def reject(probs: torch.Tensor, token: int) -> torch.Tensor:
-    """Residual distribution after rejecting a point-mass proposal ``token``:
-    ``norm(max(p - δ_token, 0))`` = ``p`` with ``token`` removed, renormalised.
-    If ``token`` held all the mass (only reachable through rounding), ``p`` stays."""
-    residual = probs.clone()
-    residual[token] = 0.0
-    total = residual.sum()
-    return residual / total if total > 0 else probs
+def verify_sampling(tree: VerifyTree, target_logits: torch.Tensor, samplers: list[RequestSampler],
+                    positions: list[int]) -> VerifyResult:
+    """Speculative sampling with deterministic (point-mass) proposals: at each node on
+    the path, the token at its output position is drawn from the target's distribution
+    there (after the request's temperature, top-k, top-p); the verified child carrying
+    it is accepted and the walk descends, else the drawn token is the bonus.
 
-
-def verify_sampling(tree: VerifyTree, target_logits: torch.Tensor,
-                    samplers: list[RequestSampler]) -> VerifyResult:
-    """Multi-round speculative sampling with deterministic (point-mass) proposals.
-
-    At a node the target distribution ``p`` (after the request's temperature,
-    top-k, top-p) is computed; verified children are tried best first (local
-    order is rank order); child ``t`` is accepted with probability ``p(t)``, and on
-    rejection ``p`` becomes :func:`reject`'s residual.  If every child is
-    rejected, the bonus token is drawn from what remains.  The emitted tokens are
-    then distributed exactly as sampling the target directly.
-    """
+    ``positions[b]``: the output position of the token after row ``b``'s root (the
+    tokens it has generated so far).  A child is accepted with probability ``p(t)``,
+    which is what trying the children in turn with residuals gives, and every emitted
+    token is the target's own draw at its position: distributed exactly as plain
+    sampling and, with a seed, the same tokens as plain sampling draws."""
+    parents, tokens = tree.parents.tolist(), tree.tokens.tolist()
     paths: list[list[int]] = []
     bonus: list[int] = []
-    parents = tree.parents.cpu()
-    tokens = tree.tokens.cpu()
     for b, sampler in enumerate(samplers):
         path: list[int] = []
-        current = 0
+        node = 0
         while True:
-            probs = target_probs(target_logits[b, current], sampler.params)
-            chosen = None
-            for child in torch.nonzero(parents[b] == current).flatten().tolist():
-                token = int(tokens[b, child])
-                if sampler.uniform() < float(probs[token]):
-                    chosen = child
-                    break
-                probs = reject(probs, token)
-            if chosen is None:
-                bonus.append(sampler.sample(probs))
+            probs = target_probs(target_logits[b, node], sampler.params)
+            token = sampler.draw(probs, positions[b] + len(path))
+            child = next((i for i, (parent, t) in enumerate(zip(parents[b], tokens[b]))
+                          if parent == node and t == token), None)
+            if child is None:
+                bonus.append(token)
                 break
-            path.append(chosen)
-            current = chosen
+            path.append(child)
+            node = child
         paths.append(path)
     return VerifyResult(paths, bonus)

@@ -388,9 +388,11 @@ class SpeculativeRunner:
 
     def _sample_first(self, requests: list[Request], logits: torch.Tensor) -> list[int]:
         """Each request's first token from its row of ``logits`` ``[B, V]``: the greedy
-        rows' argmaxes in one host read, sampled rows by their own sampler."""
+        rows' argmaxes in one host read, sampled rows drawn by their own sampler at
+        their output position."""
         greedy = greedy_tokens(logits).tolist() if any(r.params.greedy for r in requests) else None
-        return [greedy[i] if r.params.greedy else r.sampler.sample(target_probs(logits[i], r.params))
+        return [greedy[i] if r.params.greedy
+                else r.sampler.draw(target_probs(logits[i], r.params), len(r.output_ids))
                 for i, r in enumerate(requests)]
 
     # ----------------------------------------------------------------- iteration
@@ -484,17 +486,18 @@ class SpeculativeRunner:
     def verify(self, requests: list[Request], vtree: VerifyTree, logits: torch.Tensor) -> VerifyResult:
         """Accepted local node indices and bonus token per sequence: greedy rows on the
         target's greedy tokens (one host copy of them), sampling rows with their own
-        samplers (on the host, where their random streams live)."""
+        samplers at their output positions (on the host)."""
         greedy = [b for b, r in enumerate(requests) if r.params.greedy]
         sampled = [b for b, r in enumerate(requests) if not r.params.greedy]
         if not sampled:
             return verify_greedy(vtree, greedy_tokens(logits).cpu())
         samplers = [requests[b].sampler for b in sampled]
+        positions = [len(requests[b].output_ids) for b in sampled]
         if not greedy:
-            return verify_sampling(vtree, logits, samplers)
+            return verify_sampling(vtree, logits, samplers, positions)
         paths, bonus = [[] for _ in requests], [0 for _ in requests]
         for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg).cpu())),
-                             (sampled, lambda t, lg: verify_sampling(t, lg, samplers))):
+                             (sampled, lambda t, lg: verify_sampling(t, lg, samplers, positions))):
             part = verify(vtree.rows(rows), logits.index_select(0, self._on_device(rows)))
             for b, path, token in zip(rows, part.paths, part.bonus):
                 paths[b], bonus[b] = path, token

@@ -9,8 +9,7 @@ from scipy.stats import chisquare
 
 from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, committed_tokens,
                               select_verified, target_probs, verify_greedy, verify_sampling)
-from sglang_cast.cast import verify as verify_module
-from sglang_cast.cast.sampling import nucleus
+from sglang_cast.cast.sampling import inverse_cdf, nucleus, position_uniform
 from sglang_cast.cast.tree import ancestor_matrix
 from support.synthetic import path_of, random_tree, root_to_leaf_paths
 
@@ -114,15 +113,20 @@ def _sampling_tree():
     return select_verified(tree, 5)
 
 
+def _samplers(draws: int, seed: int) -> list[RequestSampler]:
+    """One request per draw, each with its own seed (draws of one seed at one position are one draw)."""
+    return [RequestSampler.create(SamplingParams(temperature=0.9, top_k=5, top_p=0.95, seed=seed + i))
+            for i in range(draws)]
+
+
 def _draw(draws: int, seed: int):
     vt = _sampling_tree()
     logits = torch.randn(1, vt.num_tokens, VOCAB, generator=torch.Generator().manual_seed(1234))
     logits[0, 0] = torch.tensor([0.5, 1.2, -0.3, 1.0, 0.8, -2.0])  # root: drafted 3, 1, 4 all likely
     logits[0, 1] = torch.tensor([1.0, -0.5, 0.9, 0.2, -1.0, 0.4])  # after 3: drafted 0, 2
-    sampler = RequestSampler.create(SamplingParams(temperature=0.9, top_k=5, top_p=0.95, seed=seed))
     batch_tree = type(vt)(*(t.expand(draws, *t.shape[1:]) for t in (vt.node_ids, vt.tokens, vt.parents,
                                                                       vt.depths, vt.values)))
-    result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), [sampler] * draws)
+    result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), _samplers(draws, seed), [0] * draws)
     first = []
     second_after_3 = []
     for tokens in result.committed(batch_tree):
@@ -147,15 +151,50 @@ def test_speculative_sampling_matches_target_distribution():
     assert _p_value(second, p_node) > 1e-3
 
 
-def test_forgetting_renormalisation_is_detected(monkeypatch):
-    def wrong_reject(probs, token):
-        residual = probs.clone()
-        residual[token] = 0.0
-        return residual
+def _path_logits(prefix: tuple[int, ...]) -> torch.Tensor:
+    """A target whose next-token logits ``[VOCAB]`` depend on the whole prefix alone."""
+    return 2.0 * torch.randn(VOCAB, generator=torch.Generator().manual_seed(hash(prefix) % (1 << 31)))
 
-    monkeypatch.setattr(verify_module, "reject", wrong_reject)
-    first, _, p_root, _ = _draw(6000, seed=7)
-    assert _p_value(first, p_root) < 1e-6
+
+def _local_path(tree: VerifyTree, node: int) -> tuple[int, ...]:
+    """Tokens from below the root down to local ``node`` of row 0."""
+    tokens, parents = tree.tokens[0].tolist(), tree.parents[0].tolist()
+    path = []
+    while node > 0:
+        path.append(tokens[node])
+        node = parents[node]
+    return tuple(reversed(path))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_seeded_request_samples_the_same_tokens_whatever_trees_are_verified(seed):
+    """Each emitted token is the target's draw at its output position, so random trees
+    (or the root alone) commit, token for token, what plain seeded sampling does."""
+    sampler = RequestSampler.create(SamplingParams(temperature=1.0, seed=seed))
+    plain: list[int] = []
+    for position in range(40):
+        plain.append(sampler.draw(target_probs(_path_logits(tuple(plain)), sampler.params), position))
+    rng = random.Random(seed)
+    speculative: list[int] = []
+    while len(speculative) < len(plain):
+        tree = random_tree(rng, 1, rng.randint(1, 12), vocab=VOCAB)
+        vt = select_verified(tree, rng.randrange(tree.size))
+        logits = torch.stack([_path_logits(tuple(speculative) + _local_path(vt, i)) for i in range(vt.num_tokens)])
+        speculative += verify_sampling(vt, logits[None], [sampler], [len(speculative)]).committed(vt)[0]
+    assert speculative[: len(plain)] == plain
+
+
+def test_inverse_cdf_draws_only_tokens_the_distribution_holds():
+    probs = torch.tensor([0.0, 0.25, 0.0, 0.75, 0.0], dtype=torch.float64)
+    assert [inverse_cdf(probs, u) for u in (1e-17, 0.1, 0.2499, 0.2501, 0.9, 1 - 1e-16)] == [1, 1, 1, 3, 3, 3]
+    short = probs * (1 - 1e-12)  # a sum rounded below 1 still ends inside the support
+    assert inverse_cdf(short, 1 - 1e-16) == 3
+
+
+def test_position_uniforms_are_fixed_by_seed_and_position():
+    assert position_uniform(7, 3) == position_uniform(7, 3)
+    values = {position_uniform(seed, position) for seed in (0, 1, -5, 1 << 63) for position in range(50)}
+    assert len(values) == 200 and all(0.0 < u < 1.0 for u in values)
 
 
 def test_greedy_params_and_top_p_processing():
@@ -218,10 +257,9 @@ def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
                             [-2.0, 0.0, 1.5, -2.0, 0.0, 1.0],  # after 1 (a leaf)
                             [-3.0, -2.0, 1.0, -2.0, 0.5, 1.5]]])  # after 3, 0 (a leaf)
     draws = 6000
-    sampler = RequestSampler.create(SamplingParams(temperature=0.9, top_k=5, top_p=0.95, seed=11))
     batch_tree = type(vt)(*(t.expand(draws, *t.shape[1:]) for t in (vt.node_ids, vt.tokens, vt.parents,
                                                                       vt.depths, vt.values)))
-    result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), [sampler] * draws)
+    result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), _samplers(draws, 11), [0] * draws)
     after_leaf_1, after_leaf_0 = [], []
     for tokens in result.committed(batch_tree):
         if tokens[:1] == [1]:

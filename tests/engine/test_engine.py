@@ -130,6 +130,17 @@ def test_seed_makes_sampling_reproducible():
     assert a == b
 
 
+def test_a_seeded_request_samples_the_same_tokens_under_every_policy():
+    """Draws are keyed by output position, so what a seed samples does not depend on the
+    trees verified: plain decoding, EAGLE-2's tree and CAST's emit the same tokens."""
+    target = tiny_target()
+    params = [SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=30, seed=seed) for seed in (3, 4, 5)]
+    outputs = {policy: [r.token_ids for r in engine(policy, target, 2).generate(PROMPTS[:3], params)]
+               for policy in ("vanilla", "eagle2", "cast")}
+    assert outputs["eagle2"] == outputs["vanilla"] and outputs["cast"] == outputs["vanilla"]
+    assert len({tuple(tokens) for tokens in outputs["vanilla"]}) == 3
+
+
 def test_a_batch_of_greedy_and_sampled_requests_verifies_each_row_its_own_way(monkeypatch):
     """One iteration verifies its greedy rows on the target's greedy tokens and its
     sampled rows with their samplers (sub-batches, results put back in row order): the
