@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import Engine
 from . import admin_routes, native_routes, openai_routes
@@ -26,35 +25,8 @@ from .in_flight import IN_FLIGHT_HEADROOM, InFlightLimitMiddleware
 from .metrics import ServerMetrics
 from .profile_reload import ProfileReloader
 from .prompt_encoder import PromptEncoder
+from .request_metrics import RequestMetricsMiddleware
 from .state import ServerState
-
-
-class RequestMetricsMiddleware:
-    """Counts every response by endpoint and status code (unknown paths pooled as
-    "other", so scanners cannot blow up the label set)."""
-
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics, endpoints: frozenset[str]) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.endpoints = endpoints
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 500
-
-        async def record_status(message: dict) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, record_status)
-        finally:
-            endpoint = scope["path"] if scope["path"] in self.endpoints else "other"
-            self.metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
 
 
 def create_app(engine: Engine, config: ServerConfig) -> FastAPI:

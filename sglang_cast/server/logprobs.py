@@ -54,8 +54,8 @@ def score_positions(target: LlamaModel, token_ids: list[int], start: int, top_k:
     n = len(token_ids)
     if not 0 <= start <= n:
         raise ValueError(f"start must be in [0, {n}], got {start}")
-    hidden = target.causal_hidden(token_ids)
-    ids = torch.tensor([token_ids], device=hidden.device)
+    hidden = target.causal_hidden(token_ids)  # [n, hidden], final-normed: row p predicts token p + 1
+    ids = torch.tensor([token_ids], device=hidden.device)  # [1, n]
 
     first = max(start, 1)
     logprobs: list[float | None] = [None] * (first - start)
@@ -63,10 +63,10 @@ def score_positions(target: LlamaModel, token_ids: list[int], start: int, top_k:
     for lo in range(first, n, ROWS_PER_CHUNK):
         hi = min(n, lo + ROWS_PER_CHUNK)
         # The distribution over token p is predicted at position p - 1.
-        table = torch.log_softmax(target.logits(hidden[lo - 1 : hi - 1]).float(), dim=-1)
-        logprobs += table.gather(1, ids[0, lo:hi, None]).squeeze(1).tolist()
+        table = torch.log_softmax(target.logits(hidden[lo - 1 : hi - 1]).float(), dim=-1)  # [hi - lo, V]
+        logprobs += table.gather(1, ids[0, lo:hi, None]).squeeze(1).tolist()  # [hi - lo]
         if top_k:
-            values, indices = table.topk(min(top_k, table.shape[-1]), dim=-1)
+            values, indices = table.topk(min(top_k, table.shape[-1]), dim=-1)  # [hi - lo, top_k] each
             top += [list(zip(v, i)) for v, i in zip(values.tolist(), indices.tolist())]
         else:
             top += [None] * (hi - lo)
