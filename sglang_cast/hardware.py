@@ -1,4 +1,7 @@
-"""What hardware we run on: the label profiles are measured for and matched by."""
+"""What hardware we run on: the label profiles are measured for and matched by.
+
+Torch is imported only where a device is looked at, so the launcher's argument
+parsing can name the profile label without loading it."""
 
 from __future__ import annotations
 
@@ -7,9 +10,10 @@ import platform
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def _cpuinfo_fields(*names: str) -> dict[str, str]:
@@ -60,6 +64,8 @@ def isa_class(flags: frozenset[str] | None = None) -> str:
 
 def device_name(device: str | torch.device) -> str:
     """CUDA device name for a CUDA device, else the CPU model."""
+    import torch
+
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -85,6 +91,15 @@ def gpu_label(name: str) -> str | None:
     return next((label for label, pattern in GPU_LABELS.items() if re.search(pattern, name, re.IGNORECASE)), None)
 
 
+def hardware_label(device: str) -> str:
+    """The profile label of ``device``: "cpu", or a GPU's from its CUDA name
+    (`gpu_label`), else the name made file-safe."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    name = device_name(device)
+    return gpu_label(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
 @dataclass(frozen=True)
 class MachineIdentity:
     """What tells one machine's cost curve from another's, as a profile records it
@@ -105,6 +120,8 @@ class MachineIdentity:
 
     @classmethod
     def current(cls, device: str | torch.device) -> MachineIdentity:
+        import torch
+
         device = torch.device(device)
         if device.type == "cuda":
             memory = torch.cuda.get_device_properties(device).total_memory / 2 ** 30

@@ -14,7 +14,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .server.launch_args import LaunchArgs, OneLineParser, build_parser, hardware_label, parse_launch_args
+from .hardware import hardware_label
+from .server.launch_args import LaunchArgs, OneLineParser, build_parser, parse_launch_args
 
 if TYPE_CHECKING:
     from .profile import LoadedProfile

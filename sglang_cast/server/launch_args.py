@@ -257,14 +257,3 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
                       live_gate=ns.live_gate != "off", calibrate=ns.calibrate or "auto", tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
                       pp_size=ns.pp_size or 1)
-
-
-def hardware_label(device: str) -> str:
-    """The profile label of this hardware: "cpu", or a GPU's from its CUDA name
-    (`hardware.gpu_label`), else the name made file-safe."""
-    if not device.startswith("cuda"):
-        return "cpu"
-    from ..hardware import device_name, gpu_label  # imports torch: only for a CUDA device
-
-    name = device_name(device)
-    return gpu_label(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

@@ -10,12 +10,28 @@ import pytest
 from sglang_cast import launch_server
 from sglang_cast.server import launch_args
 from sglang_cast.server.config import ShapeOverride
-from sglang_cast.server.launch_args import hardware_label, parse_launch_args
+from sglang_cast.hardware import hardware_label
+from sglang_cast.server.launch_args import parse_launch_args
 
 
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "sglang_cast.launch_server", *args], capture_output=True,
                           text=True, timeout=120)
+
+
+def test_flags_are_parsed_and_refused_without_loading_torch():
+    """The launcher answers a bad flag in a second: nothing it imports to parse them,
+    the profile label's lookup included, loads torch."""
+    code = ("import sys\n"
+            "from sglang_cast import launch_server\n"
+            "from sglang_cast.hardware import hardware_label\n"
+            "from sglang_cast.server.launch_args import parse_launch_args\n"
+            "assert hardware_label('cpu') == 'cpu'\n"
+            "try:\n    parse_launch_args(['--port', '0'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 def test_help_explains_every_flag():

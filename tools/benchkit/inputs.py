@@ -11,7 +11,7 @@ import torch
 from sglang_cast.engine.build import DTYPES
 from sglang_cast.flags import Bounds, comma_list
 from sglang_cast.profile import LoadedProfile, ProfileError, find_profile, load_profile
-from sglang_cast.server.launch_args import hardware_label
+from sglang_cast.hardware import hardware_label
 
 
 class BenchError(Exception):
