@@ -20,9 +20,8 @@ from sqlalchemy import func, select
 from sglang_cast.cast import OverheadTable
 from sglang_cast.cast.overhead import TERMS
 from sglang_cast.engine.table_calibration import StartupCalibration
-from sglang_cast.hardware import MachineIdentity
+from sglang_cast.hardware import MachineIdentity, hardware_label
 from sglang_cast.profile import LoadedProfile, Profile, ProfileError, find_profile, load_profile
-from sglang_cast.server.launch_args import hardware_label
 from sglang_cast.sglang_plugin.memory_plan import MemoryPlan
 from sglang_cast.sglang_plugin.plugin_config import StaticShape
 
