@@ -25,6 +25,9 @@ weights at ~30 rows and took 1.84x as long at 128 rows (a prefill).  ``:dense<N>
 multiplies by it from ``N`` rows on: decode stays packed, prefill and large verifies run
 dense, for the dense weights' memory.  Where the crossover lies is a property of the CPU,
 so ``N`` is chosen by measurement (``cast-autotune profile`` times every spec it is given).
+``:dense<N>:bf16`` keeps that dense side as a bf16 copy instead of the model's dtype: on a
+CPU with AMX a bf16 GEMM of 24+ rows took 0.73x an int4 forward's time and 0.67x fp32's
+(2-core Xeon, docs/precision.md), and the copy is half the fp32 weights' memory.
 
 Packed linears are CPU-only and hold their tensors as plain attributes: they are not
 parameters or buffers, so ``model.to(dtype)`` (which would silently re-cast bf16 scales)
@@ -62,6 +65,9 @@ class Format(str, Enum):
     INT4 = "int4"
 
 
+_DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]"
+
+
 @dataclass(frozen=True)
 class WeightFormat:
     """The format of the target's decoder linears, of its LM head and of the draft head's linears.
@@ -74,31 +80,35 @@ class WeightFormat:
     target LM head and an int8 draft head; without ``+`` the draft stays dense.
     ``dense_from`` > 0 (spec ``":dense<N>"`` after the target part) runs the target's packed
     parts on their dense weights from that many rows on (module docstring); 0 never.
+    ``dense`` is the format those dense weights are kept in (``":dense<N>:bf16"``): fp32
+    (the model's dtype) or bf16.
     """
 
     linears: Format = Format.FP32
     lm_head: Format = Format.FP32
     draft: Format = Format.FP32
     dense_from: int = 0
+    dense: Format = Format.FP32
 
     @classmethod
     def parse(cls, spec: str | WeightFormat) -> WeightFormat:
         """``"int4"`` (both the same), ``"int4/bf16"`` (linears / LM head), either
-        optionally with ``":dense<N>"`` (``"int4/int8:dense32"``) and then with
-        ``"+<draft>"`` (``"int4/int8+int8"``, ``"int4/int8:dense32+int8"``)."""
+        optionally with ``":dense<N>"`` or ``":dense<N>:bf16"`` (``"int4/int8:dense32"``) and
+        then with ``"+<draft>"`` (``"int4/int8+int8"``, ``"int4/int8:dense32+int8"``)."""
         if isinstance(spec, WeightFormat):
             return spec
         target, plus, draft = str(spec).partition("+")
-        target, dense_from = _split_dense_from(spec, target)
+        target, dense_from, dense = _split_dense_from(spec, target)
         parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
         drafts = [draft.strip()] if plus else []
         accepted = ", ".join(f.value for f in Format)
         if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts + drafts):
             raise ValueError(
                 f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
-                f"followed by '{_DENSE_TAG}<N>' and then by '+<draft>', with each one of {accepted}"
+                f"followed by '{_DENSE_TAG}<N>[:bf16]' and then by '+<draft>', with each one of {accepted}"
             )
-        fmt = cls(Format(parts[0]), Format(parts[-1]), Format(drafts[0]) if drafts else Format.FP32, dense_from)
+        draft_format = Format(drafts[0]) if drafts else Format.FP32
+        fmt = cls(Format(parts[0]), Format(parts[-1]), draft_format, dense_from, dense)
         if dense_from and fmt.linears == fmt.lm_head == Format.FP32:
             raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed target part to switch from")
         return fmt
@@ -112,19 +122,24 @@ class WeightFormat:
         names dense parts by the model's dtype instead)."""
         target = linears if linears == lm_head else f"{linears}/{lm_head}"
         if self.dense_from:
-            target += f"{_DENSE_TAG}{self.dense_from}"
+            target += f"{_DENSE_TAG}{self.dense_from}" + ("" if self.dense == Format.FP32 else f":{self.dense.value}")
         return target if self.draft == Format.FP32 else f"{target}+{self.draft.value}"
 
 
-def _split_dense_from(spec: object, target: str) -> tuple[str, int]:
-    """``"int4/int8:dense32"`` -> ``("int4/int8", 32)``; no suffix -> ``(target, 0)``."""
-    target, tag, rows = target.partition(_DENSE_TAG)
+def _split_dense_from(spec: object, target: str) -> tuple[str, int, Format]:
+    """``"int4/int8:dense32:bf16"`` -> ``("int4/int8", 32, BF16)``; without ``":bf16"`` the
+    dense side is FP32; no suffix -> ``(target, 0, FP32)``."""
+    target, tag, suffix = target.partition(_DENSE_TAG)
     if not tag:
-        return target, 0
+        return target, 0, Format.FP32
+    rows, colon, dense = suffix.partition(":")
     if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
         raise ValueError(f"weight_format: {spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
                          f"[1, {MAX_DENSE_FROM}], got {rows!r}")
-    return target, int(rows)
+    if colon and dense not in _DENSE_FORMATS:
+        raise ValueError(f"weight_format: {spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
+                         f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
+    return target, int(rows), Format(dense) if colon else Format.FP32
 
 
 @dataclass(frozen=True)
@@ -258,29 +273,47 @@ class Int4Linear(PackedLinear):
         )
 
 
-class DenseFromRows(nn.Module):
-    """A packed linear that hands a forward of ``dense_from`` rows or more to one dense
-    GEMM over ``dense`` ``[N, K]``, the weight it was packed from in the model's dtype
-    (module docstring: where each kernel is cheaper).  ``forward`` as `PackedLinear`'s."""
+class SharedLinear(nn.Module):
+    """``F.linear`` over a weight ``[N, K]`` the model already holds (no copy): the dense
+    side of a ``:dense<N>`` format in the model's own dtype."""
 
-    def __init__(self, packed: PackedLinear, dense: Tensor, dense_from: int) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        self.weight = weight.detach()  # shares the unpacked weight's storage
+        self.bias = bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+class DenseFromRows(nn.Module):
+    """A packed linear that hands a forward of ``dense_from`` rows or more to ``large``,
+    one dense GEMM over the weight it was packed from: a `SharedLinear` in the model's
+    dtype or a `Bf16Linear` copy (module docstring: where each kernel is cheaper).
+    ``forward`` as `PackedLinear`'s."""
+
+    def __init__(self, packed: PackedLinear, large: SharedLinear | Bf16Linear, dense_from: int) -> None:
         super().__init__()
         self.packed = packed
-        self.dense = dense.detach()  # shares the unpacked weight's storage: no copy
+        self.large = large
         self.dense_from = dense_from
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.numel() // self.packed.in_features < self.dense_from:
-            return self.packed.forward(x)  # no __call__ hooks, as `llama.linear`
-        return torch.nn.functional.linear(x, self.dense, self.packed.bias_fp)
+        kernel = self.packed if x.numel() // self.packed.in_features < self.dense_from else self.large
+        return kernel.forward(x)  # no __call__ hooks, as `llama.linear`
 
     def extra_repr(self) -> str:
         return f"dense_from={self.dense_from}"
 
 
-def with_dense_from(packed: PackedLinear, dense: Tensor, dense_from: int) -> PackedLinear | DenseFromRows:
-    """``packed`` itself for ``dense_from`` 0, else wrapped to switch to ``dense``."""
-    return packed if dense_from == 0 else DenseFromRows(packed, dense, dense_from)
+def with_dense_from(packed: PackedLinear, weight: Tensor, fmt: WeightFormat) -> PackedLinear | DenseFromRows:
+    """``packed`` itself when ``fmt`` never switches (``dense_from`` 0), else wrapped to
+    switch to ``weight`` as ``fmt.dense`` says: fp32, the model's own; bf16, a copy."""
+    if fmt.dense_from == 0:
+        return packed
+    bias = packed.bias_fp
+    large = SharedLinear(weight, bias) if fmt.dense == Format.FP32 else Bf16Linear(weight, bias)
+    return DenseFromRows(packed, large, fmt.dense_from)
 
 
 def pack_linear(
@@ -308,19 +341,19 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
     to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
     The dense fp32 weights of swapped linears are released unless ``fmt.dense_from`` keeps
-    them for large forwards; the embedding stays, since the lookup reads it even when the
+    them (or their bf16 copy, ``fmt.dense``) for large forwards; the embedding stays, since the lookup reads it even when the
     (tied) LM head is packed.
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:
         def packed(name: str, linear: nn.Linear) -> nn.Module:
             kernel = pack_linear(fmt.linears, linear.weight, linear.bias, exact_int4.get(name))
-            return with_dense_from(kernel, linear.weight, fmt.dense_from)
+            return with_dense_from(kernel, linear.weight, fmt)
 
         _swap_linears(model.layers, packed)
     if fmt.lm_head != Format.FP32:
         packed = pack_linear(fmt.lm_head, model.lm_head_weight, None)
-        model.packed_head = with_dense_from(packed, model.lm_head_weight, fmt.dense_from)
+        model.packed_head = with_dense_from(packed, model.lm_head_weight, fmt)
     model.weight_format = fmt
     return model
 

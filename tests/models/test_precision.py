@@ -110,8 +110,18 @@ def test_weight_format_parse_dense_from() -> None:
             WeightFormat.parse(bad)
     with pytest.raises(ValueError, match="weight_format.*needs a packed target part"):
         WeightFormat.parse("fp32:dense32+int8")
-    with pytest.raises(ValueError, match="weight_format.*':dense<N>'"):
+    with pytest.raises(ValueError, match=r"weight_format.*':dense<N>\[:bf16\]'"):
         WeightFormat.parse("int4+int8:dense32")  # the switch belongs to the target part
+
+
+def test_weight_format_parse_a_bf16_dense_side() -> None:
+    fmt = WeightFormat.parse("int4/int8:dense16:bf16+int8")
+    assert fmt == WeightFormat(Format.INT4, Format.INT8, Format.INT8, dense_from=16, dense=Format.BF16)
+    assert str(fmt) == "int4/int8:dense16:bf16+int8"
+    assert str(WeightFormat.parse("int8:dense4:fp32")) == "int8:dense4"  # fp32 is the default side
+    for bad in ("int4:dense16:int8", "int4:dense16:", "int4:dense16:bf16:bf16"):
+        with pytest.raises(ValueError, match=r"weight_format.*dense side after ':dense16:' must be one of fp32, bf16"):
+            WeightFormat.parse(bad)
 
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
@@ -205,13 +215,29 @@ def test_dense_from_runs_large_forwards_on_the_dense_weights_and_small_ones_pack
     apply_weight_format(switched, WeightFormat.parse("int4:dense8"))
     wrapped = [m for m in switched.modules() if isinstance(m, DenseFromRows)]
     assert len(wrapped) == 4 * 7 + 1 and switched.packed_head in wrapped  # every linear and the head
-    assert all(m.dense.data_ptr() in storages for m in wrapped)  # no copies
+    assert all(m.large.weight.data_ptr() in storages for m in wrapped)  # no copies
     gen = torch.Generator().manual_seed(5)
     long, short = (torch.randint(0, reference.config.vocab_size, (1, n), generator=gen) for n in (8, 7))  # the edge
     assert torch.equal(_logits(switched, long), _logits(reference, long))
     assert not torch.equal(_logits(packed, long), _logits(reference, long))
     assert torch.equal(_logits(switched, short), _logits(packed, short))
     assert not torch.equal(_logits(switched, short), _logits(reference, short))
+
+
+def test_a_bf16_dense_side_runs_large_forwards_as_the_bf16_format_does() -> None:
+    """``int4:dense8:bf16``: a forward of 8+ rows equals the ``bf16`` model's bit for bit
+    (biases included), one of fewer rows the plain ``int4`` model's."""
+    models = {spec: make_pair("qwen2", seed=4)[1] for spec in ("bf16", "int4", "int4:dense8:bf16", "fp32")}
+    for spec, model in models.items():
+        apply_weight_format(model, WeightFormat.parse(spec))
+    switched = models["int4:dense8:bf16"]
+    assert all(isinstance(m.large, Bf16Linear) for m in switched.modules() if isinstance(m, DenseFromRows))
+    gen = torch.Generator().manual_seed(5)
+    long, short = (torch.randint(0, switched.config.vocab_size, (1, n), generator=gen) for n in (8, 7))
+    assert torch.equal(_logits(switched, long), _logits(models["bf16"], long))
+    assert not torch.equal(_logits(switched, long), _logits(models["fp32"], long))
+    assert torch.equal(_logits(switched, short), _logits(models["int4"], short))
+    assert not torch.equal(_logits(switched, short), _logits(models["bf16"], short))
 
 
 @pytest.mark.slow
