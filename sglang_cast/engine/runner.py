@@ -34,6 +34,7 @@ from ..cast import (DraftTree, IterationPlan, Policy, TraceIteration, VerifyResu
                     greedy_tokens, grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
+from ..models.eagle import rows_at
 from ..models.kv_cache import KVCache, to_device
 from .cuda_graphs import DecodeShapes, EngineGraphs, cache_slots
 from .draft_expander import DraftExpander
@@ -319,14 +320,16 @@ class SpeculativeRunner:
         out = self.target(tokens, positions, self.target_cache, slots, mask, self.feature_layers)
         return self.target.logits(out.hidden), out.draft_features()
 
-    def draft_forward(self, tokens, features, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
+    def draft_forward(self, tokens, features, positions, slots, mask, last=None) -> tuple[torch.Tensor, torch.Tensor]:
         """The draft's hidden states and logits for ``[B, n]`` tokens on its cache (a
-        `draft_expander.DraftStep`)."""
+        `draft_expander.DraftStep`); with ``last`` ``[B]`` the logits ``[B, 1, V]`` at that
+        position of each row only (`eagle.run_draft`)."""
         graphs = self.graphs.draft if self.graphs is not None else None
         replayed = graphs(tokens, positions, slots, mask, features) if graphs is not None else None
         if replayed is not None:
-            return replayed
-        return tuple(self.draft(tokens, features, positions, self.draft_cache, slots, mask))
+            hidden, logits = replayed
+            return hidden, logits if last is None else rows_at(logits, last)
+        return tuple(self.draft(tokens, features, positions, self.draft_cache, slots, mask, last))
 
     def _draft_catch_up(self, slots: list[int], tokens: torch.Tensor, features: torch.Tensor,
                         start: torch.Tensor, counts: list[int]) -> None:
@@ -338,12 +341,12 @@ class SpeculativeRunner:
         positions = start.view(-1, 1) + torch.arange(n, device=self.device)
         mask = causal_tree_mask(batch, n, self.device)
         host_slots = torch.tensor(slots)
-        hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask)
+        last = self._on_device([c - 1 for c in counts])  # [B]: each sequence's newest token
+        hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask, last)  # logits [B, 1, V]
         self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
-        last = self._on_device([c - 1 for c in counts]).view(-1, 1, 1)
         rows = to_device(host_slots, self.device)
-        self.root_hidden[rows] = hidden.gather(1, last.expand(-1, 1, hidden.shape[-1])).squeeze(1)
-        self.root_logits[rows] = logits.gather(1, last.expand(-1, 1, logits.shape[-1])).squeeze(1)
+        self.root_hidden[rows] = rows_at(hidden, last).squeeze(1)
+        self.root_logits[rows] = logits.squeeze(1)
 
     def prefill_groups(self, requests: list[Request]) -> list[list[Request]]:
         """`prefill_groups` charged on the policy's target cost table (prompt context 0)."""

@@ -90,14 +90,23 @@ class _TargetRef:
     model: LlamaModel
 
 
+def rows_at(x: Tensor, last: Tensor) -> Tensor:
+    """``x`` ``[B, n, D]`` at one position of each row, ``last`` ``[B]``: ``[B, 1, D]``."""
+    return x.gather(1, last.view(-1, 1, 1).expand(-1, 1, x.shape[-1]))
+
+
 def run_draft(draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
-              batch: AttentionBatch) -> DraftOutput:
+              batch: AttentionBatch, last: Tensor | None = None) -> DraftOutput:
     """One draft step: its layer's input side, attention on the head's cache, output side;
-    through ``draft.compiled`` when the head carries one (`compiled.py`)."""
+    through ``draft.compiled`` when the head carries one (`compiled.py`).  ``last`` ``[B]``
+    asks for logits ``[B, 1, V]`` at that position of each row only: a catch-up reads no
+    others, and the LM head over every position of a prompt's catch-up was most of its
+    cost on a CPU (204 of ~400 ms at 16 x 108 tokens, int8 head, AMX Xeon)."""
     if draft.compiled is not None:
-        return draft.compiled.run_draft(draft, input_ids, features, cos, sin, batch)
+        out = draft.compiled.run_draft(draft, input_ids, features, cos, sin, batch)
+        return out if last is None else DraftOutput(out.hidden, rows_at(out.logits, last))
     residual, q, k, v = draft.attention_inputs(input_ids, features, cos, sin)
-    return draft.finish(residual, batch.attend(0, q, k, v))
+    return draft.finish(residual, batch.attend(0, q, k, v), last)
 
 
 def _step_batch(
@@ -110,7 +119,7 @@ def _step_batch(
 class DraftHead(nn.Module):
     """What both head layouts share: one forward over a prepared `AttentionBatch`.
     A subclass sets ``config`` (`DraftConfig`) and ``fc`` and implements
-    ``attention_inputs`` / ``finish`` (see `run_draft`)."""
+    ``attention_inputs``, ``layer_output`` and ``logits_of`` (see `run_draft`)."""
 
     config: DraftConfig
     fc: nn.Linear
@@ -119,11 +128,26 @@ class DraftHead(nn.Module):
         """Target layers whose hidden states this head reads; ``()``: the last hidden state."""
         return ()
 
-    def run(self, input_ids: Tensor, features: Tensor, positions: Tensor, batch: AttentionBatch) -> DraftOutput:
+    def run(self, input_ids: Tensor, features: Tensor, positions: Tensor, batch: AttentionBatch,
+            last: Tensor | None = None) -> DraftOutput:
         """`forward` over an already built `AttentionBatch` (engine/cuda_graphs.py)."""
         # The model dtype (the target's; the head is loaded in it): ``fc`` may be packed.
         cos, sin = rope_cos_sin(positions, self.config.layer, self.target.model.embed_tokens.weight.dtype)
-        return run_draft(self, input_ids, features, cos, sin, batch)
+        return run_draft(self, input_ids, features, cos, sin, batch, last)
+
+    def layer_output(self, x: Tensor, attended: Tensor) -> Tensor:
+        """The layer's output side: its hidden states from the residual ``x`` and attention."""
+        raise NotImplementedError
+
+    def logits_of(self, h: Tensor) -> Tensor:
+        """The head's logits for its output hidden states ``h`` ``[..., hidden]``."""
+        raise NotImplementedError
+
+    def finish(self, x: Tensor, attended: Tensor, last: Tensor | None = None) -> DraftOutput:
+        """The layer's output side, then logits at every position, or at ``last`` only
+        (`run_draft`)."""
+        h = self.layer_output(x, attended)
+        return DraftOutput(hidden=h, logits=self.logits_of(h if last is None else rows_at(h, last)))
 
 
 class EagleDraft(DraftHead):
@@ -151,9 +175,12 @@ class EagleDraft(DraftHead):
         cache: KVCache,
         slots: Tensor,
         tree_mask: Tensor,
+        last: Tensor | None = None,
     ) -> DraftOutput:
-        """``features`` ``[B, n, hidden]``: target features, or this head's previous ``hidden``."""
-        return self.run(input_ids, features, positions, _step_batch(input_ids, positions, cache, slots, tree_mask))
+        """``features`` ``[B, n, hidden]``: target features, or this head's previous ``hidden``;
+        ``last``: as `run_draft`."""
+        batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
+        return self.run(input_ids, features, positions, batch, last)
 
     def attention_inputs(
         self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor
@@ -162,10 +189,12 @@ class EagleDraft(DraftHead):
         x = self.fc(torch.cat((self.target.model.embed_tokens(input_ids), features), dim=-1))
         return (x, *self.layers[0].attention_inputs(x, cos, sin))
 
-    def finish(self, x: Tensor, attended: Tensor) -> DraftOutput:
-        """The layer's output side, then the target's LM head."""
-        h = self.layers[0].finish(x, attended)
-        return DraftOutput(hidden=h, logits=self.target.model.logits(h))
+    def layer_output(self, x: Tensor, attended: Tensor) -> Tensor:
+        return self.layers[0].finish(x, attended)
+
+    def logits_of(self, h: Tensor) -> Tensor:
+        """The target's LM head (no norm: ``h`` predicts a final-norm feature)."""
+        return self.target.model.logits(h)
 
     @property
     def output_vocab_size(self) -> int:
@@ -252,8 +281,10 @@ class Eagle3Draft(DraftHead):
         cache: KVCache,
         slots: Tensor,
         tree_mask: Tensor,
+        last: Tensor | None = None,
     ) -> DraftOutput:
-        """``features``: ``[B, n, 3*hidden]`` target features, or ``[B, n, hidden]``.
+        """``features``: ``[B, n, 3*hidden]`` target features, or ``[B, n, hidden]``;
+        ``last``: as `run_draft`.
 
         Only target features pass through ``fc``; later draft steps feed back the
         (pre-norm) ``hidden`` of the previous step, as SGLang and the EAGLE-3 code do.
@@ -265,7 +296,8 @@ class Eagle3Draft(DraftHead):
                 f"features width {features.shape[-1]} is neither 3*hidden ({3 * hidden_size}) "
                 f"nor hidden ({hidden_size})"
             )
-        return self.run(input_ids, features, positions, _step_batch(input_ids, positions, cache, slots, tree_mask))
+        batch = _step_batch(input_ids, positions, cache, slots, tree_mask)
+        return self.run(input_ids, features, positions, batch, last)
 
     def attention_inputs(
         self, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor
@@ -275,10 +307,12 @@ class Eagle3Draft(DraftHead):
             features = self.fc(features)
         return (features, *self.midlayer.attention_inputs(self.embed(input_ids), features, cos, sin))
 
-    def finish(self, hidden: Tensor, attended: Tensor) -> DraftOutput:
-        """The layer's output side, then the head's own norm and reduced-vocab LM head."""
-        h = self.midlayer.finish(hidden, attended)
-        return DraftOutput(hidden=h, logits=self.lm_head(self.norm(h)))
+    def layer_output(self, x: Tensor, attended: Tensor) -> Tensor:
+        return self.midlayer.finish(x, attended)
+
+    def logits_of(self, h: Tensor) -> Tensor:
+        """The head's own norm and reduced-vocab LM head."""
+        return self.lm_head(self.norm(h))
 
     @property
     def output_vocab_size(self) -> int:

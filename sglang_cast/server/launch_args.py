@@ -117,7 +117,8 @@ def build_parser() -> OneLineParser:
     model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
                        help="native engine on the CPU: how the target's linears / LM head are stored, one of "
                             "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8, either optionally with "
-                            "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32) "
+                            "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32; "
+                            "':dense<N>:bf16' keeps them as a bf16 copy, AMX's fastest large GEMM) "
                             "and with '+<draft>' for the draft head's linears such as int4/int8+int8 (packed formats run "
                             "bf16 activations; docs/precision.md has their measured costs), or auto: the format the "
                             "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "

@@ -273,6 +273,30 @@ def test_draft_chunked_equals_incremental(kind: str) -> None:
         torch.testing.assert_close(out.hidden[:, 0], full.hidden[:, t], atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+def test_a_draft_asked_for_one_position_per_row_runs_its_lm_head_on_those_rows_only(kind: str) -> None:
+    """``last`` (a catch-up reads only each sequence's newest position): the logits are
+    the full forward's at those positions, and the LM head multiplies B rows, not B·n
+    (over a prompt's catch-up it was most of the draft's cost on a CPU)."""
+    _, target = make_pair("qwen2")
+    draft = random_draft(kind, target)
+    ids, features, positions = draft_inputs(draft, target, n=5)
+    full = draft_run(draft, ids, features, positions)
+    rows: list[int] = []  # rows into the EAGLE-3 head's own LM head (EAGLE's is the target's)
+    hook = (draft.lm_head.register_forward_hook(lambda _m, args, _out: rows.append(args[0].shape[:-1].numel()))
+            if kind == "eagle3" else None)
+    last = torch.tensor([4, 2], device=DEVICE)
+    with torch.no_grad():
+        picked = draft(ids, features, positions, draft_cache(draft), torch.arange(2, device=DEVICE),
+                       causal_tree_mask(2, 5, DEVICE), last)
+    torch.testing.assert_close(picked.logits[:, 0], full.logits[[0, 1], last], atol=ATOL, rtol=0)
+    torch.testing.assert_close(picked.hidden, full.hidden, atol=ATOL, rtol=0)
+    assert picked.logits.shape[:2] == (2, 1)
+    if hook is not None:
+        hook.remove()
+        assert rows == [2]
+
+
 def test_draft_loader_accepts_bin_and_embeddings(tmp_path: Path) -> None:
     _, target = make_pair("llama")
     for kind in ("eagle", "eagle3"):

@@ -12,6 +12,7 @@ from sglang_cast.cast import CostModel, PolicySettings, TreeShape, make_policy
 from sglang_cast.engine import Engine
 from sglang_cast.models import LlamaModel, ModelConfig
 from sglang_cast.models.attention import AttentionBatch
+from sglang_cast.models.eagle import rows_at
 from sglang_cast.models.llama import rope_cos_sin
 from tools import tiny_models
 
@@ -36,13 +37,13 @@ class MirrorDraft(nn.Module):
         self.target = [target]
         self.output_vocab_size = target.config.vocab_size
 
-    def forward(self, input_ids, features, positions, cache, slots, tree_mask):
+    def forward(self, input_ids, features, positions, cache, slots, tree_mask, last=None):
         target = self.target[0]
         batch = AttentionBatch.build(cache, slots, tree_mask)
         h = target.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(positions, target.config, h.dtype)
         h = target.layers[0](h, cos, sin, batch)
-        return h, target.logits(target.norm(h))
+        return h, target.logits(target.norm(h if last is None else rows_at(h, last)))
 
     def feature_layers(self, num_target_layers):
         return ()
