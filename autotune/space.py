@@ -41,9 +41,9 @@ class SearchSpace:
     def suggest(self, trial: optuna.Trial, max_batch_size: int) -> BucketSettings:
         return BucketSettings(
             max_batch_size=max_batch_size,
-            shape=TreeShape(top_k=trial.suggest_int("top_k", 1, self.top_k),
-                            max_depth=trial.suggest_int("max_depth", 1, self.max_depth),
-                            num_verify_tokens=trial.suggest_int("num_verify_tokens", 2, self.max_tokens)),
+            shape=TreeShape.fitted(top_k=trial.suggest_int("top_k", 1, self.top_k),
+                                   max_depth=trial.suggest_int("max_depth", 1, self.max_depth),
+                                   num_verify_tokens=trial.suggest_int("num_verify_tokens", 2, self.max_tokens)),
             thresholds=Thresholds(c1=trial.suggest_float("c1", self.c_min, self.c_max, log=True),
                                   c2=trial.suggest_float("c2", self.c_min, self.c_max, log=True),
                                   c3=trial.suggest_float("c3", self.c_min, self.c_max, log=True)),

@@ -52,6 +52,14 @@ class TreeShape:
         if self.num_verify_tokens < 2:
             raise ValueError(f"num_verify_tokens must be >= 2 (root + one draft token), got {self.num_verify_tokens}")
 
+    @classmethod
+    def fitted(cls, top_k: int, max_depth: int, num_verify_tokens: int) -> TreeShape:
+        """The shape with ``num_verify_tokens`` cut to what its pool can fill
+        (``pool_size + 1``): a larger ``m`` verifies nothing more, and SGLang refuses a
+        ``--speculative-num-draft-tokens`` above ``topk + topk^2*(steps-1) + 1``."""
+        pool = cls(top_k, max_depth, num_verify_tokens).pool_size
+        return cls(top_k, max_depth, min(num_verify_tokens, pool + 1))
+
     @property
     def pool_size(self) -> int:
         """Draft nodes of the full EAGLE-2 expansion, the rerank pool: the root's ``K``

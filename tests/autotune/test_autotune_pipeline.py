@@ -18,8 +18,9 @@ from autotune.space import Grid, SearchSpace
 from autotune.store import Store
 from autotune.tuner import BucketResult
 from autotune.workflow import TuneConfig, larger_batches_note, tune_and_publish
-from sglang_cast.cast import BucketSettings
+from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.profile import load_profile
+from support import ROOT
 from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
 
 def test_profile_resumes_after_an_interruption(tmp_path):
@@ -148,3 +149,23 @@ def test_a_profile_from_another_machine_is_re_tuned_here_without_profiling_or_re
     assert store.trace_count("tiny-target", "mirror-draft") == traces
     with sqlite3.connect(store.path) as db:
         assert db.execute("SELECT COUNT(*) FROM measurements").fetchone() == (0,)
+
+
+def test_the_search_space_never_suggests_more_verify_tokens_than_the_trees_pool_holds():
+    """``m`` above ``pool_size + 1`` verifies nothing more and SGLang refuses it as
+    ``--speculative-num-draft-tokens``: a depth-1 top-k 6 tree holds 6 nodes, so m <= 7."""
+    import optuna
+
+    trial = optuna.trial.FixedTrial({"top_k": 6, "max_depth": 1, "num_verify_tokens": 10, "c1": 1.0, "c2": 1.0,
+                                     "c3": 1.0, "fifo_len": 4})
+    shape = SearchSpace(max_depth=6, top_k=8, max_tokens=32).suggest(trial, 1).shape
+    assert (shape.top_k, shape.max_depth, shape.num_verify_tokens) == (6, 1, 7)
+    assert TreeShape.fitted(2, 3, 32).num_verify_tokens == 2 + 2 * 4 + 1 and TreeShape.fitted(8, 6, 20).num_verify_tokens == 20
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_profile_verifies_no_more_tokens_than_its_trees_hold(path):
+    """What SGLang's launcher derives from a profile (``--speculative-num-draft-tokens``,
+    the widest bucket's ``m``) must fit its tree (plugin_config.StaticShape.check)."""
+    for bucket in load_profile(path).profile.settings.buckets:
+        assert bucket.shape.num_verify_tokens <= bucket.shape.pool_size + 1, (path.name, bucket)
