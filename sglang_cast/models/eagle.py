@@ -100,8 +100,9 @@ def run_draft(draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tenso
     """One draft step: its layer's input side, attention on the head's cache, output side;
     through ``draft.compiled`` when the head carries one (`compiled.py`).  ``last`` ``[B]``
     asks for logits ``[B, 1, V]`` at that position of each row only: a catch-up reads no
-    others, and the LM head over every position of a prompt's catch-up was most of its
-    cost on a CPU (204 of ~400 ms at 16 x 108 tokens, int8 head, AMX Xeon)."""
+    others, and on a CPU the LM head over every position was the largest part of a
+    prompt's catch-up (204 ms timed alone at 16 x 108 tokens, int8 head, against 379-426 ms
+    for the whole catch-up; AMX Xeon)."""
     if draft.compiled is not None:
         out = draft.compiled.run_draft(draft, input_ids, features, cos, sin, batch)
         return out if last is None else DraftOutput(out.hidden, rows_at(out.logits, last))

@@ -26,7 +26,7 @@ multiplies by it from ``N`` rows on: decode stays packed, prefill and large veri
 dense, for the dense weights' memory.  Where the crossover lies is a property of the CPU,
 so ``N`` is chosen by measurement (``cast-autotune profile`` times every spec it is given).
 ``:dense<N>:bf16`` keeps that dense side as a bf16 copy instead of the model's dtype: on a
-CPU with AMX a bf16 GEMM of 24+ rows took 0.73x an int4 forward's time and 0.67x fp32's
+CPU with AMX a full forward of 24 rows took 0.69x the int4/int8 one's time and 0.61x fp32's
 (2-core Xeon, docs/precision.md), and the copy is half the fp32 weights' memory.
 
 Packed linears are CPU-only and hold their tensors as plain attributes: they are not
@@ -341,8 +341,8 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
     to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
     The dense fp32 weights of swapped linears are released unless ``fmt.dense_from`` keeps
-    them (or their bf16 copy, ``fmt.dense``) for large forwards; the embedding stays, since the lookup reads it even when the
-    (tied) LM head is packed.
+    them (or their bf16 copy, ``fmt.dense``) for large forwards; the embedding stays, since
+    the lookup reads it even when the (tied) LM head is packed.
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:

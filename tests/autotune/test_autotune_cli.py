@@ -196,7 +196,8 @@ def test_a_format_is_named_for_what_runs():
 
 @pytest.mark.parametrize("extra, expected", [
     (["--backend", "sglang", "--model-path", "/m", "--draft-path", "/d"], "--calibrate-from: re-tunes for the native"),
-    (["--weight-format", "int8"], f"--weight-format: --calibrate-from tunes the profile's own format ({SHIPPED_CPU_FORMAT})"),
+    (["--weight-format", "int8"],
+     f"--weight-format: --calibrate-from tunes the profile's own format ({SHIPPED_CPU_FORMAT})"),
 ])
 def test_calibrate_from_refuses_what_it_cannot_re_tune_in_one_line(tmp_path, extra, expected, capsys):
     argv = ["tune", "--gpu", "cpu", "--calibrate-from", str(PROFILES / "cpu.yaml"), "--db", str(tmp_path / "a.db")]

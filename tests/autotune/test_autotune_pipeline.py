@@ -160,7 +160,8 @@ def test_the_search_space_never_suggests_more_verify_tokens_than_the_trees_pool_
                                      "c3": 1.0, "fifo_len": 4})
     shape = SearchSpace(max_depth=6, top_k=8, max_tokens=32).suggest(trial, 1).shape
     assert (shape.top_k, shape.max_depth, shape.num_verify_tokens) == (6, 1, 7)
-    assert TreeShape.fitted(2, 3, 32).num_verify_tokens == 2 + 2 * 4 + 1 and TreeShape.fitted(8, 6, 20).num_verify_tokens == 20
+    assert TreeShape.fitted(2, 3, 32).num_verify_tokens == 2 + 2 * 4 + 1
+    assert TreeShape.fitted(8, 6, 20).num_verify_tokens == 20
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.yaml")), ids=lambda p: p.name)
