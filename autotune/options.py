@@ -138,6 +138,7 @@ class SpaceOptions(ConfirmOptions):
     max_traces: int
     trace_dataset: str | None
     live_margin: float
+    live_min_speedup: float
     output: Path | None
 
     def search_space(self) -> SearchSpace:

@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from sglang_cast.flags import OneLineParser, float_in, float_list, int_in, int_list
+from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 from sglang_cast.models.weights import WeightFormat
 from sglang_cast.sglang_plugin.plugin_config import DEFAULT_MAX_RUNNING_REQUESTS
 from sglang_cast.sglang_plugin.state_cover import StateCap
@@ -242,6 +243,12 @@ def add_space(parser: argparse.ArgumentParser) -> None:
                         help="when a bucket's live CAST or plain steps take more than this fraction off what the "
                              "cost model charges for those same steps, the host overhead is refitted from the live "
                              "steps, the bucket re-tuned and confirmed once more")
+    parser.add_argument("--live-min-speedup", type=float_in(0.5, 10), default=1.0 + SPECULATION_WIN_MARGIN,
+                        help="a bucket is published speculating only if CAST decoded at least this many times "
+                             "plain decoding's rate live (medians of the interleaved rounds); the default asks "
+                             "for the win the server's live gate asks before it switches speculation on, since "
+                             "smaller differences are within a shared machine's round-to-round noise; 1 keeps "
+                             "any win")
     parser.add_argument("--output", type=Path, default=None,
                         help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
 

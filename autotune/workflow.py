@@ -34,6 +34,7 @@ import torch
 from sglang_cast.cast import PolicySettings
 from sglang_cast.hardware import MachineIdentity
 from sglang_cast.profile import LoadedProfile, Profile
+from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 
 from sglang_cast.cast import CostModel
 
@@ -71,6 +72,7 @@ class TuneConfig:
     confirm_max_new_tokens: int = 32
     live_rounds: int = 3  # interleaved rounds of CAST and of plain decoding per bucket
     live_margin: float = 0.15  # |live steps' ms / their charge - 1| beyond which the overhead is refitted once
+    live_min_speedup: float = 1.0 + SPECULATION_WIN_MARGIN  # live CAST / live plain a speculating bucket needs
     context_length: int = 2048
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
     # --backend sglang: the runtime states the published profile names, chosen by replaying the tuned policy
@@ -179,7 +181,8 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
     # The live runs time the native engine: only its measured setup may refit (not another
     # backend's, nor tables calibrated from another machine's profile, which have no measurements).
     measured = fmt_setup.backend == NATIVE and best.costs.calibrated_from is None
-    return live_gate(best.results, best.costs, check, refit if measured else None, retune, config.live_margin, say)
+    return live_gate(best.results, best.costs, check, refit if measured else None, retune, config.live_margin, say,
+                     min_speedup=config.live_min_speedup)
 
 
 def usable_traces(store: Store, reference_id: str, draft_id: str,
@@ -238,9 +241,9 @@ def search_space_summary(config: TuneConfig) -> dict:
 
 
 def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:
-    return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live "
-                    "(interleaved rounds, medians)",
-            "rounds": config.live_rounds, "margin": config.live_margin,
+    return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live by "
+                    "min_speedup (interleaved rounds, medians)",
+            "rounds": config.live_rounds, "margin": config.live_margin, "min_speedup": config.live_min_speedup,
             "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
             "off_by_live": [r.settings.max_batch_size for r in results if r.off_by == "live"],
             "refit": gate.refit if gate else None}

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-prompts", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--dataset", type=Path, default=None, help="prompts (default: autotune/prompts.txt)")
+    p.add_argument("--weight-format", default=None,
+                   help="the target's CPU weight format (default: the one the profile's tables were measured "
+                        "in, else fp32; docs/precision.md)")
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
     p.add_argument("--json", type=Path, required=True)
@@ -137,9 +140,11 @@ def outside_forwards(events) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    pair = load_model_pair(None, None, args.device, args.dtype)
+    loaded = load_settings(args.profile, args.device).profile
+    weight_format = args.weight_format or loaded.weight_format or "fp32"
+    pair = load_model_pair(None, None, args.device, args.dtype, weight_format=weight_format)
     pair.cuda_graph = not args.disable_cuda_graph
-    settings = load_settings(args.profile, args.device).profile.settings
+    settings = loaded.settings
     texts = [pair.format_prompt(t) for t in load_prompts(args.dataset).texts[: args.num_prompts]]
     context = max(len(pair.tokenizer.encode(t)) for t in texts) + args.max_new_tokens + 8
     engine = pair.engine(make_policy(args.policy, settings), args.batch_size, context)
@@ -160,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     top = inside.self_us.most_common(args.top)
     result = {
         "device": torch.cuda.get_device_name(pair.device) if pair.device.type == "cuda" else "cpu",
-        "policy": args.policy, "batch_size": args.batch_size, "cuda_graphs": engine.graph_report(),
+        "weight_format": weight_format, "policy": args.policy, "batch_size": args.batch_size,
+        "cuda_graphs": engine.graph_report(),
         "iterations": iterations, "accepted_per_iteration": statistics.fmean(sum(r.accepted) for r in decode),
         "per_iteration": {
             "draft_ms": statistics.fmean(r.draft_ms for r in decode),

@@ -38,6 +38,14 @@ class ShapeOverride:
         return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs)) for b in settings.buckets))
 
 
+# Speculation is switched on only where it wins by at least this share, both by the
+# server's live gate (and off only where it loses by more: hysteresis) and by the tuner's
+# live gate before it publishes a bucket speculating (`cast-autotune tune
+# --live-min-speedup`).  Timed runs on these shared VMs differ by more than a few percent
+# round to round, so a smaller win is not resolved (docs/autotune.md).
+SPECULATION_WIN_MARGIN = 0.05
+
+
 @dataclass(frozen=True)
 class LiveGateConfig:
     """Window sizes and probe pacing of the live calibration (``calibration.py``; the
@@ -55,7 +63,7 @@ class LiveGateConfig:
     # Hysteresis: speculation switches off when it loses to plain decoding by more than this share
     # and a probe or exploration switches it on when it wins by at least that (an AVX2 EPYC near break-even
     # flapped 29 times in 5 minutes without it).
-    margin: float = 0.05
+    margin: float = SPECULATION_WIN_MARGIN
     # The share of a profile-off bucket's (``speculate: false``) iterations that re-test
     # speculation with the profile's tree; 0: such buckets never speculate (the profile's ``explore_share``).
     explore_share: float = 0.02

@@ -125,6 +125,23 @@ def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_fal
     assert "live gate of the latest publication" in text and "no live gate recorded" not in text
 
 
+@pytest.mark.parametrize("min_speedup, published", [(None, [False, True]), (1.0, [True, True])])
+def test_a_live_win_within_the_noise_margin_is_published_off(tmp_path, min_speedup, published):
+    """Bucket 1 beats plain decoding live by 3 %: by default (the server's 5 % hysteresis)
+    that is noise and the bucket decodes plainly; ``--live-min-speedup 1`` keeps any win."""
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    live = PlantedLive(store, lambda size, cast, plain, _: (1.03 * plain, plain) if size == 1 else (cast, plain))
+    overrides = {} if min_speedup is None else {"live_min_speedup": min_speedup}
+    config = config_for(tmp_path, live_margin=5.0, **overrides)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+                               say=lambda line: None)
+    profile = load_profile(config.output).profile
+    assert [b.speculate for b in profile.settings.buckets] == published
+    assert [r.off_by for r in outcome.results] == [None if on else "live" for on in published]
+    assert profile.provenance["live_gate"]["min_speedup"] == (1.05 if min_speedup is None else 1.0)
+
+
 def test_a_live_miss_beyond_the_margin_refits_the_overhead_once_and_publishes_it(tmp_path):
     store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
     planted_costs(store)
@@ -176,7 +193,7 @@ def test_a_uniformly_slower_machine_is_drift_not_a_miss():
     slower = 1.3
     gate = live_gate([tuned_bucket(1)], StandInCosts(),
                      lambda settings, size: planted(size, 100.0, 50.0, 100.0 / slower, 50.0 / slower, speed=slower),
-                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append, min_speedup=1.05)
     assert gate.refit is None and len(said) == 1 and "1.30x" in said[0]
     assert gate.live_summaries()[0]["plain_live_over_predicted_at_profile_speed"] == pytest.approx(1.0)
 
@@ -189,7 +206,7 @@ def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
         return planted(size, 100.0, 50.0, 110.0, 52.0)
 
     gate = live_gate(results, StandInCosts(), check, refits.append, lambda *a: pytest.fail("no re-tune"), 0.15,
-                     said.append)
+                     said.append, min_speedup=1.05)
     assert gate.results == results and gate.refit is None and not said and not refits
     assert gate.live_summaries()[0]["speculate"] is True
     # Rates as replayed, but every step 1.16x its charge: beyond a 15 % margin, within a 20 % one.
@@ -210,7 +227,7 @@ def test_rates_off_their_replayed_prediction_with_steps_at_their_charge_are_no_m
     assert not mix.beyond(0.15)
     gate = live_gate([tuned_bucket(16)], StandInCosts(), lambda settings, size: mix,
                      lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15,
-                     lambda line: pytest.fail(line))
+                     lambda line: pytest.fail(line), min_speedup=1.05)
     assert gate.refit is None and gate.results[0].off_by == "live"  # CAST lost live: off, all the same
     summary = gate.live_summaries()[0]
     assert summary["plain_measured_over_charged"] == pytest.approx(1.0)
@@ -239,7 +256,7 @@ def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_neve
         return off
 
     said = []
-    gate = live_gate([on, off], StandInCosts(), check, refit, retune, 0.15, said.append)
+    gate = live_gate([on, off], StandInCosts(), check, refit, retune, 0.15, said.append, min_speedup=1.05)
     assert calls == [1, 2, 1, 2]  # both buckets confirmed, then both again after the refit
     assert refits == [[1, 2]] and retuned == [2]
     assert len(said) == 1 and "bucket <= 2" in said[0] and "plain decoding's 4 200%" in said[0]
@@ -299,6 +316,6 @@ def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():
     must not refit the SGLang setup's overhead; the miss is one line, the gate still decides."""
     said = []
     gate = live_gate([tuned_bucket(1)], StandInCosts(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0),
-                     None, lambda *a: pytest.fail("no re-tune"), 0.15, said.append)
+                     None, lambda *a: pytest.fail("no re-tune"), 0.15, said.append, min_speedup=1.05)
     assert len(said) == 1 and "not refitted" in said[0] and gate.refit is None
     assert gate.results[0].settings.speculate is False and gate.results[0].off_by == "live"
