@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 
 from sglang_cast.flags import OneLineParser, float_in, float_list, int_in, int_list
-from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 from sglang_cast.models.weights import WeightFormat
+from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 from sglang_cast.sglang_plugin.plugin_config import DEFAULT_MAX_RUNNING_REQUESTS
 from sglang_cast.sglang_plugin.state_cover import StateCap
 

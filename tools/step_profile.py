@@ -39,6 +39,7 @@ from autotune.models import load_model_pair  # noqa: E402
 from autotune.prompts import load_prompts  # noqa: E402
 from sglang_cast.cast import POLICIES, SamplingParams, make_policy  # noqa: E402
 from sglang_cast.engine import StepLog  # noqa: E402
+from sglang_cast.engine.format_choice import AUTO, choose_weight_format  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
 from tools.benchkit.inputs import load_settings  # noqa: E402
 
@@ -60,9 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-prompts", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--dataset", type=Path, default=None, help="prompts (default: autotune/prompts.txt)")
-    p.add_argument("--weight-format", default=None,
-                   help="the target's CPU weight format (default: the one the profile's tables were measured "
-                        "in, else fp32; docs/precision.md)")
+    p.add_argument("--weight-format", default=AUTO,
+                   help="the target's weight format, or auto: the profile's recorded format, else the cheapest "
+                        "in a few timed forwards, as the server decides (docs/precision.md)")
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
     p.add_argument("--json", type=Path, required=True)
@@ -141,7 +142,7 @@ def outside_forwards(events) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     loaded = load_settings(args.profile, args.device).profile
-    weight_format = args.weight_format or loaded.weight_format or "fp32"
+    weight_format = choose_weight_format(args.weight_format, device=args.device, profile=loaded).weight_format
     pair = load_model_pair(None, None, args.device, args.dtype, weight_format=weight_format)
     pair.cuda_graph = not args.disable_cuda_graph
     settings = loaded.settings

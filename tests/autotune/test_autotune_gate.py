@@ -193,7 +193,8 @@ def test_a_uniformly_slower_machine_is_drift_not_a_miss():
     slower = 1.3
     gate = live_gate([tuned_bucket(1)], StandInCosts(),
                      lambda settings, size: planted(size, 100.0, 50.0, 100.0 / slower, 50.0 / slower, speed=slower),
-                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append, min_speedup=1.05)
+                     lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append,
+                     min_speedup=1.05)
     assert gate.refit is None and len(said) == 1 and "1.30x" in said[0]
     assert gate.live_summaries()[0]["plain_live_over_predicted_at_profile_speed"] == pytest.approx(1.0)
 

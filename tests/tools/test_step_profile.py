@@ -42,6 +42,7 @@ def test_the_breakdown_names_each_iterations_stages_and_host_ops(tmp_path, capsy
                  "--json", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["device"] == "cpu" and record["policy"] == "eagle2" and record["cuda_graphs"] is None
+    assert record["weight_format"] == load_profile(PROFILE).profile.weight_format  # auto: the profile's format
     (log,) = logs
     decode = log.records
     assert record["iterations"] == len(decode) >= 1
