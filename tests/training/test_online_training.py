@@ -87,6 +87,8 @@ def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
     (["--scale", "0"], "--scale: must be > 0, got 0.0"),
     (["--rounds", "-1"], "--rounds: must be >= 0, got -1"),
     (["--gen-batch", "0"], "--gen-batch: must be >= 1, got 0"),
+    (["--task-prompts", "-1"], "--task-prompts: must be >= 0, got -1"),
+    (["--batch-tokens", "0"], "--batch-tokens: must be >= 1, got 0"),
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, flags, message, capsys):
     """Each check, in this process (what the command above runs first: `online.parse_args`)."""
@@ -94,3 +96,23 @@ def test_bad_flags_are_one_line_errors(tmp_path, flags, message, capsys):
         online.parse_args(["--out", str(tmp_path), "--device", "cpu", *flags])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(message)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_head_trains_under_bf16_autocast_on_the_cpu_exactly_when_the_target_is_bf16(dtype):
+    """A bf16 target on the CPU (AMX, AVX512-BF16) has the head's matmuls in bf16 too; an
+    fp32 target keeps them in fp32."""
+    target = tiny()
+    target.model.to(dtype)
+    with online.autocast(target):
+        out = torch.nn.functional.linear(torch.randn(2, 4), torch.randn(3, 4))
+    assert out.dtype == dtype
+
+
+def test_per_source_counts_override_the_scale_and_the_batch_flags_reach_the_config(tmp_path):
+    args = online.parse_args(["--out", str(tmp_path), "--device", "cpu", "--scale", "0.5", "--task-prompts", "7",
+                              "--doc-prompts", "0", "--batch-tokens", "2048", "--passes", "1",
+                              "--schedule-steps", "900"])
+    cfg = online.config_from(args)
+    assert (cfg.self_instruct, cfg.doc_prompts, cfg.template_prompts, cfg.task_prompts) == (192, 0, 64, 7)
+    assert (cfg.feature_batch_tokens, cfg.passes, cfg.schedule_steps) == (2048, 1, 900)
