@@ -1,13 +1,15 @@
-"""Online head training on one GPU: the target answers fresh prompts at large batch and the
-head trains on those answers at once, its target features recomputed per training batch
-on the device and never stored.
+"""Online head training: the target answers fresh prompts at large batch and the head
+trains on those answers at once, its target features recomputed per training batch and
+never stored.
 
 Made for a lent GPU machine whose calls last at most 600 s (`tools/gpu_kit.sh train`): the
 run works in rounds (new prompts → the target's greedy answers → optimiser passes over
 them), writes the head and its progress after every round and starts no round its time
 budget cannot fit; a later call carries them back and resumes, drawing the next rounds'
-prompts (round ``r`` always draws the same ones, so a resumed run never repeats a round). On the CPU it runs too, small (the tests), but the CPU pipeline
-(`pipeline.py`) is the one to use there: it keeps its features on disk between stages.
+prompts (round ``r`` always draws the same ones, so a resumed run never repeats a round).
+On a CPU with AMX or AVX512-BF16 it runs in bf16 too (``--device cpu --dtype bfloat16``:
+the target's forwards and the head's matmuls); on other CPUs the fp32 pipeline
+(`pipeline.py`, features on disk between stages) is the one to use.
 
 Prompts are built like the prompts stage's (self-instruct requests the target invents,
 documentation, template and task requests), benchmark-filtered by the same filter.
