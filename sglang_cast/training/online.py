@@ -354,6 +354,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "the CPU pipeline's 2048 suits a CPU run)")
     parser.add_argument("--passes", type=int, default=OnlineConfig.passes,
                         help="optimiser passes over each round's answers (default %(default)s)")
+    parser.add_argument("--lr", type=float, default=OnlineConfig().train.lr,
+                        help="peak AdamW learning rate (default %(default)s; continuing a trained head, 1e-4 holds its "
+                             "accuracy where 5e-4 first costs it ~0.04: docs/draft_head.md)")
     parser.add_argument("--schedule-steps", type=int, default=OnlineConfig.schedule_steps,
                         help="optimiser steps the cosine learning rate decays over, across calls "
                              "(default %(default)s); set it near the run's expected steps to anneal by its end")
@@ -365,6 +368,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.scale <= 0:
         parser.error(f"--scale: must be > 0, got {args.scale}")
+    if not 0 < args.lr <= 1:
+        parser.error(f"--lr: must be in (0, 1], got {args.lr}")
     if args.budget_s <= 0:
         parser.error(f"--budget-s: must be > 0, got {args.budget_s}")
     for name in ("rounds", "eval_prompts"):
@@ -388,7 +393,7 @@ def config_from(args: argparse.Namespace) -> OnlineConfig:
     return replace(base, budget_s=args.budget_s, rounds=args.rounds, response_tokens=args.response_tokens,
                    gen_batch=args.gen_batch, val_sequences=max(1, round(base.val_sequences * min(args.scale, 1))),
                    feature_batch_tokens=args.batch_tokens, passes=args.passes, schedule_steps=args.schedule_steps,
-                   **counts)
+                   train=replace(base.train, lr=args.lr), **counts)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

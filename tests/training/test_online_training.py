@@ -89,6 +89,7 @@ def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
     (["--gen-batch", "0"], "--gen-batch: must be >= 1, got 0"),
     (["--task-prompts", "-1"], "--task-prompts: must be >= 0, got -1"),
     (["--batch-tokens", "0"], "--batch-tokens: must be >= 1, got 0"),
+    (["--lr", "0"], "--lr: must be in (0, 1], got 0.0"),
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, flags, message, capsys):
     """Each check, in this process (what the command above runs first: `online.parse_args`)."""
@@ -112,7 +113,8 @@ def test_the_head_trains_under_bf16_autocast_on_the_cpu_exactly_when_the_target_
 def test_per_source_counts_override_the_scale_and_the_batch_flags_reach_the_config(tmp_path):
     args = online.parse_args(["--out", str(tmp_path), "--device", "cpu", "--scale", "0.5", "--task-prompts", "7",
                               "--doc-prompts", "0", "--batch-tokens", "2048", "--passes", "1",
-                              "--schedule-steps", "900"])
+                              "--schedule-steps", "900", "--lr", "1e-4"])
     cfg = online.config_from(args)
+    assert cfg.train.lr == 1e-4 and cfg.train.warmup_steps == online.OnlineConfig().train.warmup_steps
     assert (cfg.self_instruct, cfg.doc_prompts, cfg.template_prompts, cfg.task_prompts) == (192, 0, 64, 7)
     assert (cfg.feature_batch_tokens, cfg.passes, cfg.schedule_steps) == (2048, 1, 900)
