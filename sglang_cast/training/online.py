@@ -333,8 +333,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--init-head", type=Path, default=DEFAULT_OUTPUT,
                         help="the head to continue (default: the shipped one) and the 'initial' of the evaluation; "
                              "a resumed --out continues its own head")
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu: with --dtype bfloat16 on a CPU with AMX or AVX512-BF16 a real run, "
-                             "else small smoke runs")
+    parser.add_argument("--device", default="cuda",
+                        help="cuda (default) or cpu: a real run with --dtype bfloat16 on a CPU with AMX or "
+                             "AVX512-BF16, else small smoke runs")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"),
                         help="the target's dtype (bfloat16 on a GPU)")
     parser.add_argument("--budget-s", type=float, default=OnlineConfig.budget_s,
