@@ -73,6 +73,7 @@ class OnlineConfig:
 
 
 STATE = "state.json"
+PROMPT_SOURCES = ("self_instruct", "doc_prompts", "template_prompts", "task_prompts")  # OnlineConfig's per-round counts
 
 
 @dataclass
@@ -344,8 +345,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds in all (0: the budget)")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the per-round prompt counts by this (0 < scale; small for smoke runs)")
-    for source, what in (("self_instruct", "requests the target invents"), ("doc_prompts", "documentation requests"),
-                         ("template_prompts", "template requests"), ("task_prompts", "multi-part task requests")):
+    for source, what in zip(PROMPT_SOURCES, ("requests the target invents", "documentation requests",
+                                             "template requests", "multi-part task requests")):
         parser.add_argument(f"--{source.replace('_', '-')}", type=int, default=None,
                             help=f"{what} per round (default {getattr(OnlineConfig, source)} times --scale)")
     parser.add_argument("--response-tokens", type=int, default=OnlineConfig.response_tokens)
@@ -376,9 +377,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name in ("rounds", "eval_prompts"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
-    for name in ("self_instruct", "doc_prompts", "template_prompts", "task_prompts"):
+    for name in PROMPT_SOURCES:
         if getattr(args, name) is not None and getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
+    if all(getattr(args, name) == 0 for name in PROMPT_SOURCES):
+        parser.error("--self-instruct, --doc-prompts, --template-prompts, --task-prompts: at least one must be >= 1")
     for name in ("response_tokens", "gen_batch", "eval_tokens", "batch_tokens", "passes", "schedule_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
@@ -390,7 +393,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def config_from(args: argparse.Namespace) -> OnlineConfig:
     base = OnlineConfig()
     counts = {name: max(1, round(getattr(base, name) * args.scale)) if getattr(args, name) is None
-              else getattr(args, name) for name in ("self_instruct", "doc_prompts", "template_prompts", "task_prompts")}
+              else getattr(args, name) for name in PROMPT_SOURCES}
     return replace(base, budget_s=args.budget_s, rounds=args.rounds, response_tokens=args.response_tokens,
                    gen_batch=args.gen_batch, val_sequences=max(1, round(base.val_sequences * min(args.scale, 1))),
                    feature_batch_tokens=args.batch_tokens, passes=args.passes, schedule_steps=args.schedule_steps,

@@ -90,6 +90,8 @@ def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
     (["--task-prompts", "-1"], "--task-prompts: must be >= 0, got -1"),
     (["--batch-tokens", "0"], "--batch-tokens: must be >= 1, got 0"),
     (["--lr", "0"], "--lr: must be in (0, 1], got 0.0"),
+    (["--self-instruct", "0", "--doc-prompts", "0", "--template-prompts", "0", "--task-prompts", "0"],
+     "at least one must be >= 1"),
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, flags, message, capsys):
     """Each check, in this process (what the command above runs first: `online.parse_args`)."""
