@@ -171,6 +171,13 @@ class DraftTree:
         self.size, self.layers, self._ranked = end, self.layers + 1, None
         return range(first, end)
 
+    def raise_value(self, row: int, node: int, value: float) -> None:
+        """Value ``node`` of sequence ``row`` at least ``value`` (a second drafter
+        proposed it too, `context_lookup`); the ranking is redone when it changes."""
+        if value > self.storage.values[row, node]:
+            self.storage.values[row, node] = value
+            self._ranked = None
+
     def ranked_nodes(self) -> np.ndarray:
         """Non-root node ids per sequence, best first (``[B, T - 1]``): value
         descending, ties by smaller depth, then creation order (docs/design/cast.md

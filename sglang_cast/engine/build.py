@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..cast import CostModel, Policy, PolicySettings, policy_class
+from ..cast import ContextLookup, CostModel, Policy, PolicySettings, policy_class
 from ..models import load_draft, load_target
 from ..models.compiled import compile_models, compile_wanted
 from ..models.weights import WeightFormat
@@ -80,12 +80,13 @@ class LoadedModels:
         """CUDA graphs on a GPU (unless ``cuda_graph`` is off), eager forwards elsewhere."""
         return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
 
-    def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
+    def engine(self, policy: Policy, max_batch_size: int, context_length: int,
+               lookup: ContextLookup | None = None) -> Engine:
         """An engine running ``policy`` over these models (the engine drops the draft
-        head when the policy does not draft)."""
+        head when the policy does not draft), with ``lookup``'s branch in its trees."""
         return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
+                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend, lookup=lookup)
 
 
 def default_draft_path(model_path: str | None) -> Path | None:

@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..cast import Policy, RequestSampler, SamplingParams, TraceIteration, TreeShape, make_policy
+from ..cast import ContextLookup, Policy, RequestSampler, SamplingParams, TraceIteration, TreeShape, make_policy
 from .prompts import check_prompt
 from .requests import GenerationResult, Request
 from .runner import IterationRecord, SpeculativeRunner
@@ -64,7 +64,7 @@ class Engine:
 
     def __init__(self, target, tokenizer, draft, policy: Policy, *, max_batch_size: int = 8,
                  context_length: int = 2048, eos_token_ids: tuple[int, ...] = (),
-                 graph_backend: str | None = None) -> None:
+                 graph_backend: str | None = None, lookup: ContextLookup | None = None) -> None:
         self.scheduler = Scheduler(max_batch_size)
         if policy.needs_draft and draft is None:
             raise ValueError(f"policy {policy.name!r} needs a draft head: pass a draft path or use policy 'vanilla'")
@@ -73,7 +73,7 @@ class Engine:
         self.context_length = context_length
         self.eos_token_ids = frozenset(eos_token_ids)
         self.runner = SpeculativeRunner(target, draft, policy, tokenizer.decode, max_batch_size=max_batch_size,
-                                        context_length=context_length, graph_backend=graph_backend)
+                                        context_length=context_length, graph_backend=graph_backend, lookup=lookup)
         self._ids = itertools.count()
 
     # Read-only views of what the runner and the scheduler hold, for the server and tools.

@@ -30,8 +30,8 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified,
-                    greedy_tokens, grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
+from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified,
+                    graft_proposals, greedy_tokens, grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.eagle import rows_at
@@ -209,9 +209,14 @@ class Speculation(Protocol):
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted: ...
 
 
+@dataclass(frozen=True)
 class PolicySpeculation:
     """The live path: the policy's plan grows the tree and picks how many nodes to
-    verify; the target's verification decides what is accepted."""
+    verify; the target's verification decides what is accepted.  With ``lookup`` each
+    grown tree also holds the tokens that followed the sequence's last tokens earlier in
+    its context (`cast.context_lookup`), ranked with the drafted nodes."""
+
+    lookup: ContextLookup | None = None
 
     def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
@@ -220,6 +225,9 @@ class PolicySpeculation:
             return Drafted(plan, VerifyTree.of_roots(batch.roots), None)
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
+        if self.lookup is not None:
+            proposals = [self.lookup.propose(r.prompt_ids + r.output_ids) for r in batch.requests]
+            graft_proposals(tree, proposals, self.lookup.values(self.lookup.depth))
         return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
@@ -240,12 +248,12 @@ class SpeculativeRunner:
     """
 
     def __init__(self, target, draft, policy: Policy, decode, *, max_batch_size: int, context_length: int,
-                 graph_backend: str | None = None) -> None:
+                 graph_backend: str | None = None, lookup: ContextLookup | None = None) -> None:
         self.target = target
         self.draft = draft if policy.needs_draft else None
         self.policy = policy
         self.decode = decode
-        self.speculation: Speculation = PolicySpeculation()
+        self.speculation: Speculation = PolicySpeculation(lookup)
         self.feature_layers = feature_layers(target, self.draft)
         weight = next(target.parameters())
         self.device, self.dtype = weight.device, weight.dtype
