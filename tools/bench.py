@@ -9,7 +9,9 @@ Methods (docs/design/cast.md §7): vanilla (plain decoding, the baseline of ever
 speedup); eagle2 (EAGLE-2's default tree: depth 6, top-k 10, 60 tokens); eagle2-best
 (the best static tree per batch size by trace replay on the autotuner's traces); cast,
 goodput (the profile's tuned settings); the ablation cast-rerank, cast-rerank-depth,
-cast-depth-breadth; a suffix @eagle2 runs a method on EAGLE-2's tree; llamacpp (the
+cast-depth-breadth; a suffix @eagle2 runs a method on EAGLE-2's tree, a suffix +lookup
+adds the prompt-lookup branch to its trees (cast/context_lookup.py; cast+lookup,
+eagle2+lookup); llamacpp (the
 llama.cpp anchor on the same GGUF, batch 1; `bash run.sh anchors` builds it).
 --figure acceptance|verify-budget draws the paper's Fig. 3 / Fig. 4 instead.
 

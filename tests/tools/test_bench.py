@@ -53,6 +53,13 @@ def test_method_names_and_shape_sources():
         methodkit.Method.parse("fast")
     with pytest.raises(inputs.BenchError, match="only shape suffix"):
         methodkit.Method.parse("cast@big")
+    assert methodkit.Method.parse("cast+lookup") == methodkit.Method("cast+lookup", "cast", "profile", lookup=True)
+    assert methodkit.Method.parse("cast-rerank+lookup@eagle2") == methodkit.Method(
+        "cast-rerank+lookup@eagle2", "cast-rerank", "eagle2", lookup=True)
+    with pytest.raises(inputs.BenchError, match="only '\\+' option is '\\+lookup'"):
+        methodkit.Method.parse("cast+fast")
+    with pytest.raises(inputs.BenchError, match="vanilla drafts none"):
+        methodkit.Method.parse("vanilla+lookup")
     with pytest.raises(inputs.BenchError, match=r"--batch-size: expected comma-separated integers in \[1, 256\], got '1,0'"):
         inputs.parse_list("1,0", int, "--batch-size", 1, 256)
 
@@ -75,7 +82,7 @@ def test_divergences_name_the_prompt_and_token():
 
 
 def test_bench_measures_every_method_and_checks_greedy_outputs(pair):
-    methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2", "cast", "goodput", "cast-rerank@eagle2")]
+    methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2", "cast", "goodput", "cast-rerank@eagle2", "cast+lookup")]
     records = table.bench(pair, methods, settings(), {}, PROMPTS[:3], [1, 2], [0.0, 1.0], 8, 64)
     assert len(records) == len(methods) * 2 * 2
     for record in records:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ class Method:
     label: str  # as given on the command line
     policy: str
     shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default), "best" (eagle2-best's grid choice), "anchor"
+    lookup: bool = False  # "+lookup": trees also hold the prompt-lookup branch (`cast.context_lookup`)
 
     @property
     def is_anchor(self) -> bool:
@@ -39,7 +41,14 @@ class Method:
 
     @classmethod
     def parse(cls, label: str) -> Method:
-        name, _, suffix = label.partition("@")
+        base, _, suffix = label.partition("@")
+        name, _, extra = base.partition("+")
+        if extra:
+            if extra != "lookup":
+                raise BenchError(f"--methods: {label!r}: the only '+' option is '+lookup'")
+            if name in (ANCHOR, "vanilla"):
+                raise BenchError(f"--methods: {label!r}: '+lookup' adds to a draft tree; {name} drafts none")
+            return dataclasses.replace(cls.parse(name + (f"@{suffix}" if suffix else "")), label=label, lookup=True)
         if name == ANCHOR:
             if suffix:
                 raise BenchError(f"--methods: {label!r}: the llama.cpp anchor has no tree shape")
