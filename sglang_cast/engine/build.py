@@ -54,6 +54,8 @@ class EngineArgs:
     # on CUDA only, where launch overhead dominates a small model's step.  False:
     # every forward eager (SGLang's --disable-cuda-graph).
     cuda_graph: bool = True
+    # Tokens of the prompt-lookup branch added to every draft tree (cast/context_lookup.py); 0: none.
+    lookup_depth: int = 0
 
 
 @dataclass
@@ -141,4 +143,5 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
     if compile_wanted(args.compile, models.target):
         compile_models(models.target, models.draft, args.max_batch_size)
-    return models.engine(policy, args.max_batch_size, args.context_length)
+    lookup = ContextLookup(depth=args.lookup_depth) if args.lookup_depth and policy.needs_draft else None
+    return models.engine(policy, args.max_batch_size, args.context_length, lookup)

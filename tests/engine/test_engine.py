@@ -268,3 +268,16 @@ def test_a_lookup_branch_keeps_every_output_and_wins_tokens_a_poor_draft_misses(
         assert [r.token_ids for r in eng.generate(PROMPTS[:2], sampled)] == expected_sampled
         taus[lookup is not None] = sum(r.stats.tau for r in results) / len(results)
     assert taus[True] > taus[False] + 0.2  # measured 1.34 against 1.03
+
+
+def test_build_engine_adds_the_lookup_branch_when_asked(monkeypatch):
+    """`EngineArgs.lookup_depth` (the server's --cast-lookup-depth) reaches the engine's trees."""
+    from sglang_cast.engine import build
+
+    target = tiny_target()
+    monkeypatch.setattr(build, "load_models",
+                        lambda *args, **kwargs: build.LoadedModels(target, MirrorDraft(target), CharTokenizer()))
+    for depth, expected in ((8, ContextLookup(depth=8)), (0, None)):
+        eng = build.build_engine(build.EngineArgs(policy="eagle2", weight_format="fp32", draft_path="head",
+                                                  lookup_depth=depth, context_length=64))
+        assert eng.runner.speculation.lookup == expected

@@ -100,6 +100,9 @@ def test_sglang_backend_outside_sglangs_venv_is_one_line_before_any_model_work(t
     (["--log-level", "loud"], "invalid choice"),
     (["--cast-live-gate", "maybe"], "--cast-live-gate: invalid choice: 'maybe' (choose from 'on', 'off')"),
     (["--cast-live-gate", "off", "--backend", "sglang"], "--cast-live-gate applies to the native engine only"),
+    (["--cast-lookup-depth", "8", "--backend", "sglang"], "--cast-lookup-depth applies to the native engine only"),
+    (["--cast-lookup-depth", "8", "--speculative-algorithm", "NONE"], "--cast-lookup-depth cannot be used with"),
+    (["--cast-lookup-depth", "-1"], "--cast-lookup-depth"),
     (["--no-such-flag"], "unrecognized arguments"),
 ])
 def test_invalid_arguments_are_one_line_errors(capsys, argv, message):
@@ -225,3 +228,20 @@ def test_cast_live_gate_flag_reaches_the_served_config(monkeypatch, flag, switch
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app))
     launch_server.main(["--speculative-algorithm", "NONE", "--cast-live-gate", flag])
     assert served["app"].state.server.config.live_gate.switching is switching
+
+
+def test_cast_lookup_depth_reaches_the_engine_and_is_off_by_default(monkeypatch, tmp_path):
+    import uvicorn
+    from support.autotune import profile
+    from support.server import tiny_engine
+
+    from sglang_cast.profile import save_profile
+
+    path = save_profile(profile(), tmp_path / "p.yaml")
+    built = []
+    monkeypatch.setattr("sglang_cast.engine.build_engine",
+                        lambda engine_args: built.append(engine_args) or tiny_engine("vanilla"))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    launch_server.main(["--cast-profile", str(path), "--cast-lookup-depth", "8"])
+    launch_server.main(["--cast-profile", str(path)])
+    assert [args.lookup_depth for args in built] == [8, 0]
