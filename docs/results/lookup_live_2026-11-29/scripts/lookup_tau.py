@@ -1,7 +1,8 @@
 """τ of EAGLE-2's tree (depth 6, top-k 10, 60 tokens, full pool) with and without the
 prompt-lookup branch (`cast.context_lookup`, depth 8), live in the native engine: the
-eval stage's procedure (greedy, batch 1, the first 20 first turns, 128 new tokens), bf16
-target and the shipped head on this CPU, the two modes interleaved per benchmark."""
+eval stage's procedure (greedy, batch 1, the first 20 first turns, 128 new tokens), the
+target (bf16, or the dtype given second) and the shipped head on this CPU, the two modes
+interleaved per benchmark.  Usage: lookup_tau.py OUT.json [bfloat16|float32]"""
 import json, sys, torch
 from pathlib import Path
 from sglang_cast.models import load_target
@@ -11,7 +12,7 @@ from sglang_cast.training.config import DEFAULT_OUTPUT, DEFAULT_BENCHMARKS
 from sglang_cast.cast import EAGLE2_SHAPE, ContextLookup
 
 out = Path(sys.argv[1])
-model, config, tok = load_target(None, "cpu", torch.bfloat16)
+model, config, tok = load_target(None, "cpu", getattr(torch, sys.argv[2] if len(sys.argv) > 2 else "bfloat16"))
 t = Target(model, tok, config.eos_token_ids)
 modes = {"tree": None, "tree + lookup 8": ContextLookup(depth=8)}
 results = {}
