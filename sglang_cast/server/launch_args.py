@@ -175,8 +175,8 @@ def build_parser() -> OneLineParser:
     spec.add_argument("--cast-lookup-depth", dest="lookup_depth", metavar="N", type=int_at_least(0), default=None,
                       help="add to every draft tree up to N tokens copied from the context: what followed the last "
                            "two tokens where they occurred before (prompt lookup), ranked and verified with the "
-                           "drafted nodes; lossless, no draft forward (8 raised EAGLE-2's tree τ 2.87 → 3.30 on "
-                           "mt_bench, 3.26 → 4.19 on humaneval: docs/design/cast.md). Native engine only "
+                           "drafted nodes; lossless, no draft forward (8 raised EAGLE-2's tree τ 2.64 → 3.06 on "
+                           "mt_bench, 3.25 → 4.18 on humaneval: docs/design/cast.md). Native engine only "
                            "(default: 0, off)")
 
     serving = parser.add_argument_group("serving")
