@@ -154,6 +154,7 @@ class Drafted:
     plan: IterationPlan
     vtree: VerifyTree
     tree: DraftTree | None
+    draft_layers: int  # layers the draft head expanded (a lookup branch may reach deeper)
 
     @property
     def speculated(self) -> bool:
@@ -222,13 +223,14 @@ class PolicySpeculation:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
         speculate = runner.draft is not None and plan.max_depth > 0
         if not speculate:
-            return Drafted(plan, VerifyTree.of_roots(batch.roots), None)
+            return Drafted(plan, VerifyTree.of_roots(batch.roots), None, 0)
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
+        draft_layers = tree.layers
         if self.lookup is not None:
             proposals = [self.lookup.propose(r.prompt_ids + r.output_ids) for r in batch.requests]
             graft_proposals(tree, proposals, self.lookup.values(self.lookup.depth))
-        return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree)
+        return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree, draft_layers)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
         return accepted_from(drafted.vtree, runner.verify(batch.requests, drafted.vtree, logits))
@@ -437,7 +439,9 @@ class SpeculativeRunner:
         clock.mark()
         stages = clock.read()
         record = IterationRecord(
-            plan=drafted.plan, batch_size=len(requests), context_len=batch.context_max, depth=accepted.depth,
+            # charged by the draft layers that ran: a verified lookup path may go deeper than they did
+            plan=drafted.plan, batch_size=len(requests), context_len=batch.context_max,
+            depth=min(accepted.depth, drafted.draft_layers),
             verified=drafted.vtree.num_tokens - 1, accepted=[len(p) for p in accepted.paths],
             verified_value=accepted.verified_value, draft_ms=stages[1] + stages[3], verify_ms=stages[2],
             step_ms=sum(stages),

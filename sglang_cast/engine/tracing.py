@@ -37,7 +37,7 @@ class TraceRecording:
         runner.feed_backlog(batch.requests)
         recorder = RecordingExpander(runner.expander(batch), plan.top_k)
         tree = grow_tree(plan, recorder, batch.roots)
-        return RecordedDraft(plan, select_verified(tree, tree.size - 1), tree, recorder)
+        return RecordedDraft(plan, select_verified(tree, tree.size - 1), tree, tree.layers, recorder)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: RecordedDraft, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree

@@ -263,7 +263,10 @@ def test_a_lookup_branch_keeps_every_output_and_wins_tokens_a_poor_draft_misses(
     for lookup in (None, ContextLookup(depth=6)):
         eng = Engine(target, CharTokenizer(), poor, make_policy("eagle2", SETTINGS), max_batch_size=4,
                      context_length=160, lookup=lookup)
-        results = eng.generate(PROMPTS, greedy)
+        log = StepLog()
+        results = eng.generate(PROMPTS, greedy, on_step=log)
+        # records charge the draft layers that ran, however deep a verified lookup path went
+        assert max(r.depth for r in log.records) <= SETTINGS.buckets[0].shape.max_depth
         assert [r.token_ids for r in results] == expected
         assert [r.token_ids for r in eng.generate(PROMPTS[:2], sampled)] == expected_sampled
         taus[lookup is not None] = sum(r.stats.tau for r in results) / len(results)
