@@ -30,8 +30,9 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree, decide_verified,
-                    graft_proposals, greedy_tokens, grow_tree, select_verified, target_probs, verify_greedy, verify_sampling)
+from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree,
+                    decide_verified, graft_proposals, greedy_tokens, grow_tree, select_verified, target_probs,
+                    verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.eagle import rows_at

@@ -267,6 +267,6 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       dtype=ns.dtype, weight_format=ns.weight_format or "auto", compile=ns.compile,
                       cuda_graph=not ns.disable_cuda_graph,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
-                      live_gate=ns.live_gate != "off", calibrate=ns.calibrate or "auto", lookup_depth=ns.lookup_depth or 0,
-                      tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
+                      live_gate=ns.live_gate != "off", calibrate=ns.calibrate or "auto",
+                      lookup_depth=ns.lookup_depth or 0, tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
                       pp_size=ns.pp_size or 1)
