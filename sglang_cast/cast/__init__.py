@@ -15,7 +15,8 @@ from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
 from .verify import VerifyResult, committed_tokens, verify_greedy, verify_sampling
 
 __all__ = [
-    "largest_valid_index", "ContextLookup", "graft_proposals", "CostModel", "CostTable", "select_bucket", "OverheadTable", "OverheadTerms",
+    "largest_valid_index", "ContextLookup", "graft_proposals", "CostModel", "CostTable", "select_bucket",
+    "OverheadTable", "OverheadTerms",
     "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "policy_class", "RequestSampler",
     "InvalidSamplingParam", "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",

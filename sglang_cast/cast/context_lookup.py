@@ -74,7 +74,7 @@ def graft_proposals(tree: DraftTree, proposals: Sequence[Sequence[int]], values:
     the path), so every prefix of the tree's ranking stays a subtree.  The tree is
     rectangular: a sequence with fewer new tokens than the batch's longest gets value-0
     fillers under its root (ranked last)."""
-    parents_of, tails = [], []
+    hangs = []  # per sequence: (the node its new tokens hang under, the path index of the first, the new tokens)
     for b, proposal in enumerate(proposals):
         node, reused = 0, 0
         for token in proposal:
@@ -84,19 +84,11 @@ def graft_proposals(tree: DraftTree, proposals: Sequence[Sequence[int]], values:
             node = int(children[0])
             tree.raise_value(b, node, values[reused])
             reused += 1
-        parents_of.append(node)
-        tails.append(list(proposal[reused:]))
+        hangs.append((node, reused, list(proposal[reused:])))
     roots = tree.tokens[:, 0]
-    for i in range(max((len(t) for t in tails), default=0)):
-        tokens, parents, layer_values = [], [], []
-        for b, tail in enumerate(tails):
-            if i < len(tail):
-                tokens.append(tail[i])
-                parents.append(parents_of[b])
-                layer_values.append(values[len(proposals[b]) - len(tail) + i])
-            else:
-                tokens.append(int(roots[b]))
-                parents.append(0)
-                layer_values.append(0.0)
-        new = tree.add_layer(np.array(tokens)[:, None], np.array(parents)[:, None], np.array(layer_values)[:, None])
-        parents_of = [new.start] * len(tails)  # the next token of a path hangs under this one
+    for i in range(max((len(new) for _, _, new in hangs), default=0)):
+        rows = [(parent, new[i], values[first + i]) if i < len(new) else (0, int(roots[b]), 0.0)
+                for b, (parent, first, new) in enumerate(hangs)]
+        parents, tokens, layer_values = (np.array(column)[:, None] for column in zip(*rows))  # [B, 1] each
+        layer = tree.add_layer(tokens, parents, layer_values)
+        hangs = [(layer.start, first, new) for _, first, new in hangs]  # the next token hangs under this one
