@@ -2,8 +2,9 @@
 
 The engine drafts the full EAGLE-2 expansion with ``shape`` (every drafted child,
 the ``K + (H-1)·K²``-node rerank pool, stored as trace format
-``sglang_cast.cast.TRACE_FORMAT``) and verifies every node, so any CAST tree with ``top_k <= K``
-and ``depth <= H`` can be replayed from the record.  The tuning space must
+``sglang_cast.cast.TRACE_FORMAT``), grafts a ``lookup_depth``-token prompt-lookup
+branch onto it, and verifies every node, so any CAST tree with ``top_k <= K``,
+``depth <= H`` and a branch of at most ``lookup_depth`` tokens can be replayed from the record.  The tuning space must
 therefore stay inside ``shape``; ``tune`` checks it.  Greedy decoding only:
 replay is defined for greedy verification.
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from sglang_cast.cast import SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import ContextLookup, SamplingParams, TreeShape, make_policy
 from sglang_cast.cast.policies import Eagle2Policy
 from sglang_cast.engine.build import resolve_settings
 
@@ -39,6 +40,7 @@ class CollectConfig:
     batch_sizes: tuple[int, ...]
     max_new_tokens: int
     context_length: int
+    lookup_depth: int = ContextLookup().depth  # the prompt-lookup branch grafted onto every recorded tree; 0: none
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def collect(pair: ModelPair, store: Store, device: str, prompts: PromptSet, conf
         run_id = uuid.uuid4().hex
         run_ids.append(run_id)
         engine = pair.engine(make_policy("eagle2", settings), batch_size, config.context_length)
-        engine.record_traces(config.shape)
+        engine.record_traces(config.shape, ContextLookup(depth=config.lookup_depth) if config.lookup_depth else None)
         recorded = 0  # traces of this run so far: the next one's index
         requests = [engine.add_request(pair.format_prompt(text), params) for text in prompts.texts]
         prompt_of = {r.request_id: pid for r, pid in zip(requests, prompts.ids)}

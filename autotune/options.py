@@ -133,6 +133,7 @@ class SpaceOptions(ConfirmOptions):
     max_depth: int
     max_tokens: int
     fifo_max: int
+    max_lookup_depth: int
     study: str
     seed: int
     max_traces: int
@@ -143,7 +144,7 @@ class SpaceOptions(ConfirmOptions):
 
     def search_space(self) -> SearchSpace:
         return SearchSpace(c_min=self.c_range[0], c_max=self.c_range[1], max_depth=self.max_depth, top_k=self.top_k,
-                           max_tokens=self.max_tokens, fifo_max=self.fifo_max)
+                           max_tokens=self.max_tokens, fifo_max=self.fifo_max, lookup_depth=self.max_lookup_depth)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sglang_cast.cast.settings import MAX_LOOKUP_DEPTH
 from sglang_cast.flags import OneLineParser, float_in, float_list, int_in, int_list
 from sglang_cast.models.weights import WeightFormat
 from sglang_cast.server.config import SPECULATION_WIN_MARGIN
@@ -231,6 +232,10 @@ def add_space(parser: argparse.ArgumentParser) -> None:
                         help="largest token budget m (num_verify_tokens, root included) searched")
     parser.add_argument("--fifo-max", type=int_in(1, 1024), default=defaults.fifo_max,
                         help="largest depth-pruning FIFO length searched")
+    parser.add_argument("--max-lookup-depth", type=int_in(0, MAX_LOOKUP_DEPTH), default=defaults.lookup_depth,
+                        help="longest prompt-lookup branch searched (tokens copied from the context into every "
+                             "tree, docs/design/cast.md §4); each bucket picks 0..N; needs traces collected with "
+                             "a branch at least this deep (collect --lookup-depth); 0: never a branch")
     parser.add_argument("--study", default="",
                         help="study name prefix (studies are <prefix>-b<bucket>); reuse one to resume it "
                              "(default: <label>-<UTC time>)")
@@ -307,6 +312,9 @@ def build_parser() -> Parser:
                    help="recorded top-k K (must be >= the tuning space's top-k)")
     p.add_argument("--max-depth", type=int_in(1, 256), default=SearchSpace().max_depth,
                    help="recorded depth H (must be >= the tuning space's depth)")
+    p.add_argument("--lookup-depth", type=int_in(0, MAX_LOOKUP_DEPTH), default=SearchSpace().lookup_depth,
+                   help="tokens of the prompt-lookup branch grafted onto every recorded tree and verified with "
+                        "it (must be >= tune's --max-lookup-depth); 0: record none")
     p.add_argument("--context-length", type=int_in(16, 1 << 20), default=2048, help="engine context length")
     add_db(p)
 

@@ -272,9 +272,10 @@ def profiled_formats(formats: Iterable[str]) -> str:
 
 
 def collected(report: CollectReport, prompts: PromptSet, batch_sizes: tuple[int, ...], top_k: int, max_depth: int,
-              store: Store) -> str:
+              lookup_depth: int, store: Store) -> str:
     return (f"recorded {report.iterations} iterations ({report.tokens} tokens) of {len(prompts.texts)} prompts from "
-            f"{prompts.name} at batch sizes {list(batch_sizes)} with top_k {top_k}, depth {max_depth} "
+            f"{prompts.name} at batch sizes {list(batch_sizes)} with top_k {top_k}, depth {max_depth}, lookup "
+            f"branch {lookup_depth} "
             f"into {store.path} (runs {', '.join(r[:8] for r in report.run_ids)})")
 
 

@@ -3,9 +3,10 @@
 C1, C2 and C3 are searched log-uniformly: they are ratios of expected accepted
 tokens to normalised cost, and a useful value can sit anywhere from far below 1
 (keep almost everything) to far above (draft almost nothing).  Tree shape and FIFO
-length are integers.  The space must fit inside the traces' recorded expansion
-(top_k ≤ K, depth ≤ H), or replay would ask for children nobody recorded;
-``tune`` uses only traces that cover it.
+length are integers, and so is the prompt-lookup branch's depth (0: no branch;
+`sglang_cast.cast.context_lookup`).  The space must fit inside the traces' recorded
+expansion (top_k ≤ K, depth ≤ H, lookup depth ≤ the recorded branch's), or replay
+would ask for children nobody recorded; ``tune`` uses only traces that cover it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 
 import optuna
 
-from sglang_cast.cast import BucketSettings, Thresholds, TreeShape
+from sglang_cast.cast import BucketSettings, ContextLookup, Thresholds, TreeShape
+from sglang_cast.cast.settings import MAX_LOOKUP_DEPTH
 
 from .errors import AutotuneError
 
@@ -28,6 +30,7 @@ class SearchSpace:
     top_k: int = 8  # largest top-k tried (1..top_k)
     max_tokens: int = 64  # largest token budget m tried (2..max_tokens)
     fifo_max: int = 16  # largest FIFO length tried (1..fifo_max)
+    lookup_depth: int = ContextLookup().depth  # longest prompt-lookup branch tried (0..lookup_depth; 0: never one)
 
     def __post_init__(self) -> None:
         if not 0 < self.c_min < self.c_max:
@@ -37,6 +40,9 @@ class SearchSpace:
                 raise AutotuneError(f"--{name.replace('_', '-')}: expected an integer >= 1, got {getattr(self, name)}")
         if self.max_tokens < 2:
             raise AutotuneError(f"--max-tokens: expected an integer >= 2, got {self.max_tokens}")
+        if not 0 <= self.lookup_depth <= MAX_LOOKUP_DEPTH:
+            raise AutotuneError(f"--max-lookup-depth: expected an integer in [0, {MAX_LOOKUP_DEPTH}], "
+                                f"got {self.lookup_depth}")
 
     def suggest(self, trial: optuna.Trial, max_batch_size: int) -> BucketSettings:
         return BucketSettings(
@@ -48,15 +54,19 @@ class SearchSpace:
                                   c2=trial.suggest_float("c2", self.c_min, self.c_max, log=True),
                                   c3=trial.suggest_float("c3", self.c_min, self.c_max, log=True)),
             fifo_len=trial.suggest_int("fifo_len", 1, self.fifo_max),
+            lookup_depth=trial.suggest_int("lookup_depth", 0, self.lookup_depth) if self.lookup_depth else 0,
         )
 
     def corners(self) -> list[dict[str, float | int]]:
         """Two anchor trials: the full tree (every threshold at its minimum, the
-        largest shape — CAST then behaves like EAGLE-2) and the smallest tree."""
+        largest shape and branch — CAST then behaves like EAGLE-2) and the smallest
+        tree, without a branch."""
         big = {"top_k": self.top_k, "max_depth": self.max_depth, "num_verify_tokens": self.max_tokens,
                "c1": self.c_min, "c2": self.c_min, "c3": self.c_min, "fifo_len": self.fifo_max}
         small = {"top_k": 1, "max_depth": 1, "num_verify_tokens": 2, "c1": self.c_max, "c2": self.c_max,
                  "c3": self.c_max, "fifo_len": 1}
+        if self.lookup_depth:
+            big["lookup_depth"], small["lookup_depth"] = self.lookup_depth, 0
         return [big, small]
 
 
@@ -81,4 +91,5 @@ class Grid:
     def space(self) -> SearchSpace:
         """The continuous space this grid discretises (what Optuna searches)."""
         return SearchSpace(c_min=min(self.c_values), c_max=max(self.c_values), max_depth=max(self.depths),
-                           top_k=max(self.top_ks), max_tokens=max(self.budgets), fifo_max=max(self.fifo_lens))
+                           top_k=max(self.top_ks), max_tokens=max(self.budgets), fifo_max=max(self.fifo_lens),
+                           lookup_depth=0)

@@ -397,7 +397,7 @@ class Store:
                 session.add(TraceRecord(
                     device=device, target_model=target_model, draft_model=draft_model, dataset=dataset,
                     run_id=run_id, prompt_ids=json.dumps(list(prompt_ids)), iteration=index,
-                    batch_size=trace.batch_size, top_k=trace.top_k, max_depth=int(trace.tree.depths.max()),
+                    batch_size=trace.batch_size, top_k=trace.top_k, max_depth=trace.draft_depth,
                     data=json.dumps(trace.to_dict()), created=now, trace_format=TRACE_FORMAT))
 
     def _trace_filter(self, target_model: str, draft_model: str, dataset: str | None, current: bool = True):

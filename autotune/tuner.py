@@ -77,8 +77,8 @@ def replay_bucket(traces: list[TraceIteration], bucket: BucketSettings, costs: C
 def bucket_from_params(params: dict, max_batch_size: int) -> BucketSettings:
     """Settings of a stored trial (the parameter names ``SearchSpace.suggest`` uses)."""
     shape = TreeShape.fitted(params["top_k"], params["max_depth"], params["num_verify_tokens"])
-    return BucketSettings(max_batch_size, shape,
-                          Thresholds(params["c1"], params["c2"], params["c3"]), params["fifo_len"])
+    return BucketSettings(max_batch_size, shape, Thresholds(params["c1"], params["c2"], params["c3"]),
+                          params["fifo_len"], lookup_depth=params.get("lookup_depth", 0))
 
 
 @dataclass(frozen=True)

@@ -193,13 +193,15 @@ def usable_traces(store: Store, reference_id: str, draft_id: str,
     if not stored:
         raise AutotuneError(f"no traces in {store.path} for {reference_id} + {draft_id}; "
                             "run `cast-autotune collect` first")
-    usable = [s for s in stored
-              if s.trace.top_k >= config.space.top_k and int(s.trace.tree.depths.max()) >= config.space.max_depth]
+    space = config.space
+    usable = [s for s in stored if s.trace.top_k >= space.top_k and s.trace.draft_depth >= space.max_depth
+              and s.trace.lookup_depth >= space.lookup_depth]
     if not usable:
-        recorded = sorted({(s.trace.top_k, int(s.trace.tree.depths.max())) for s in stored})
-        raise AutotuneError(f"--top-k/--max-depth: no stored trace covers the space (top_k <= {config.space.top_k}, "
-                            f"depth <= {config.space.max_depth}); recorded (top_k, depth): {recorded}; collect "
-                            "with a larger shape or shrink the space")
+        recorded = sorted({(s.trace.top_k, s.trace.draft_depth, s.trace.lookup_depth) for s in stored})
+        raise AutotuneError(f"--top-k/--max-depth/--max-lookup-depth: no stored trace covers the space (top_k <= "
+                            f"{space.top_k}, depth <= {space.max_depth}, lookup depth <= {space.lookup_depth}); "
+                            f"recorded (top_k, depth, lookup depth): {recorded}; collect with a larger shape and "
+                            "branch (--lookup-depth) or shrink the space")
     return stored, usable
 
 
@@ -237,7 +239,8 @@ def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
 def search_space_summary(config: TuneConfig) -> dict:
     return {"c_range": [config.space.c_min, config.space.c_max], "top_k": [1, config.space.top_k],
             "max_depth": [1, config.space.max_depth], "num_verify_tokens": [2, config.space.max_tokens],
-            "fifo_len": [1, config.space.fifo_max], "trials_per_bucket": config.trials}
+            "fifo_len": [1, config.space.fifo_max], "lookup_depth": [0, config.space.lookup_depth],
+            "trials_per_bucket": config.trials}
 
 
 def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:

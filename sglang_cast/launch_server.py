@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             settings=args.shape.apply(base), max_batch_size=args.max_running_requests,
             context_length=args.context_length, device=args.device, dtype=args.dtype,
             weight_format=args.weight_format, profile=profile.profile if profile is not None else None,
-            compile=args.compile, cuda_graph=args.cuda_graph, lookup_depth=args.lookup_depth,
+            compile=args.compile, cuda_graph=args.cuda_graph,
         ))
     except (ValueError, OSError) as err:
         parser.error(str(err))

@@ -11,7 +11,8 @@ speedup); eagle2 (EAGLE-2's default tree: depth 6, top-k 10, 60 tokens); eagle2-
 goodput (the profile's tuned settings); the ablation cast-rerank, cast-rerank-depth,
 cast-depth-breadth; a suffix @eagle2 runs a method on EAGLE-2's tree, a suffix +lookup
 adds the prompt-lookup branch to its trees (cast/context_lookup.py; cast+lookup,
-eagle2+lookup); llamacpp (the
+eagle2+lookup) and +nolookup leaves it out where the profile's buckets chose it
+(cast+nolookup); llamacpp (the
 llama.cpp anchor on the same GGUF, batch 1; `bash run.sh anchors` builds it).
 --figure acceptance|verify-budget draws the paper's Fig. 3 / Fig. 4 instead.
 

@@ -24,6 +24,7 @@ class CollectOptions(ModelOptions, DbOptions):
     batch_size: tuple[int, ...]  # one run per engine max batch size
     top_k: int
     max_depth: int
+    lookup_depth: int  # the prompt-lookup branch recorded with every tree; 0: none
     context_length: int
 
 
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(options)
     pair = load_pair(options, device)
     config = CollectConfig(full_shape(options.top_k, options.max_depth), options.batch_size, options.max_new_tokens,
-                           options.context_length)
+                           options.context_length, options.lookup_depth)
     result = collect(pair, store, hardware.device_name(device), prompts, config, progress=not options.quiet)
-    print(report.collected(result, prompts, options.batch_size, options.top_k, options.max_depth, store))
+    print(report.collected(result, prompts, options.batch_size, options.top_k, options.max_depth,
+                                   options.lookup_depth, store))
     return 0

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
+from .context_lookup import ContextLookup
 from .costs import CostModel
 
 
@@ -74,6 +75,7 @@ class TreeShape:
         return 1 + self.top_k * self.max_depth + self.num_verify_tokens
 
 
+MAX_LOOKUP_DEPTH = 32  # the longest prompt-lookup branch a bucket may add to its trees
 EAGLE2_SHAPE = TreeShape()  # EAGLE-2's default static tree: depth 6, top-k 10, 60 tokens
 
 
@@ -104,6 +106,10 @@ class BucketSettings:
     the smallest tree costs more than it returns (large batches on a compute-bound
     device), the policy decodes plainly instead.  The autotuner sets it when replay
     says vanilla beats the best tree it found (docs/cast_decisions.md).
+
+    ``lookup_depth`` tokens of the prompt-lookup branch (`context_lookup`) join every
+    drafted tree of the bucket, ranked with the drafted nodes; 0 leaves it out.  The
+    autotuner chooses it per bucket like the tree's shape.
     """
 
     max_batch_size: int
@@ -111,12 +117,22 @@ class BucketSettings:
     thresholds: Thresholds = field(default_factory=Thresholds)
     fifo_len: int = 8
     speculate: bool = True
+    lookup_depth: int = 0
 
     def __post_init__(self) -> None:
         _positive_int("max_batch_size", self.max_batch_size)
         _positive_int("fifo_len", self.fifo_len)
         if not isinstance(self.speculate, bool):
             raise ValueError(f"speculate must be true or false, got {self.speculate!r}")
+        depth = self.lookup_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_LOOKUP_DEPTH:
+            raise ValueError(f"lookup_depth must be an integer in [0, {MAX_LOOKUP_DEPTH}] (0: no lookup branch), "
+                             f"got {depth!r}")
+
+    @property
+    def lookup(self) -> ContextLookup | None:
+        """The bucket's prompt-lookup branch, or ``None`` when it has none."""
+        return ContextLookup(depth=self.lookup_depth) if self.lookup_depth else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,12 +145,13 @@ class BucketSettings:
             "c3": self.thresholds.c3,
             "fifo_len": self.fifo_len,
             "speculate": self.speculate,
+            "lookup_depth": self.lookup_depth,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "bucket") -> BucketSettings:
         check_mapping(data, {"max_batch_size", "top_k", "max_depth", "num_verify_tokens", "c1", "c2", "c3",
-                             "fifo_len", "speculate"}, name)
+                             "fifo_len", "speculate", "lookup_depth"}, name)
         if "max_batch_size" not in data:
             raise ValueError(f"{name}: missing field 'max_batch_size'")
         shape_defaults, thr_defaults = TreeShape(), Thresholds()
@@ -153,6 +170,7 @@ class BucketSettings:
                 ),
                 fifo_len=data.get("fifo_len", 8),
                 speculate=data.get("speculate", True),
+                lookup_depth=data.get("lookup_depth", 0),
             )
         except ValueError as err:
             raise ValueError(f"{name}.{err}") from None
@@ -186,6 +204,11 @@ class PolicySettings:
         ``speculate`` flag)."""
         flag = {} if speculate is None else {"speculate": speculate}
         return replace(self, buckets=tuple(replace(b, shape=shape, **flag) for b in self.buckets))
+
+    def with_lookup(self, depth: int) -> PolicySettings:
+        """The same settings with a ``depth``-token prompt-lookup branch (0: none) in
+        every bucket."""
+        return replace(self, buckets=tuple(replace(b, lookup_depth=depth) for b in self.buckets))
 
     @classmethod
     def single(cls, costs: CostModel, shape: TreeShape | None = None,

@@ -13,6 +13,12 @@ A policy may keep a node the recording never expanded (its breadth rule kept a
 candidate EAGLE-2 ranked below ``K``).  Its children are then unknown: replay
 gives them value 0 and a token that never matches, and counts the event in
 ``unrecorded`` so callers can see how far replay is from exact.
+
+A recording may also hold the prompt-lookup branch (`context_lookup`): each
+sequence's proposal, grafted onto the full expansion and verified with it.  A
+policy whose bucket has a branch of up to that depth grafts the same proposal onto
+its own tree in replay; every node it adds is then in the recording (under the same
+parent, with the same token), so its verdict is known.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .context_lookup import graft_proposals
 from .expand import grow_tree
 from .policies import IterationPlan, Policy
 from .tree import DraftTree, node_slice, select_verified
@@ -47,6 +54,12 @@ class TraceIteration:
     child_tokens: torch.Tensor  # [B, T, K] draft top-K children of each node, NO_TOKEN if not expanded
     child_probs: torch.Tensor  # [B, T, K] their draft probabilities, 0 if not expanded
     target_argmax: torch.Tensor  # [B, T] target's greedy next token after each node
+    # The prompt-lookup branch, when recorded: nodes [drafted_nodes, T) are its graft (the
+    # first drafted_nodes, root included, are the draft's); proposals[b] holds sequence b's
+    # up to lookup_depth proposed tokens.  lookup_depth 0: none recorded.
+    drafted_nodes: int | None = None
+    lookup_depth: int = 0
+    proposals: list[list[int]] = field(default_factory=list)
 
     @property
     def batch_size(self) -> int:
@@ -55,6 +68,12 @@ class TraceIteration:
     @property
     def top_k(self) -> int:
         return int(self.child_tokens.shape[2])
+
+    @property
+    def draft_depth(self) -> int:
+        """Layers the draft expanded (a grafted lookup path may reach deeper)."""
+        drafted = self.tree.size if self.drafted_nodes is None else self.drafted_nodes
+        return int(self.tree.depths[:, :drafted].max())
 
     def verdicts(self) -> torch.Tensor:
         """``[B, T]``: does the target, at the node's parent, pick the node's token?
@@ -72,6 +91,8 @@ class TraceIteration:
             "child_tokens": self.child_tokens.tolist(),
             "child_probs": self.child_probs.tolist(),
             "target_argmax": self.target_argmax.tolist(),
+            **({"drafted_nodes": self.drafted_nodes, "lookup_depth": self.lookup_depth,
+                "proposals": self.proposals} if self.lookup_depth else {}),
         }
 
     @classmethod
@@ -91,6 +112,9 @@ class TraceIteration:
             child_tokens=torch.tensor(data["child_tokens"], dtype=torch.long),
             child_probs=torch.tensor(data["child_probs"], dtype=torch.float64),
             target_argmax=torch.tensor(data["target_argmax"], dtype=torch.long),
+            drafted_nodes=data.get("drafted_nodes"),
+            lookup_depth=data.get("lookup_depth", 0),
+            proposals=data.get("proposals", []),
         )
 
 
@@ -105,15 +129,18 @@ class ReplayExpander:
         self.unrecorded = 0
 
     def record_ids(self, tree: DraftTree) -> np.ndarray:
-        """Recorded node id of every node of ``tree`` (``[B, T]``, -1 if unknown)."""
-        known = self.record.shape[1]
-        if tree.size > known:
-            rec, rows = self.trace.tree, tree.storage.rows
-            parent_rec = self.record[rows, tree.parents[:, known:]]  # [B, new]
-            tokens = tree.tokens[:, known:]
+        """Recorded node id of every node of ``tree`` (``[B, T]``, -1 if unknown).
+        New nodes are matched in runs whose parents are already matched: a drafted
+        layer is one run, a grafted lookup path one run per node."""
+        rec, rows = self.trace.tree, tree.storage.rows
+        while (known := self.record.shape[1]) < tree.size:
+            ready = (tree.parents[:, known:] < known).all(axis=0)  # [new]; the first is always ready
+            end = known + (len(ready) if ready.all() else int(np.argmin(ready)))
+            parent_rec = self.record[rows, tree.parents[:, known:end]]  # [B, run]
+            tokens = tree.tokens[:, known:end]
             match = ((rec.parents[:, None, :] == parent_rec[:, :, None])
                      & (rec.tokens[:, None, :] == tokens[:, :, None])
-                     & (parent_rec >= 0)[:, :, None])  # [B, new, recorded]
+                     & (parent_rec >= 0)[:, :, None])  # [B, run, recorded]
             found = np.where(match.any(axis=2), match.argmax(axis=2), -1)
             self.record = np.concatenate([self.record, found], axis=1)
         return self.record
@@ -144,14 +171,20 @@ class RecordingExpander:
         self.children.append((frontier, probs, tokens))
         return probs, tokens
 
-    def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor) -> TraceIteration:
+    def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor,
+               drafted_nodes: int | None = None, lookup_depth: int = 0,
+               proposals: list[list[int]] | None = None) -> TraceIteration:
+        """The trace of ``tree`` as verified (``target_argmax`` ``[B, T]``); with a lookup
+        branch, its first ``drafted_nodes`` are the draft's and the rest the graft of
+        ``proposals`` (at most ``lookup_depth`` tokens each)."""
         batch, size = tree.batch_size, tree.size
         child_tokens = torch.full((batch, size, self.top_k), NO_TOKEN, dtype=torch.long)
         child_probs = torch.zeros((batch, size, self.top_k), dtype=torch.float64)
         for frontier, probs, tokens in self.children:
             child_tokens[:, node_slice(frontier)] = torch.from_numpy(tokens)
             child_probs[:, node_slice(frontier)] = torch.from_numpy(probs)
-        return TraceIteration(context_lens.cpu(), tree.copy(), child_tokens, child_probs, target_argmax.cpu())
+        return TraceIteration(context_lens.cpu(), tree.copy(), child_tokens, child_probs, target_argmax.cpu(),
+                              drafted_nodes, lookup_depth, proposals or [])
 
 
 @dataclass
@@ -198,18 +231,31 @@ def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[f
             sum(charge(plan, verified, depth, max_accepted, host=False)))
 
 
+def graft_recorded(tree: DraftTree, trace: TraceIteration, plan: IterationPlan) -> None:
+    """Graft the recorded lookup proposals onto a replayed ``tree``, as far as the
+    plan's bucket branch reaches (live: ``engine.runner.graft_lookup``)."""
+    lookup = plan.bucket.lookup
+    if lookup is None or plan.max_depth == 0:
+        return
+    if lookup.depth > trace.lookup_depth:
+        raise ValueError(f"lookup_depth {lookup.depth} exceeds the recording's lookup depth {trace.lookup_depth}; "
+                         "record traces with a deeper branch (`cast-autotune collect --lookup-depth`)")
+    graft_proposals(tree, [p[: lookup.depth] for p in trace.proposals], lookup.values(lookup.depth))
+
+
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:
     context = int(trace.context_lens.max())
     plan = policy.begin(trace.batch_size, context)
     expander = ReplayExpander(trace)
     tree = grow_tree(plan, expander, trace.tree.tokens[:, 0])
+    depth = tree.layers
+    graft_recorded(tree, trace, plan)
     verified = plan.verify_count(tree)
     vtree = select_verified(tree, verified)
     record = torch.from_numpy(expander.record_ids(tree)).gather(1, vtree.node_ids)
     argmax = trace.target_argmax.gather(1, record.clamp(min=0)).masked_fill(record < 0, NO_MATCH)
     result = verify_greedy(vtree, argmax)
     accepted = result.num_accepted
-    depth = tree.layers
     draft_ms, verify_ms = charge(plan, verified, depth, max(accepted))
     return IterationOutcome(accepted, verified, depth, draft_ms, verify_ms, expander.unrecorded)
 

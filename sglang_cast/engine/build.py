@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..cast import ContextLookup, CostModel, Policy, PolicySettings, policy_class
+from ..cast import CostModel, Policy, PolicySettings, policy_class
 from ..models import load_draft, load_target
 from ..models.compiled import compile_models, compile_wanted
 from ..models.weights import WeightFormat
@@ -54,8 +54,6 @@ class EngineArgs:
     # on CUDA only, where launch overhead dominates a small model's step.  False:
     # every forward eager (SGLang's --disable-cuda-graph).
     cuda_graph: bool = True
-    # Tokens of the prompt-lookup branch added to every draft tree (cast/context_lookup.py); 0: none.
-    lookup_depth: int = 0
 
 
 @dataclass
@@ -82,13 +80,12 @@ class LoadedModels:
         """CUDA graphs on a GPU (unless ``cuda_graph`` is off), eager forwards elsewhere."""
         return "cuda" if self.cuda_graph and self.device.type == "cuda" else None
 
-    def engine(self, policy: Policy, max_batch_size: int, context_length: int,
-               lookup: ContextLookup | None = None) -> Engine:
+    def engine(self, policy: Policy, max_batch_size: int, context_length: int) -> Engine:
         """An engine running ``policy`` over these models (the engine drops the draft
-        head when the policy does not draft), with ``lookup``'s branch in its trees."""
+        head when the policy does not draft)."""
         return Engine(self.target, self.tokenizer, self.draft, policy,
                       max_batch_size=max_batch_size, context_length=context_length,
-                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend, lookup=lookup)
+                      eos_token_ids=self.eos_token_ids, graph_backend=self.graph_backend)
 
 
 def default_draft_path(model_path: str | None) -> Path | None:
@@ -143,5 +140,4 @@ def build_engine(args: EngineArgs) -> Engine:
         raise ValueError(f"context_length {args.context_length} exceeds the model's {max_context} positions")
     if compile_wanted(args.compile, models.target):
         compile_models(models.target, models.draft, args.max_batch_size)
-    lookup = ContextLookup(depth=args.lookup_depth) if args.lookup_depth and policy.needs_draft else None
-    return models.engine(policy, args.max_batch_size, args.context_length, lookup)
+    return models.engine(policy, args.max_batch_size, args.context_length)

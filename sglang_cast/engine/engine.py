@@ -64,7 +64,7 @@ class Engine:
 
     def __init__(self, target, tokenizer, draft, policy: Policy, *, max_batch_size: int = 8,
                  context_length: int = 2048, eos_token_ids: tuple[int, ...] = (),
-                 graph_backend: str | None = None, lookup: ContextLookup | None = None) -> None:
+                 graph_backend: str | None = None) -> None:
         self.scheduler = Scheduler(max_batch_size)
         if policy.needs_draft and draft is None:
             raise ValueError(f"policy {policy.name!r} needs a draft head: pass a draft path or use policy 'vanilla'")
@@ -73,7 +73,7 @@ class Engine:
         self.context_length = context_length
         self.eos_token_ids = frozenset(eos_token_ids)
         self.runner = SpeculativeRunner(target, draft, policy, tokenizer.decode, max_batch_size=max_batch_size,
-                                        context_length=context_length, graph_backend=graph_backend, lookup=lookup)
+                                        context_length=context_length, graph_backend=graph_backend)
         self._ids = itertools.count()
 
     # Read-only views of what the runner and the scheduler hold, for the server and tools.
@@ -94,23 +94,29 @@ class Engine:
     def recording(self) -> bool:
         return isinstance(self.runner.speculation, TraceRecording)
 
-    def record_traces(self, shape: TreeShape | None = None) -> None:
+    def record_traces(self, shape: TreeShape | None = None, lookup: ContextLookup | None = ContextLookup()) -> None:
         """From now on, record every iteration as a full-expansion trace with
-        ``shape`` (default: the policy's shape for each batch size); each step's
-        trace comes back in its `StepOutput`.  Greedy requests only: replay is
-        defined for greedy.  Every node of the candidate pool is verified, so the KV
-        reservation grows to the pool when the policy's trees need less; that
-        reallocates the caches, hence recording must start before requests run."""
+        ``shape`` (default: the policy's shape for each batch size) and ``lookup``'s
+        proposals grafted on (``None``: no lookup branch); each step's trace comes back
+        in its `StepOutput`.  Greedy requests only: replay is defined for greedy.  Every
+        node of the candidate pool is verified, so the KV reservation grows to the pool
+        when the policy's trees need less; that reallocates the caches, hence recording
+        must start before requests run."""
         if self.draft is None:
             raise ValueError("trace recording needs a draft head (the policy is vanilla)")
         settings = self.policy.settings if shape is None else self.policy.settings.with_shape(shape)
-        needed = max(1 + bucket.shape.pool_size for bucket in settings.buckets)  # root + the full candidate pool
+        graft = lookup.depth if lookup is not None else 0
+        deepest = max(bucket.lookup_depth for bucket in self.policy.settings.buckets)
+        if deepest > graft:
+            raise ValueError(f"the policy's buckets graft up to {deepest} lookup tokens but the recording's branch "
+                             f"has {graft}; record with a lookup of depth >= {deepest}")
+        needed = max(1 + bucket.shape.pool_size + graft for bucket in settings.buckets)  # root + pool + branch
         if needed > self.tree_room:
             if self.running:
                 raise ValueError(f"recording needs {needed} tree tokens per slot but the engine reserved "
                                  f"{self.tree_room}; start recording before any request runs")
             self.runner.reserve_tree_room(needed)
-        self.runner.speculation = TraceRecording(make_policy("eagle2", settings))
+        self.runner.speculation = TraceRecording(make_policy("eagle2", settings), lookup)
 
     # ----------------------------------------------------------------- requests
     def add_request(self, prompt: str | list[int], params: SamplingParams) -> Request:

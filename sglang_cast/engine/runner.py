@@ -211,14 +211,22 @@ class Speculation(Protocol):
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted: ...
 
 
-@dataclass(frozen=True)
+def graft_lookup(tree: DraftTree, lookup: ContextLookup | None, requests: list[Request]) -> list[list[int]]:
+    """Graft ``lookup``'s proposal for each request onto its row of ``tree``
+    (`cast.context_lookup`); returns the proposals (none without a lookup)."""
+    if lookup is None:
+        return [[] for _ in requests]
+    proposals = [lookup.propose(r.prompt_ids + r.output_ids) for r in requests]
+    graft_proposals(tree, proposals, lookup.values(lookup.depth))
+    return proposals
+
+
 class PolicySpeculation:
     """The live path: the policy's plan grows the tree and picks how many nodes to
-    verify; the target's verification decides what is accepted.  With ``lookup`` each
-    grown tree also holds the tokens that followed the sequence's last tokens earlier in
-    its context (`cast.context_lookup`), ranked with the drafted nodes."""
-
-    lookup: ContextLookup | None = None
+    verify; the target's verification decides what is accepted.  Where the plan's
+    bucket has a prompt-lookup branch, the grown tree also holds the tokens that
+    followed the sequence's last tokens earlier in its context, ranked with the
+    drafted nodes."""
 
     def draft(self, runner: SpeculativeRunner, batch: Batch) -> Drafted:
         plan = runner.policy.begin(len(batch.requests), batch.context_max)
@@ -228,9 +236,7 @@ class PolicySpeculation:
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
         draft_layers = tree.layers
-        if self.lookup is not None:
-            proposals = [self.lookup.propose(r.prompt_ids + r.output_ids) for r in batch.requests]
-            graft_proposals(tree, proposals, self.lookup.values(self.lookup.depth))
+        graft_lookup(tree, plan.bucket.lookup, batch.requests)
         return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree, draft_layers)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:
@@ -251,12 +257,12 @@ class SpeculativeRunner:
     """
 
     def __init__(self, target, draft, policy: Policy, decode, *, max_batch_size: int, context_length: int,
-                 graph_backend: str | None = None, lookup: ContextLookup | None = None) -> None:
+                 graph_backend: str | None = None) -> None:
         self.target = target
         self.draft = draft if policy.needs_draft else None
         self.policy = policy
         self.decode = decode
-        self.speculation: Speculation = PolicySpeculation(lookup)
+        self.speculation: Speculation = PolicySpeculation()
         self.feature_layers = feature_layers(target, self.draft)
         weight = next(target.parameters())
         self.device, self.dtype = weight.device, weight.dtype

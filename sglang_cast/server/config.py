@@ -19,23 +19,27 @@ if TYPE_CHECKING:  # kept out of the import path of `launch_args`, so --help ans
 @dataclass(frozen=True)
 class ShapeOverride:
     """``--speculative-num-steps`` / ``--speculative-eagle-topk`` /
-    ``--speculative-num-draft-tokens``: each knob that is set replaces that knob in
-    every profile bucket, including profiles swapped in later by hot-reload, so the
-    operator's explicit tree shape survives a profile update."""
+    ``--speculative-num-draft-tokens`` / ``--cast-lookup-depth``: each knob that is set
+    replaces that knob in every profile bucket, including profiles swapped in later by
+    hot-reload, so the operator's explicit tree shape survives a profile update."""
 
     max_depth: int | None = None
     top_k: int | None = None
     num_verify_tokens: int | None = None
+    lookup_depth: int | None = None  # the prompt-lookup branch's tokens (`BucketSettings.lookup_depth`)
 
     def given(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
     def apply(self, settings: PolicySettings) -> PolicySettings:
-        """``settings`` with the given knobs in every bucket (``TreeShape`` validates them)."""
+        """``settings`` with the given knobs in every bucket (``TreeShape`` and
+        ``BucketSettings`` validate them)."""
         knobs = self.given()
-        if not knobs:
+        lookup = {"lookup_depth": knobs.pop("lookup_depth")} if "lookup_depth" in knobs else {}
+        if not knobs and not lookup:
             return settings
-        return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs)) for b in settings.buckets))
+        return replace(settings, buckets=tuple(replace(b, shape=replace(b.shape, **knobs), **lookup)
+                                               for b in settings.buckets))
 
 
 # Speculation is switched on only where it wins by at least this share, both by the

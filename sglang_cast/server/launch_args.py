@@ -77,7 +77,6 @@ class LaunchArgs:
     log_level: str
     live_gate: bool = True  # --cast-live-gate on|off
     calibrate: str = "auto"  # --cast-calibrate auto|on|off (server/startup_calibration.py)
-    lookup_depth: int = 0  # --cast-lookup-depth: the prompt-lookup branch's tokens (cast/context_lookup.py), 0 off
     tp_size: int = 1  # --backend sglang only: SGLang's --tp-size / --dp-size / --pp-size
     dp_size: int = 1
     pp_size: int = 1
@@ -176,8 +175,9 @@ def build_parser() -> OneLineParser:
                       help="add to every draft tree up to N tokens copied from the context: what followed the last "
                            "two tokens where they occurred before (prompt lookup), ranked and verified with the "
                            "drafted nodes; lossless, no draft forward (8 raised EAGLE-2's tree τ 2.64 → 3.06 on "
-                           "mt_bench, 3.25 → 4.18 on humaneval: docs/design/cast.md). Native engine only "
-                           "(default: 0, off)")
+                           "mt_bench, 3.25 → 4.18 on humaneval: docs/design/cast.md); 0 turns it off. Replaces "
+                           "the profile's per-bucket choice (lookup_depth). Native engine only (default: the "
+                           "profile's; off without one)")
 
     serving = parser.add_argument_group("serving")
     serving.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -223,7 +223,8 @@ def build_parser() -> OneLineParser:
 def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | None = None) -> LaunchArgs:
     parser = parser or build_parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    shape = ShapeOverride(max_depth=ns.max_depth, top_k=ns.top_k, num_verify_tokens=ns.num_verify_tokens)
+    shape = ShapeOverride(max_depth=ns.max_depth, top_k=ns.top_k, num_verify_tokens=ns.num_verify_tokens,
+                          lookup_depth=ns.lookup_depth)
     if shape.num_verify_tokens is not None and shape.num_verify_tokens < 2:
         parser.error(f"--speculative-num-draft-tokens counts the root and must be >= 2, "
                      f"got {shape.num_verify_tokens}")
@@ -268,5 +269,5 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
                       cuda_graph=not ns.disable_cuda_graph,
                       backend=ns.backend, served_model_name=ns.served_model_name, log_level=ns.log_level,
                       live_gate=ns.live_gate != "off", calibrate=ns.calibrate or "auto",
-                      lookup_depth=ns.lookup_depth or 0, tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
+                      tp_size=ns.tp_size or 1, dp_size=ns.dp_size or 1,
                       pp_size=ns.pp_size or 1)

@@ -88,6 +88,9 @@ class StaticShape:
             ):
                 if wanted > have:
                     problems.append(f"{where} has {field}={wanted} but SGLang runs with {flag} {have}")
+            if bucket.lookup_depth:
+                problems.append(f"{where} has lookup_depth={bucket.lookup_depth} but the SGLang worker drafts "
+                                "without the prompt-lookup branch (native engine only): set lookup_depth: 0")
         return problems
 
     def check(self) -> None:

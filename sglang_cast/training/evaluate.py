@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from sglang_cast.cast import ContextLookup, SamplingParams, TreeShape, committed_tokens
+from sglang_cast.cast import SamplingParams, TreeShape, committed_tokens
 from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
 
@@ -37,12 +37,12 @@ def acceptance(accepted: Sequence[int], depth: int) -> dict[str, Any]:
 
 
 def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: TreeShape, max_new: int,
-                  desc: str, lookup: ContextLookup | None = None) -> dict[str, Any]:
-    """Greedy batch-1 decoding of every prompt (trees with ``lookup``'s branch when
-    given); τ and per-iteration accepted counts."""
+                  desc: str, lookup_depth: int = 0) -> dict[str, Any]:
+    """Greedy batch-1 decoding of every prompt (trees with a ``lookup_depth``-token
+    prompt-lookup branch when > 0); τ and per-iteration accepted counts."""
     weight = target.model.embed_tokens.weight  # the head runs where and in the dtype the target does
     draft = load_draft(head, target.model, str(weight.device), weight.dtype)
-    engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new, lookup)
+    engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new, lookup_depth)
     params = SamplingParams(max_new_tokens=max_new)
     outputs = []
     log = StepLog()

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from sglang_cast.cast import ContextLookup, CostModel, PolicySettings, SamplingParams, TreeShape
+from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, TreeShape
 from sglang_cast.cast.policies import Eagle2Policy, VanillaPolicy
 from sglang_cast.engine import Engine
 from sglang_cast.engine.build import LoadedModels
@@ -41,13 +41,13 @@ class Target:
         return eagle3_feature_layers(self.config.num_layers)
 
     def engine(self, draft: Eagle3Draft | None, shape: TreeShape, max_batch: int, context: int,
-               lookup: ContextLookup | None = None) -> Engine:
-        """A greedy EAGLE-2 tree engine over ``draft`` (with ``lookup``'s branch), or plain
-        decoding without one (sampling parameters come per request); with CUDA graphs on a GPU."""
-        settings = PolicySettings.single(CostModel.linear(1.0, 0.0), shape=shape)
+               lookup_depth: int = 0) -> Engine:
+        """A greedy EAGLE-2 tree engine over ``draft`` (with a ``lookup_depth``-token
+        prompt-lookup branch), or plain decoding without one (sampling parameters come
+        per request); with CUDA graphs on a GPU."""
+        settings = PolicySettings.single(CostModel.linear(1.0, 0.0), shape=shape).with_lookup(lookup_depth)
         policy = VanillaPolicy(settings) if draft is None else Eagle2Policy(settings)
-        return LoadedModels(self.model, draft, self.tokenizer, self.eos_token_ids).engine(policy, max_batch, context,
-                                                                                            lookup)
+        return LoadedModels(self.model, draft, self.tokenizer, self.eos_token_ids).engine(policy, max_batch, context)
 
 
 def chat_ids(tokenizer: Any, prompt: str) -> list[int]:

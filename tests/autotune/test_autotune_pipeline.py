@@ -95,12 +95,14 @@ def test_a_speculating_last_bucket_untuned_at_the_tables_larger_batches_is_named
 def test_tune_refuses_a_space_larger_than_the_recording(tmp_path):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
     fill(store, prompts=1, batch_sizes=(1,))
-    config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=2,
-                        space=SearchSpace(max_depth=5, top_k=3, max_tokens=10), confirm_prompts=0)
-    recorded = r"no stored trace covers the space .* recorded \(top_k, depth\): \[\(3, 3\)\]"
-    with pytest.raises(AutotuneError, match=recorded):
-        tune_and_publish(pair, store, SETUP, config, load_prompts(), progress=False)
-    assert not config.output.exists()
+    recorded = r"no stored trace covers the space .* recorded \(top_k, depth, lookup depth\): \[\(3, 3, 8\)\]"
+    for space in (SearchSpace(max_depth=5, top_k=3, max_tokens=10),  # deeper than the drafted layers
+                  SearchSpace(max_depth=3, top_k=3, max_tokens=10, lookup_depth=9)):  # a longer lookup branch
+        config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=2, space=space,
+                            confirm_prompts=0)
+        with pytest.raises(AutotuneError, match=recorded):
+            tune_and_publish(pair, store, SETUP, config, load_prompts(), progress=False)
+        assert not config.output.exists()
 
 
 def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_path):
@@ -157,9 +159,12 @@ def test_the_search_space_never_suggests_more_verify_tokens_than_the_trees_pool_
     import optuna
 
     trial = optuna.trial.FixedTrial({"top_k": 6, "max_depth": 1, "num_verify_tokens": 10, "c1": 1.0, "c2": 1.0,
-                                     "c3": 1.0, "fifo_len": 4})
-    shape = SearchSpace(max_depth=6, top_k=8, max_tokens=32).suggest(trial, 1).shape
+                                     "c3": 1.0, "fifo_len": 4, "lookup_depth": 3})
+    bucket = SearchSpace(max_depth=6, top_k=8, max_tokens=32).suggest(trial, 1)
+    shape = bucket.shape
     assert (shape.top_k, shape.max_depth, shape.num_verify_tokens) == (6, 1, 7)
+    assert bucket.lookup_depth == 3  # the branch's depth is searched with the shape
+    assert SearchSpace(lookup_depth=0).suggest(trial, 1).lookup_depth == 0  # 0: never a branch
     assert TreeShape.fitted(2, 3, 32).num_verify_tokens == 2 + 2 * 4 + 1
     assert TreeShape.fitted(8, 6, 20).num_verify_tokens == 20
 

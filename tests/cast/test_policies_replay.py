@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds, TraceIteration,
+from sglang_cast.cast import (BucketSettings, ContextLookup, CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds, TraceIteration,
                               TreeShape, grow_tree, make_policy, replay, replay_iteration, select_verified,
                               verify_greedy)
 from support.synthetic import PathModel
@@ -128,6 +128,19 @@ def test_trace_round_trips_through_a_plain_dict():
     assert torch.equal(again.verdicts(), trace.verdicts())
     policy = make_policy("cast", settings())
     assert replay_iteration(again, policy).num_accepted == replay_iteration(trace, make_policy("cast", settings())).num_accepted
+
+
+def test_a_buckets_lookup_branch_is_validated_and_round_trips():
+    """``lookup_depth`` is a bucket's own knob: stored in profiles, 0 (no branch) when a
+    profile predates it, refused outside [0, 32] with the field named."""
+    bucket = BucketSettings(4, SHAPE, lookup_depth=6)
+    assert BucketSettings.from_dict(bucket.to_dict()) == bucket and bucket.lookup == ContextLookup(depth=6)
+    assert BucketSettings.from_dict({"max_batch_size": 2}).lookup is None
+    for bad in (-1, 33, 2.5, True):
+        with pytest.raises(ValueError, match=r"profile.buckets\[0\].lookup_depth must be an integer in \[0, 32\]"):
+            BucketSettings.from_dict({"max_batch_size": 2, "lookup_depth": bad}, "profile.buckets[0]")
+    both = PolicySettings(buckets=(BucketSettings(1, SHAPE), bucket), costs=steep_costs()).with_lookup(3)
+    assert [b.lookup_depth for b in both.buckets] == [3, 3]
 
 
 def test_unknown_policy_name_is_a_clear_error():

@@ -1,13 +1,15 @@
 """The native engine on tiny random models: lossless greedy decoding under every
 policy, speculative sampling distribution, stop conditions and input errors."""
 
+import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
 from scipy.stats import chi2_contingency
 
-from sglang_cast.cast import BucketSettings, ContextLookup, PolicySettings, SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import BucketSettings, PolicySettings, SamplingParams, TraceIteration, TreeShape, make_policy
 from sglang_cast.engine import Engine, StepLog, feature_layers
 from sglang_cast.models import DraftConfig, Eagle3Draft, EagleDraft, ModelConfig
 from sglang_cast.models.llama import eagle3_feature_layers
@@ -190,6 +192,42 @@ def test_replay_of_recorded_traces_matches_the_live_engine(policy):
         assert replayed.outcomes[i].num_accepted == live_accepted[i]
 
 
+@pytest.mark.parametrize("policy", ["eagle2", "cast"])
+def test_replay_grafts_the_recorded_lookup_branch_as_live_trees_do(policy):
+    """A recording holds each iteration's lookup proposal, grafted and verified with the
+    full expansion; replaying a policy whose bucket has a branch grafts it onto the
+    policy's own tree and accepts what the live engine with that branch accepted."""
+    from sglang_cast.cast import replay
+
+    target, poor = tiny_target(), MirrorDraft(tiny_target(seed=1))
+    settings, params = SETTINGS.with_lookup(6), SamplingParams(max_new_tokens=40)
+
+    def run(record: bool):
+        eng = Engine(target, CharTokenizer(), poor, make_policy(policy, settings), max_batch_size=1,
+                     context_length=160)
+        if record:
+            eng.record_traces()
+        log = StepLog()
+        return [r.token_ids for r in eng.generate(PROMPTS[:4], params, on_step=log)], log
+
+    (live_out, live_log), (recorded_out, recorded_log) = run(False), run(True)
+    assert recorded_out == live_out
+    traces = recorded_log.traces
+    assert all(t.lookup_depth == 8 and len(t.proposals) == 1 for t in traces)
+    assert any(t.tree.size > t.drafted_nodes for t in traces)  # the branch added nodes to the recording
+    replayed = replay(traces, make_policy(policy, settings))
+    assert [o.num_accepted for o in replayed.outcomes] == [h.accepted for h in recorded_log.records]
+    exact = [i for i, o in enumerate(replayed.outcomes) if o.unrecorded == 0]
+    assert len(exact) >= 0.8 * len(live_log.records) and len(recorded_log.records) == len(live_log.records)
+    assert all(replayed.outcomes[i].num_accepted == live_log.records[i].accepted for i in exact)
+    assert replayed.tau > replay(traces, make_policy(policy, SETTINGS)).tau + 0.1  # the branch's tokens count
+    with pytest.raises(ValueError, match="exceeds the recording's lookup depth 8"):
+        replay(traces, make_policy(policy, SETTINGS.with_lookup(9)))
+    round_trip = TraceIteration.from_dict(json.loads(json.dumps(traces[0].to_dict())))
+    assert (round_trip.proposals, round_trip.lookup_depth, round_trip.drafted_nodes) == (
+        traces[0].proposals, 8, traces[0].drafted_nodes)
+
+
 def test_trace_recording_refuses_sampling_requests():
     eng = engine("cast", tiny_target())
     eng.record_traces()
@@ -236,11 +274,12 @@ def test_recording_reserves_room_for_the_whole_candidate_pool():
     eng = engine("cast", tiny_target(), max_batch=1, context=64)
     pool = SETTINGS.buckets[0].shape.pool_size
     assert eng.tree_room < 1 + pool
-    eng.record_traces()
-    assert eng.tree_room >= 1 + pool and eng.runner.target_cache.capacity >= 64 + 1 + pool
+    eng.record_traces()  # with the default lookup branch: 8 more nodes at most
+    room = 1 + pool + 8
+    assert eng.tree_room >= room and eng.runner.target_cache.capacity >= 64 + room
     log = StepLog()
     eng.generate(["x" * 40], SamplingParams(max_new_tokens=24, ignore_eos=True), on_step=log)  # up to 64 tokens
-    assert max(t.tree.size for t in log.traces) == 1 + pool  # every iteration drafted the full pool
+    assert all(t.drafted_nodes == 1 + pool for t in log.traces)  # every iteration drafted the full pool
     busy = engine("cast", tiny_target(), max_batch=1)
     busy.add_request("hello", SamplingParams(max_new_tokens=8))
     busy.step()  # prefill: a request now holds a slot
@@ -260,27 +299,33 @@ def test_a_lookup_branch_keeps_every_output_and_wins_tokens_a_poor_draft_misses(
     expected = [r.token_ids for r in vanilla.generate(PROMPTS, greedy)]
     expected_sampled = [r.token_ids for r in vanilla.generate(PROMPTS[:2], sampled)]
     taus = {}
-    for lookup in (None, ContextLookup(depth=6)):
-        eng = Engine(target, CharTokenizer(), poor, make_policy("eagle2", SETTINGS), max_batch_size=4,
-                     context_length=160, lookup=lookup)
+    for depth in (0, 6):
+        eng = Engine(target, CharTokenizer(), poor, make_policy("eagle2", SETTINGS.with_lookup(depth)),
+                     max_batch_size=4, context_length=160)
         log = StepLog()
         results = eng.generate(PROMPTS, greedy, on_step=log)
         # records charge the draft layers that ran, however deep a verified lookup path went
         assert max(r.depth for r in log.records) <= SETTINGS.buckets[0].shape.max_depth
         assert [r.token_ids for r in results] == expected
         assert [r.token_ids for r in eng.generate(PROMPTS[:2], sampled)] == expected_sampled
-        taus[lookup is not None] = sum(r.stats.tau for r in results) / len(results)
-    assert taus[True] > taus[False] + 0.2  # measured 1.34 against 1.03
+        taus[depth] = sum(r.stats.tau for r in results) / len(results)
+    assert taus[6] > taus[0] + 0.2  # measured 1.34 against 1.03
 
 
-def test_build_engine_adds_the_lookup_branch_when_asked(monkeypatch):
-    """`EngineArgs.lookup_depth` (the server's --cast-lookup-depth) reaches the engine's trees."""
-    from sglang_cast.engine import build
-
+def test_the_lookup_branch_is_each_buckets_own():
+    """A batch grafts the branch of the bucket that covers its size: requests run one
+    at a time in the batch-1 bucket, whatever the larger bucket says."""
     target = tiny_target()
-    monkeypatch.setattr(build, "load_models",
-                        lambda *args, **kwargs: build.LoadedModels(target, MirrorDraft(target), CharTokenizer()))
-    for depth, expected in ((8, ContextLookup(depth=8)), (0, None)):
-        eng = build.build_engine(build.EngineArgs(policy="eagle2", weight_format="fp32", draft_path="head",
-                                                  lookup_depth=depth, context_length=64))
-        assert eng.runner.speculation.lookup == expected
+    poor = MirrorDraft(tiny_target(seed=1))
+    base = SETTINGS.buckets[0]
+
+    def tau(lookup_small: int, lookup_large: int) -> float:
+        buckets = (replace(base, max_batch_size=1, lookup_depth=lookup_small),
+                   replace(base, max_batch_size=8, lookup_depth=lookup_large))
+        settings = replace(SETTINGS, buckets=buckets)
+        eng = Engine(target, CharTokenizer(), poor, make_policy("eagle2", settings), max_batch_size=1,
+                     context_length=160)
+        results = eng.generate(PROMPTS, SamplingParams(max_new_tokens=60))
+        return sum(r.stats.tau for r in results) / len(results)
+
+    assert tau(6, 0) > tau(0, 6) + 0.2

@@ -323,6 +323,10 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     assert StaticShape.covering(chain) == StaticShape(3, 2, 4)
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
     assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
+    branched = settings.with_lookup(8)  # the prompt-lookup branch is the native engine's alone
+    assert StaticShape.covering(branched).misfits(branched)[0] == (
+        "bucket max_batch_size=2 has lookup_depth=8 but the SGLang worker drafts without the prompt-lookup "
+        "branch (native engine only): set lookup_depth: 0")
 
 
 def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():

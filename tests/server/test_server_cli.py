@@ -2,6 +2,7 @@
 one-line errors (exit code 2, no traceback) for every invalid combination."""
 
 import os
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -230,18 +231,26 @@ def test_cast_live_gate_flag_reaches_the_served_config(monkeypatch, flag, switch
     assert served["app"].state.server.config.live_gate.switching is switching
 
 
-def test_cast_lookup_depth_reaches_the_engine_and_is_off_by_default(monkeypatch, tmp_path):
+def test_cast_lookup_depth_replaces_the_profiles_choice_in_every_bucket(monkeypatch, tmp_path):
+    """Without the flag each bucket keeps the profile's ``lookup_depth``; with it every
+    bucket gets the flag's, as the other tree knobs (also on a hot reload: `ShapeOverride`)."""
     import uvicorn
     from support.autotune import profile
     from support.server import tiny_engine
 
     from sglang_cast.profile import save_profile
 
-    path = save_profile(profile(), tmp_path / "p.yaml")
+    tuned = profile()
+    tuned = replace(tuned, settings=replace(tuned.settings, buckets=(
+        replace(tuned.settings.buckets[0], lookup_depth=4), *tuned.settings.buckets[1:])))
+    path = save_profile(tuned, tmp_path / "p.yaml")
     built = []
     monkeypatch.setattr("sglang_cast.engine.build_engine",
                         lambda engine_args: built.append(engine_args) or tiny_engine("vanilla"))
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
     launch_server.main(["--cast-profile", str(path), "--cast-lookup-depth", "8"])
+    launch_server.main(["--cast-profile", str(path), "--cast-lookup-depth", "0"])
     launch_server.main(["--cast-profile", str(path)])
-    assert [args.lookup_depth for args in built] == [8, 0]
+    depths = [[b.lookup_depth for b in args.settings.buckets] for args in built]
+    profiled = [b.lookup_depth for b in tuned.settings.buckets]
+    assert profiled[0] == 4 and depths == [[8] * len(profiled), [0] * len(profiled), profiled]

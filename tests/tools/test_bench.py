@@ -56,12 +56,29 @@ def test_method_names_and_shape_sources():
     assert methodkit.Method.parse("cast+lookup") == methodkit.Method("cast+lookup", "cast", "profile", lookup=True)
     assert methodkit.Method.parse("cast-rerank+lookup@eagle2") == methodkit.Method(
         "cast-rerank+lookup@eagle2", "cast-rerank", "eagle2", lookup=True)
-    with pytest.raises(inputs.BenchError, match="only '\\+' option is '\\+lookup'"):
+    assert methodkit.Method.parse("cast+nolookup").lookup is False
+    assert methodkit.Method.parse("cast").lookup is None
+    with pytest.raises(inputs.BenchError, match="'\\+' options are '\\+lookup' and '\\+nolookup'"):
         methodkit.Method.parse("cast+fast")
     with pytest.raises(inputs.BenchError, match="vanilla drafts none"):
         methodkit.Method.parse("vanilla+lookup")
     with pytest.raises(inputs.BenchError, match=r"--batch-size: expected comma-separated integers in \[1, 256\], got '1,0'"):
         inputs.parse_list("1,0", int, "--batch-size", 1, 256)
+
+
+def test_the_lookup_branch_is_the_profiles_unless_the_method_says():
+    """``cast`` keeps each bucket's tuned branch, ``+lookup`` / ``+nolookup`` set it in every
+    bucket, and a static tree holds none unless asked."""
+    tuned = settings().with_lookup(3)
+
+    def depths(label: str) -> set[int]:
+        chosen, _ = methodkit.method_settings(methodkit.Method.parse(label), tuned, {4: SHAPE}, 4)
+        return {b.lookup_depth for b in chosen.buckets}
+
+    assert depths("cast") == {3}
+    assert depths("cast+lookup") == {methodkit.ContextLookup().depth}
+    assert depths("cast+nolookup") == depths("eagle2") == depths("eagle2-best") == depths("cast@eagle2") == {0}
+    assert depths("eagle2+lookup") == {methodkit.ContextLookup().depth}
 
 
 def test_ablation_runs_draft_on_eagle2s_tree_even_where_the_profile_switches_speculation_off():

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from autotune.models import ModelPair, reference_target_id
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_settings
-from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, PolicySettings, TreeShape, policy_class
+from sglang_cast.cast import EAGLE2_SHAPE, POLICIES, ContextLookup, PolicySettings, TreeShape, policy_class
 
 from .inputs import BenchError
 
@@ -28,7 +28,10 @@ class Method:
     label: str  # as given on the command line
     policy: str
     shape: str  # "profile" (tuned), "eagle2" (EAGLE-2's default), "best" (eagle2-best's grid choice), "anchor"
-    lookup: bool = False  # "+lookup": trees also hold the prompt-lookup branch (`cast.context_lookup`)
+    # The prompt-lookup branch (`cast.context_lookup`): True "+lookup" adds it to every tree,
+    # False "+nolookup" leaves it out; None: the profile's per-bucket choice for a profile's
+    # trees, none on static trees.
+    lookup: bool | None = None
 
     @property
     def is_anchor(self) -> bool:
@@ -44,11 +47,12 @@ class Method:
         base, _, suffix = label.partition("@")
         name, _, extra = base.partition("+")
         if extra:
-            if extra != "lookup":
-                raise BenchError(f"--methods: {label!r}: the only '+' option is '+lookup'")
+            if extra not in ("lookup", "nolookup"):
+                raise BenchError(f"--methods: {label!r}: the '+' options are '+lookup' and '+nolookup'")
             if name in (ANCHOR, "vanilla"):
-                raise BenchError(f"--methods: {label!r}: '+lookup' adds to a draft tree; {name} drafts none")
-            return dataclasses.replace(cls.parse(name + (f"@{suffix}" if suffix else "")), label=label, lookup=True)
+                raise BenchError(f"--methods: {label!r}: '+{extra}' changes a draft tree; {name} drafts none")
+            return dataclasses.replace(cls.parse(name + (f"@{suffix}" if suffix else "")), label=label,
+                                       lookup=extra == "lookup")
         if name == ANCHOR:
             if suffix:
                 raise BenchError(f"--methods: {label!r}: the llama.cpp anchor has no tree shape")
@@ -78,6 +82,10 @@ def parse_methods(text: str | None) -> list[Method]:
 def method_settings(method: Method, settings: PolicySettings, best: dict[int, TreeShape],
                     batch_size: int) -> tuple[PolicySettings, TreeShape | None]:
     """The settings ``method`` runs with at ``batch_size``, and its static tree if it has one."""
+    if method.lookup is not None:
+        settings = settings.with_lookup(ContextLookup().depth if method.lookup else 0)
+    elif method.shape != "profile":
+        settings = settings.with_lookup(0)  # a static tree holds no branch unless asked
     if method.shape == "best":
         return settings.with_shape(best[batch_size]), best[batch_size]
     if method.shape == "eagle2":
@@ -109,7 +117,7 @@ def best_static_shapes(pair: ModelPair, settings: PolicySettings, batch_sizes: l
         if not traces:
             raise BenchError(f"eagle2-best: no traces in the bucket of batch size {batch_size} "
                              f"(max_batch_size {bucket.max_batch_size}); collect with a batch size in it")
-        top_k, depth = min(t.top_k for t in traces), min(int(t.tree.depths.max()) for t in traces)
+        top_k, depth = min(t.top_k for t in traces), min(t.draft_depth for t in traces)
         grid = [TreeShape(k, h, m) for k, h, m in itertools.product(
             BEST_GRID["top_k"], BEST_GRID["max_depth"], BEST_GRID["num_verify_tokens"])
             if k <= top_k and h <= depth and m <= 1 + k * h]

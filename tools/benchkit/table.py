@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from autotune.models import ModelPair
 from autotune.overhead import shape_key
-from sglang_cast.cast import ContextLookup, PolicySettings, TreeShape, make_policy
+from sglang_cast.cast import PolicySettings, TreeShape, make_policy
 from sglang_cast.engine.format_choice import running_format
 from sglang_cast.hardware import device_name
 
@@ -81,8 +81,7 @@ def runner_for(pair: ModelPair, method: Method, settings: PolicySettings, best: 
                                 context_length)
         return anchor, None, anchor.note
     chosen, shape = method_settings(method, settings, best, batch_size)
-    engine = pair.engine(make_policy(method.policy, chosen), batch_size, context_length,
-                         ContextLookup() if method.lookup else None)
+    engine = pair.engine(make_policy(method.policy, chosen), batch_size, context_length)
     return EngineRunner(engine, prompts, sampling(len(prompts), temperature, max_new_tokens)), shape, None
 
 
