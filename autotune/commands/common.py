@@ -9,6 +9,7 @@ passes its own options dataclass.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -91,8 +92,11 @@ def tune_config(options: SpaceOptions, label: str, formats: tuple[str, ...] = ("
                 runtime_states: RuntimeStateSizing | None = None, backend: str = "native") -> TuneConfig:
     # A profile tuned on SGLang's cost curve is what `launch_server --backend sglang` looks for first.
     folder = PROFILE_DIR / "sglang" if backend == "sglang" else PROFILE_DIR
+    space = options.search_space()
+    if backend == "sglang":  # the SGLang worker drafts without the prompt-lookup branch
+        space = replace(space, lookup_depth=0)
     return TuneConfig(label=label, output=options.output or folder / f"{label}.yaml", buckets=options.buckets,
-                      trials=options.trials, space=options.search_space(), study_prefix=options.study,
+                      trials=options.trials, space=space, study_prefix=options.study,
                       seed=options.seed, max_traces=options.max_traces, dataset=options.trace_dataset,
                       confirm_prompts=options.confirm_prompts,
                       confirm_max_new_tokens=options.confirm_max_new_tokens, context_length=options.context_length,

@@ -88,9 +88,6 @@ class StaticShape:
             ):
                 if wanted > have:
                     problems.append(f"{where} has {field}={wanted} but SGLang runs with {flag} {have}")
-            if bucket.lookup_depth:
-                problems.append(f"{where} has lookup_depth={bucket.lookup_depth} but the SGLang worker drafts "
-                                "without the prompt-lookup branch (native engine only): set lookup_depth: 0")
         return problems
 
     def check(self) -> None:
@@ -191,6 +188,17 @@ def require_layout(profile: Profile, layout: ParallelLayout, source: str | Path)
         raise ProfileError(f"profile {source} was made for {made_for} but this server runs {layout}: its cost tables "
                            f"describe another forward; use a profile made for this layout (cast-autotune profile "
                            f"--backend sglang --tp-size {layout.tp_size}, then tune)")
+
+
+def lookup_note(settings: PolicySettings) -> str | None:
+    """What the worker says when ``settings`` choose the native engine's prompt-lookup
+    branch (`BucketSettings.lookup_depth`): it drafts their trees without it, so a native
+    profile still serves (the launcher falls back to one when no SGLang-tuned profile exists)."""
+    branched = [f"<= {b.max_batch_size}: {b.lookup_depth}" for b in settings.buckets if b.lookup_depth]
+    if not branched:
+        return None
+    return ("the profile's buckets choose a prompt-lookup branch (" + ", ".join(branched) + "), which the "
+            "SGLang worker does not draft: their trees run without it")
 
 
 def require_fits(profile: Profile, shape: StaticShape, layout: ParallelLayout | None, source: str | Path) -> None:

@@ -61,7 +61,8 @@ from ..cast import decide_verified, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
 from .memory_plan import ModelShape, extra_state_memory
-from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
+from .plugin_config import (PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile,
+                            lookup_note)
 from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
@@ -280,6 +281,8 @@ class CastWorker(EAGLEWorkerV2):
             self.watcher.start()
         log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
                  loaded.path, loaded.version, self.decider.depths, self.decider.widths)
+        if (note := lookup_note(loaded.profile.settings)) is not None:
+            log.warning("CAST worker: %s", note)
 
     def planned_state_bytes(self) -> int:
         """What the runtime states beyond the startup one will allocate on this rank

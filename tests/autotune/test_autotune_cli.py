@@ -212,3 +212,22 @@ def test_calibrate_from_a_file_that_is_no_profile_names_it(tmp_path, capsys):
     assert main(["tune", "--gpu", "cpu", "--calibrate-from", str(bad), "--db", str(tmp_path / "a.db")]) == 2
     err = capsys.readouterr().err
     assert "--calibrate-from:" in err and err.count("\n") == 1
+
+
+def test_tune_searches_the_lookup_branch_on_the_native_engine_only():
+    """The branch's depth is searched up to --max-lookup-depth (default 8); a tune on
+    SGLang's cost curve never offers it, since the SGLang worker drafts without it."""
+    from autotune.commands.common import tune_config
+    from autotune.commands.tune import TuneOptions
+
+    parser = build_parser()
+
+    def space(*flags: str):
+        options = TuneOptions.from_args(parser.parse_args(["tune", "--gpu", "cpu", *flags]))
+        return tune_config(options, "cpu", backend=options.backend).space
+
+    assert space().lookup_depth == 8
+    assert space("--max-lookup-depth", "3").lookup_depth == 3
+    assert space("--backend", "sglang").lookup_depth == 0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["tune", "--gpu", "cpu", "--max-lookup-depth", "33"])

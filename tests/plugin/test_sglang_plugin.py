@@ -22,7 +22,7 @@ from sglang_cast.profile import ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
-from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
+from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3, lookup_note
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
 from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
                                                       verify_widths, widths_at_depth)
@@ -323,10 +323,12 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     assert StaticShape.covering(chain) == StaticShape(3, 2, 4)
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
     assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
-    branched = settings.with_lookup(8)  # the prompt-lookup branch is the native engine's alone
-    assert StaticShape.covering(branched).misfits(branched)[0] == (
-        "bucket max_batch_size=2 has lookup_depth=8 but the SGLang worker drafts without the prompt-lookup "
-        "branch (native engine only): set lookup_depth: 0")
+    branched = replace(settings, buckets=(replace(settings.buckets[0], lookup_depth=8), settings.buckets[1]))
+    assert StaticShape.covering(branched).misfits(branched) == []  # the branch is the native engine's alone:
+    assert lookup_note(branched) == (  # the worker says it drafts without it
+        "the profile's buckets choose a prompt-lookup branch (<= 2: 8), which the SGLang worker does not draft: "
+        "their trees run without it")
+    assert lookup_note(settings) is None
 
 
 def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():

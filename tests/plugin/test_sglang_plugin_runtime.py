@@ -10,7 +10,6 @@ decoding, SGLang's EAGLE-3 at a static tree, and CAST.  Runs in ``.venv-sglang``
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,9 +60,16 @@ def eagle3(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cast_profile(tmp_path_factory) -> Path:
     """A copy of profiles/cpu.yaml the reload test may rewrite: CAST's tree at batch 1, a
-    one-token chain at batch 2, ``speculate: false`` (SGLang's zero-step state) above."""
+    small tree at batch 2, ``speculate: false`` (SGLang's zero-step state) above; without
+    the native engine's prompt-lookup branch, which the SGLang worker does not draft (the
+    native engine's τ on the same profile is compared below)."""
+    import yaml
+
     path = tmp_path_factory.mktemp("profile") / "cpu.yaml"
-    shutil.copy(ROOT / "profiles" / "cpu.yaml", path)
+    data = yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())
+    for bucket in data["buckets"]:
+        bucket["lookup_depth"] = 0
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 

@@ -166,7 +166,7 @@ def test_a_divergence_is_reported_loudly(pair, monkeypatch, capsys):
 
 def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     engine = pair.engine(table.make_policy("eagle2", settings()), 2, 64)
-    engine.record_traces(SHAPE)
+    engine.record_traces(SHAPE, lookup=None)  # static trees need no recorded lookup branch
     log = StepLog()
     engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=16, ignore_eos=True), on_step=log)
     store = Store(tmp_path / "t.db")
@@ -180,6 +180,8 @@ def test_eagle2_best_is_the_replayed_argmax(pair, tmp_path):
     packed = ModelPair(pair.target, pair.draft, pair.tokenizer, target_id=f"{pair.target_id}@int4/int8", draft_id=pair.draft_id,
                        dtype="float32")  # a packed benchmark finds the traces collect recorded for the fp32 target
     assert methodkit.best_static_shapes(packed, settings(), [2], tmp_path / "t.db", max_traces=40) == best
+    # a profile whose buckets graft a lookup branch still races static trees without one
+    assert methodkit.best_static_shapes(pair, settings().with_lookup(4), [2], tmp_path / "t.db", 40) == best
     methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2-best")]
     records = table.bench(pair, methods, settings(), best, PROMPTS[:2], [2], [0.0], 4, 64)
     shape = best[2]  # the table names the tree each static method ran

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -121,7 +121,7 @@ def best_static_shapes(pair: ModelPair, settings: PolicySettings, batch_sizes: l
         grid = [TreeShape(k, h, m) for k, h, m in itertools.product(
             BEST_GRID["top_k"], BEST_GRID["max_depth"], BEST_GRID["num_verify_tokens"])
             if k <= top_k and h <= depth and m <= 1 + k * h]
-        single = PolicySettings(buckets=(bucket,), costs=settings.costs)
+        single = PolicySettings(buckets=(replace(bucket, lookup_depth=0),), costs=settings.costs)  # a static tree
         rates = {shape: replay_settings(traces, single.with_shape(shape), "eagle2").tokens_per_s
                  for shape in tqdm(grid, desc=f"eagle2-best grid, batch {batch_size}", leave=False)}
         chosen[batch_size] = max(rates, key=rates.get)
