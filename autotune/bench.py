@@ -63,8 +63,7 @@ def run_bench(pair: ModelPair, store: Store, setup: Setup, config: BenchConfig, 
     costs = measured_costs(store, setup).costs
     space = config.grid.space()
     in_bucket = [s for s in store.traces(pair.target_id, pair.draft_id)
-                 if s.trace.top_k >= space.top_k and s.trace.draft_depth >= space.max_depth
-                 and config.min_batch_size <= s.batch_size <= config.bucket]
+                 if space.covered_by(s.trace) and config.min_batch_size <= s.batch_size <= config.bucket]
     if not in_bucket:
         raise AutotuneError(f"--batch-sizes: no stored traces with batch size in [{config.min_batch_size}, "
                             f"{config.bucket}] covering top_k {space.top_k} / depth {space.max_depth}; run collect "

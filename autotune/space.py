@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import optuna
 
-from sglang_cast.cast import BucketSettings, ContextLookup, Thresholds, TreeShape
+from sglang_cast.cast import BucketSettings, ContextLookup, Thresholds, TraceIteration, TreeShape
 from sglang_cast.cast.settings import MAX_LOOKUP_DEPTH
 
 from .errors import AutotuneError
@@ -43,6 +43,12 @@ class SearchSpace:
         if not 0 <= self.lookup_depth <= MAX_LOOKUP_DEPTH:
             raise AutotuneError(f"--max-lookup-depth: expected an integer in [0, {MAX_LOOKUP_DEPTH}], "
                                 f"got {self.lookup_depth}")
+
+    def covered_by(self, trace: TraceIteration) -> bool:
+        """Can every tree of this space replay from ``trace``: its drafted expansion as
+        wide and deep, its recorded lookup branch as long?"""
+        return (trace.top_k >= self.top_k and trace.draft_depth >= self.max_depth
+                and trace.lookup_depth >= self.lookup_depth)
 
     def suggest(self, trial: optuna.Trial, max_batch_size: int) -> BucketSettings:
         return BucketSettings(

@@ -194,8 +194,7 @@ def usable_traces(store: Store, reference_id: str, draft_id: str,
         raise AutotuneError(f"no traces in {store.path} for {reference_id} + {draft_id}; "
                             "run `cast-autotune collect` first")
     space = config.space
-    usable = [s for s in stored if s.trace.top_k >= space.top_k and s.trace.draft_depth >= space.max_depth
-              and s.trace.lookup_depth >= space.lookup_depth]
+    usable = [s for s in stored if space.covered_by(s.trace)]
     if not usable:
         recorded = sorted({(s.trace.top_k, s.trace.draft_depth, s.trace.lookup_depth) for s in stored})
         raise AutotuneError(f"--top-k/--max-depth/--max-lookup-depth: no stored trace covers the space (top_k <= "

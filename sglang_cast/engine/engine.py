@@ -106,7 +106,7 @@ class Engine:
             raise ValueError("trace recording needs a draft head (the policy is vanilla)")
         settings = self.policy.settings if shape is None else self.policy.settings.with_shape(shape)
         graft = lookup.depth if lookup is not None else 0
-        deepest = max(bucket.lookup_depth for bucket in self.policy.settings.buckets)
+        deepest = max(bucket.lookup_depth for bucket in settings.buckets)
         if deepest > graft:
             raise ValueError(f"the policy's buckets graft up to {deepest} lookup tokens but the recording's branch "
                              f"has {graft}; record with a lookup of depth >= {deepest}")

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.cast import (BucketSettings, ContextLookup, CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds, TraceIteration,
-                              TreeShape, grow_tree, make_policy, replay, replay_iteration, select_verified,
-                              verify_greedy)
+from sglang_cast.cast import (BucketSettings, ContextLookup, CostModel, CostTable, PolicySettings, RecordingExpander,
+                              Thresholds, TraceIteration, TreeShape, grow_tree, make_policy, replay, replay_iteration,
+                              select_verified, verify_greedy)
 from support.synthetic import PathModel
 
 SHAPE = TreeShape(top_k=4, max_depth=5, num_verify_tokens=16)
