@@ -41,7 +41,7 @@ from .errors import AutotuneError
 from .grid import ProfileGrid
 from .models import ModelPair
 from .costs import measured_costs
-from .overhead import PROFILE, NativeStepTimer, StepDesign, run_step_profile
+from .overhead import NativeStepTimer, StepDesign, run_step_profile
 from .profiler import run_profile
 from .prompts import PromptSet
 from .store import Setup, Store
@@ -170,7 +170,7 @@ class Daemon:
             log(f"profile {fmt}: {report.measured} points measured, {report.skipped} already stored")
             if self.stop.is_set():
                 return None
-            self._profile_overhead(fmt, pair, setup, reprofile)
+            self._profile_overhead(fmt, pair, setup)
             if self.stop.is_set():
                 return None
         prefix = f"{self.config.tune.label}-daemon-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
@@ -184,14 +184,16 @@ class Daemon:
             log(f"published {outcome.published.path} version {outcome.published.version}")
         return outcome
 
-    def _profile_overhead(self, fmt: str, pair: ModelPair, setup: Setup, reprofile: bool) -> None:
-        """Time the whole-step design (missing runs only; every run again after a drift,
-        whose stale steps are dropped first so the fit describes the machine as it is now)."""
+    def _profile_overhead(self, fmt: str, pair: ModelPair, setup: Setup) -> None:
+        """Time the whole-step design (missing runs only; every run again once the
+        forward tables changed under the stored steps, as after a drift's re-profile,
+        those steps dropped first so the fit describes the machine as it is now)."""
         if self.config.overhead_steps == 0:
             return
-        if reprofile:
-            dropped = self.store.drop_steps(setup, PROFILE)
-            log(f"host overhead {fmt}: {dropped} stored steps dropped to re-time them")
+        dropped = self.store.drop_steps_older_than_forwards(setup)
+        if dropped:
+            log(f"host overhead {fmt}: {sum(dropped.values())} stored steps dropped to re-time them "
+                f"({', '.join(f'{n} {source}' for source, n in sorted(dropped.items()))}; the forward tables changed)")
         design = StepDesign.for_grid(self.config.grid, self.config.overhead_warmup, self.config.overhead_steps)
         forwards = measured_costs(self.store, setup, overhead=False).costs
         report = run_step_profile(NativeStepTimer(pair, forwards), self.store, setup, self.config.grid, design,

@@ -1,11 +1,14 @@
 """Which forwards ``profile`` times: batch sizes × context buckets × ``n``.
 
 Timing every ``n = 1..N`` for every batch size and bucket is the slow part of
-profiling (a CPU forward over 64 tokens at batch 8 takes about a second), and the
-cost curves are smooth between a handful of points.  So by default ``n`` is timed
-on a roughly geometric subset (always including 1 and ``N``) and the rows are
-filled in with ``interpolate_row`` when the cost tables are built; the database
-keeps only what was measured.
+profiling (a CPU forward over 64 tokens at batch 8 takes about a second).  Above
+16 the cost curves are smooth between a handful of points; below it they are
+staircases (the CPU's packed int4 kernel dequantises its weights once per block of
+4 rows, so 5 rows cost nearly what 8 do: docs/results/2026-11-29_verify_width_amx.md),
+and interpolating across a step under-charges the trees small batches verify.  So
+by default every ``n`` up to 16 is timed, then a geometric subset (always
+including ``N``); rows are filled in with ``interpolate_row`` when the cost tables
+are built, and the database keeps only what was measured.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ROLES = ("target", "draft")
-# Roughly geometric: dense where small trees live, sparse where curves are near-linear.
-AUTO_N = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+# Every n where small trees live (kernels step in blocks of rows there), then
+# roughly geometric where the curves are near-linear.
+AUTO_N = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
 
 
 def n_points(max_n: int, mode: str | tuple[int, ...]) -> tuple[int, ...]:

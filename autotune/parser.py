@@ -191,8 +191,9 @@ def add_grid(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-max-n", type=int_in(2, 4096), default=defaults.draft_max_n,
                         help="largest n for the draft (widest layer = top-k; catch-up = depth + 1)")
     parser.add_argument("--n-points", type=n_points_mode, default=defaults.n_mode,
-                        help=f"which n to time: 'auto' ({','.join(map(str, AUTO_N))} up to N, plus N), 'all' "
-                             "(1..N), or a list; other n are interpolated linearly")
+                        help=f"which n to time: 'auto' (every n up to 16, where kernels step in blocks of rows, "
+                             f"then {','.join(str(n) for n in AUTO_N if n > 16)} up to N, plus N), 'all' (1..N), "
+                             "or a list; other n are interpolated linearly")
     parser.add_argument("--warmup", type=int_in(0, 100), default=defaults.warmup,
                         help="untimed rounds per row (a row = one role, B and c; a round times each of its n once)")
     parser.add_argument("--repeats", type=int_in(1, 1000), default=defaults.repeats,

@@ -252,6 +252,16 @@ def measured_curves(store: Store, setup: Setup) -> str:
     return "\n".join(lines)
 
 
+def stale_steps_dropped(dropped: dict[str, int]) -> str:
+    """``profile``: the stored steps dropped because the forward tables changed under them."""
+    if not dropped:
+        return "host overhead: no stored steps predate the forward tables"
+    counts = ", ".join(f"{count} {source}" for source, count in sorted(dropped.items()))
+    return (f"host overhead: dropped {counts} steps stored before the forward tables last changed (their "
+            "residuals were charged against the old tables); the design's runs are timed again, and the "
+            "next `tune`'s live gate adds its steps anew")
+
+
 def steps_timed(report: StepProfileReport, design: StepDesign) -> str:
     """``profile``: the whole steps the host-overhead step design timed."""
     lines = [f"host overhead: {report.runs} runs of whole steps timed ({report.steps} steps: plain decoding and "

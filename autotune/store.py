@@ -371,13 +371,21 @@ class Store:
         with self.session() as session:
             return list(session.scalars(select(StepRecord).where(*conditions).order_by(StepRecord.id)).all())
 
-    def drop_steps(self, setup: Setup, source: str) -> int:
-        """Delete ``setup``'s stored steps of ``source`` (a re-profile after live drift
-        re-times them); returns how many were deleted."""
+    def drop_steps_older_than_forwards(self, setup: Setup) -> dict[str, int]:
+        """Delete ``setup``'s steps stored before its newest forward measurement, per
+        source.  A step keeps what the forward tables of its day charged for it
+        (``forward_ms``) and its residual is the host work fitted from it, so once a
+        point of those tables is added or re-measured the residual describes other
+        tables."""
         with self.session() as session:
-            result = session.execute(delete(StepRecord).where(*self.setup_conditions(setup, StepRecord),
-                                                              StepRecord.source == source))
-        return int(result.rowcount)
+            newest = session.scalar(select(func.max(Measurement.created)).where(*self.setup_conditions(setup)))
+            if newest is None:
+                return {}
+            stale = (*self.setup_conditions(setup, StepRecord), StepRecord.created < newest)
+            counts = dict(session.execute(select(StepRecord.source, func.count()).where(*stale)
+                                          .group_by(StepRecord.source)).all())
+            session.execute(delete(StepRecord).where(*stale))
+        return {str(source): int(count) for source, count in counts.items()}
 
     def step_cells(self, setup: Setup, source: str) -> set[tuple[int, str]]:
         """``(batch size, shape)`` runs already stored for ``setup`` (what a resumed ``profile`` skips)."""

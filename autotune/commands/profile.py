@@ -128,7 +128,9 @@ def measure_overhead(options: ProfileOptions, store: Store, setup: Setup, grid: 
                      timer: StepTimer) -> None:
     """Time whole engine steps of the step ``design`` (autotune/overhead.py) at every
     profiled batch size with ``timer``, resumable per run, and print the fitted
-    overhead table."""
+    overhead table.  Steps charged against forward tables this run changed are
+    dropped first, and their runs timed again."""
+    print(report.stale_steps_dropped(store.drop_steps_older_than_forwards(setup)))
     result = run_step_profile(timer, store, setup, grid, design, load_prompts(options.dataset),
                               progress=not options.quiet)
     print(report.steps_timed(result, design))

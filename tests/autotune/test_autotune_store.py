@@ -165,6 +165,24 @@ def test_step_samples_survive_a_reopen_and_stay_with_their_setup(tmp_path):
     assert reopened.step_cells(SETUP, "live") == set() and len(reopened.step_records(other, "live")) == 1
 
 
+def test_steps_charged_against_replaced_forward_tables_are_dropped(tmp_path):
+    from autotune.store import TimedStep
+
+    store = Store(tmp_path / "a.db")
+    store.add_measurement(SETUP, "target", 1, 256, 1, Timing(2.0, 2.0, 2.0, 1), 0.1)
+    old = [TimedStep(1, 100, 1, 2, 2, 12.5, 9.0)]
+    store.add_steps(SETUP, "profile", "k2-d1-m3", old, 0.5)
+    store.add_steps(SETUP, "live", "plain", old * 3, 0.5)
+    other = Setup.current("other-device", "tiny-target", "tiny-draft", "float32")
+    store.add_steps(other, "live", "plain", old, 0.0)
+    assert store.drop_steps_older_than_forwards(SETUP) == {}  # the tables have not changed since
+    store.add_measurement(SETUP, "target", 1, 256, 5, Timing(4.0, 4.0, 4.0, 1), 0.1)  # a point added
+    store.add_steps(SETUP, "profile", "plain", old, 0.5)  # timed against the new tables
+    assert store.drop_steps_older_than_forwards(SETUP) == {"profile": 1, "live": 3}
+    assert [r.shape for r in store.step_records(SETUP)] == ["plain"]
+    assert len(store.step_records(other)) == 1 and store.drop_steps_older_than_forwards(SETUP) == {}
+
+
 def test_a_database_from_before_the_step_table_migrates_on_open(tmp_path):
     from autotune.store import TimedStep
 
