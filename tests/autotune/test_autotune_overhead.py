@@ -172,3 +172,26 @@ def test_a_run_that_stalls_every_time_is_stored_once_at_its_steadiest_and_report
     quiet = run_step_profile(PlantedTimer([[25.0, 26.0]]), Store(tmp_path / "b.db"), SETUP, grid, StepDesign(()),
                              load_prompts().head(1), progress=False)
     assert quiet.stalls() == ""
+
+
+def test_profile_times_the_design_again_once_the_forward_tables_changed(tmp_path, capsys):
+    """`profile` drops steps charged against forwards it has since re-measured, so their
+    runs are timed again instead of skipped (autotune/commands/profile.py)."""
+    from types import SimpleNamespace
+
+    from autotune.commands.profile import measure_overhead
+    from sglang_cast.engine.timing import Timing
+
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    design = StepDesign((TreeShape(1, 2, 3),), warmup=1, steps=2)
+    options = SimpleNamespace(dataset=None, quiet=True)
+    timer = NativeStepTimer(pair, measured_costs(store, SETUP, overhead=False).costs)
+    measure_overhead(options, store, SETUP, GRID, design, timer)
+    assert "0 runs already stored" in capsys.readouterr().out
+    measure_overhead(options, store, SETUP, GRID, design, timer)
+    assert f"{2 * len(GRID.batch_sizes)} runs already stored" in capsys.readouterr().out
+    store.add_measurement(SETUP, "target", 1, GRID.ctx_bucket, 1, Timing(2.0, 2.0, 2.0, 1), 0.1)  # re-measured
+    measure_overhead(options, store, SETUP, GRID, design, timer)
+    out = capsys.readouterr().out
+    assert f"dropped {2 * 2 * len(GRID.batch_sizes)} profile steps stored before the forward tables" in out
+    assert "0 runs already stored" in out and len(store.step_records(SETUP, PROFILE)) == 2 * 2 * len(GRID.batch_sizes)
