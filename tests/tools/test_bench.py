@@ -122,6 +122,15 @@ def test_bench_measures_every_method_and_checks_greedy_outputs(pair):
         # The cost model's charge for the iterations that ran, beside what they took.
         assert record.step_ms > 0 and record.charged_step_ms > 0
         assert (record.charged_step_ms > vanilla.charged_step_ms) is (record.method != "vanilla")  # trees cost more
+        # The same, per verify width: the widths' iterations and means add up to the whole's.
+        widths = {int(w): cell for w, cell in record.by_width.items()}
+        assert sum(c["iterations"] for c in widths.values()) == record.iterations
+        assert sum(c["iterations"] * c["charged_ms"] for c in widths.values()) == pytest.approx(
+            record.iterations * record.charged_step_ms)
+        if record.batch_size == 1:  # one sequence per iteration: the per-sequence mean is the iterations'
+            assert sum(c["iterations"] * (w - 1) for w, c in widths.items()) == pytest.approx(
+                record.iterations * record.mean_verified_tokens)
+        assert (set(widths) == {1}) is (record.method == "vanilla")
     eagle2 = next(r for r in records if r.method == "eagle2")
     assert eagle2.shape == {"top_k": 10, "max_depth": 6, "num_verify_tokens": 60}
     assert eagle2.mean_verified_tokens == pytest.approx(59, abs=1)  # EAGLE-2's budget on a deep tree

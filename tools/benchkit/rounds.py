@@ -161,4 +161,18 @@ def summarise(done: Round) -> dict:
         # checked live in the same run: their ratio is the cost model's error here).
         "step_ms": statistics.fmean(r.step_ms for r in history) if history else 0.0,
         "charged_step_ms": statistics.fmean(done.charged_ms) if done.charged_ms else None,
+        "by_width": by_width(done) if done.charged_ms else None,
     }
+
+
+def by_width(done: Round) -> dict[str, dict]:
+    """Per verify width (tokens per sequence, root included): iterations, and the mean
+    step measured against the mean step charged.  The cost of a verify steps with its
+    width (the CPU's int4 kernel every 4 rows), so a mean width hides which widths the
+    cost model gets wrong."""
+    steps: dict[int, list[tuple[float, float]]] = {}
+    for record, charged in zip(done.history, done.charged_ms):
+        steps.setdefault(record.verified + 1, []).append((record.step_ms, charged))
+    return {str(width): {"iterations": len(pairs), "step_ms": statistics.fmean(s for s, _ in pairs),
+                         "charged_ms": statistics.fmean(c for _, c in pairs)}
+            for width, pairs in sorted(steps.items())}

@@ -45,6 +45,8 @@ class Record:
     shape: dict | None  # the static tree of eagle2 / eagle2-best / @eagle2 runs
     step_ms: float | None = None  # per iteration: the whole step measured (None for the llama.cpp anchor)
     charged_step_ms: float | None = None  # per iteration: what the profile's cost model charged for it
+    # per verify width (tokens per sequence, root included): iterations, mean step measured and charged
+    by_width: dict[str, dict] | None = None
     rounds: int = 0
     tokens_per_s_rounds: list[float] | None = None  # every timed round, in the order run
     tokens_per_s_min: float | None = None
