@@ -43,6 +43,7 @@ from .models import ModelPair
 from .costs import measured_costs
 from .overhead import NativeStepTimer, StepDesign, run_step_profile
 from .profiler import run_profile
+from .report import step_counts
 from .prompts import PromptSet
 from .store import Setup, Store
 from .workflow import TuneConfig, TuneOutcome, tune_and_publish
@@ -193,7 +194,7 @@ class Daemon:
         dropped = self.store.drop_steps_older_than_forwards(setup)
         if dropped:
             log(f"host overhead {fmt}: {sum(dropped.values())} stored steps dropped to re-time them "
-                f"({', '.join(f'{n} {source}' for source, n in sorted(dropped.items()))}; the forward tables changed)")
+                f"({step_counts(dropped)}; the forward tables changed)")
         design = StepDesign.for_grid(self.config.grid, self.config.overhead_warmup, self.config.overhead_steps)
         forwards = measured_costs(self.store, setup, overhead=False).costs
         report = run_step_profile(NativeStepTimer(pair, forwards), self.store, setup, self.config.grid, design,

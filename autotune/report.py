@@ -252,12 +252,16 @@ def measured_curves(store: Store, setup: Setup) -> str:
     return "\n".join(lines)
 
 
+def step_counts(dropped: dict[str, int]) -> str:
+    """Stored steps per source, as ``Store.drop_steps_older_than_forwards`` returns them."""
+    return ", ".join(f"{count} {source}" for source, count in sorted(dropped.items()))
+
+
 def stale_steps_dropped(dropped: dict[str, int]) -> str:
     """``profile``: the stored steps dropped because the forward tables changed under them."""
     if not dropped:
         return "host overhead: no stored steps predate the forward tables"
-    counts = ", ".join(f"{count} {source}" for source, count in sorted(dropped.items()))
-    return (f"host overhead: dropped {counts} steps stored before the forward tables last changed (their "
+    return (f"host overhead: dropped {step_counts(dropped)} steps stored before the forward tables last changed (their "
             "residuals were charged against the old tables); the design's runs are timed again, and the "
             "next `tune`'s live gate adds its steps anew")
 
