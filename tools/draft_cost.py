@@ -30,7 +30,7 @@ from sglang_cast.engine.runner import feature_width  # noqa: E402
 from sglang_cast.engine.timing import ForwardTimer, time_calls  # noqa: E402
 from sglang_cast.hardware import cpu_name, isa_class  # noqa: E402
 from sglang_cast.models import KVCache, load_draft, load_target  # noqa: E402
-from sglang_cast.models.weights import Format  # noqa: E402
+from sglang_cast.models.weights import DraftFormat, Format  # noqa: E402
 from sglang_cast.training.config import DEFAULT_OUTPUT  # noqa: E402
 from sglang_cast.flags import OneLineParser, int_at_least, int_list  # noqa: E402
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     target_timer = ForwardTimer(lambda *a: target.logits(target(*a).hidden), target_cache, config.vocab_size)
     timers = {"target": lambda rows: target_timer.time_once(1, MEASURE_CONTEXT, 1)}
     for fmt in args.formats:
-        draft = load_draft(args.draft_path, target, "cpu", torch.float32, Format(fmt))
+        draft = load_draft(args.draft_path, target, "cpu", torch.float32, DraftFormat(Format(fmt)))
         for part, timer in part_timers(draft, target, config, max(args.rows)).items():
             timers[f"{fmt}:{part}"] = timer
     costs = measure_costs(lambda key, rows: timers[key](rows), list(timers), args.rows, rounds=args.rounds,

@@ -35,7 +35,7 @@ import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
-from ..models.weights import Format, WeightFormat
+from ..models.weights import DraftFormat, WeightFormat
 from .timing import round_robin_medians
 
 AUTO = "auto"
@@ -169,8 +169,8 @@ def draft_timer(model_path: str | None, draft_path, dtype: torch.dtype, target_f
     from .table_calibration import role_timer
 
     target, _, _ = load_target(model_path, "cpu", dtype, target_format)
-    timers = {fmt: role_timer(target, load_draft(draft_path, target, "cpu", dtype, Format(fmt)), "draft", 1, capacity,
-                              None)
+    timers = {fmt: role_timer(target, load_draft(draft_path, target, "cpu", dtype, DraftFormat.parse(fmt)), "draft", 1,
+                              capacity, None)
               for fmt in candidates}
     return lambda fmt, m: timers[fmt].time_once(1, MEASURE_CONTEXT, m)
 
@@ -208,7 +208,7 @@ def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Se
         timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), DRAFT_CANDIDATES,
                                           MEASURE_CONTEXT + max(draft_rows))
         draft_costs = measure_costs(timer, DRAFT_CANDIDATES, draft_rows)
-        chosen = replace(chosen, draft=Format(cheapest(draft_costs)))
+        chosen = replace(chosen, draft=DraftFormat.parse(cheapest(draft_costs)))
     choice = FormatChoice(str(chosen), "measured", costs, draft_costs)
     log.info("%s; chosen in %.1f s (no measured profile records a format)", choice.describe(),
              time.monotonic() - began)

@@ -22,12 +22,13 @@ from .numerics import (
     judge_paths,
     kernel_paths,
 )
-from .weights import Format, WeightFormat
+from .weights import DraftFormat, Format, WeightFormat
 
 __all__ = [
     "SUPPORTED_ARCHITECTURES",
     "AttentionBatch",
     "DraftConfig",
+    "DraftFormat",
     "DraftModel",
     "DraftOutput",
     "Divergence",

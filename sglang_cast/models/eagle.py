@@ -35,7 +35,7 @@ from .llama import (
     rope_cos_sin,
 )
 from .loader import check_state_dict, read_json
-from .weights import Format, apply_draft_format
+from .weights import DraftFormat, apply_draft_format
 
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 Layout = Literal["eagle", "eagle3"]
@@ -379,7 +379,7 @@ def _draft_config(
 
 def load_draft(
     path: str | Path, target: LlamaModel, device: torch.device | str, dtype: torch.dtype,
-    weight_format: Format = Format.FP32,
+    weight_format: DraftFormat = DraftFormat(),
 ) -> DraftModel:
     """Load a public-layout EAGLE or EAGLE-3 checkpoint directory for ``target``, its
     linears in ``weight_format`` (``WeightFormat.draft``; CPU formats, models/weights.py).

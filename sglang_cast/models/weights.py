@@ -69,6 +69,76 @@ _DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]
 
 
 @dataclass(frozen=True)
+class DenseSwitch:
+    """Where a packed part hands a forward to its dense weight: from ``rows`` rows on
+    (0: never), kept in ``keep`` (fp32: the model's own weight, shared; bf16: a copy).
+    Spelled ``":dense<rows>[:bf16]"`` after the part it belongs to (module docstring)."""
+
+    rows: int = 0
+    keep: Format = Format.FP32
+
+    @classmethod
+    def split(cls, spec: object, part: str) -> tuple[str, DenseSwitch]:
+        """``"int4/int8:dense32:bf16"`` -> ``("int4/int8", DenseSwitch(32, BF16))``; without
+        ``":bf16"`` the dense side is fp32; no suffix -> ``(part, DenseSwitch())``.  ``spec``
+        is the whole spec, for the error message."""
+        part, tag, suffix = part.partition(_DENSE_TAG)
+        if not tag:
+            return part, cls()
+        rows, colon, dense = suffix.partition(":")
+        if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
+            raise ValueError(f"weight_format: {spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
+                             f"[1, {MAX_DENSE_FROM}], got {rows!r}")
+        if colon and dense not in _DENSE_FORMATS:
+            raise ValueError(f"weight_format: {spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
+                             f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
+        return part, cls(int(rows), Format(dense) if colon else Format.FP32)
+
+    def spelled(self) -> str:
+        """The suffix that says this switch (``""`` for none)."""
+        if not self.rows:
+            return ""
+        return f"{_DENSE_TAG}{self.rows}" + ("" if self.keep == Format.FP32 else f":{self.keep.value}")
+
+    def wrap(self, packed: PackedLinear, weight: Tensor) -> PackedLinear | DenseFromRows:
+        """``packed`` itself when this never switches, else wrapped to switch to ``weight``
+        (fp32: the model's own, shared; bf16: a copy) from `rows` rows on."""
+        if not self.rows:
+            return packed
+        bias = packed.bias_fp
+        large = SharedLinear(weight, bias) if self.keep == Format.FP32 else Bf16Linear(weight, bias)
+        return DenseFromRows(packed, large, self.rows)
+
+
+@dataclass(frozen=True)
+class DraftFormat:
+    """The draft head's linears' format and their own dense switch (spec
+    ``"int8:dense8:bf16"``): a draft forward's rows are its batch times its frontier, and
+    a packed kernel's crossover with a dense GEMM is the draft's own, not the target's
+    (2-core AMX Xeon: the int8 head took 0.95x a bf16 one's time at 8 rows, 0.63x at 16
+    and 0.25x at a 200-token prompt; docs/precision.md)."""
+
+    linears: Format = Format.FP32
+    dense: DenseSwitch = DenseSwitch()
+
+    @classmethod
+    def parse(cls, spec: object, part: str | None = None) -> DraftFormat:
+        """The draft part ``part`` of ``spec`` (the whole of ``spec`` when ``part`` is None)."""
+        part, dense = DenseSwitch.split(spec, str(spec) if part is None else part)
+        part = part.strip()
+        if part not in {f.value for f in Format}:
+            raise ValueError(f"weight_format: {spec!r}: the draft part must be one of "
+                             f"{', '.join(f.value for f in Format)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
+                             f"got {part!r}")
+        if dense.rows and part in _DENSE_FORMATS:
+            raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed draft part to switch from")
+        return cls(Format(part), dense)
+
+    def __str__(self) -> str:
+        return self.linears.value + self.dense.spelled()
+
+
+@dataclass(frozen=True)
 class WeightFormat:
     """The format of the target's decoder linears, of its LM head and of the draft head's linears.
 
@@ -78,38 +148,36 @@ class WeightFormat:
     and its own reduced-vocab LM head for EAGLE-3) runs every layer of every tree, so its
     format is part of the pair's: ``"int4/int8+int8"`` is int4 target linears, an int8
     target LM head and an int8 draft head; without ``+`` the draft stays dense.
-    ``dense_from`` > 0 (spec ``":dense<N>"`` after the target part) runs the target's packed
-    parts on their dense weights from that many rows on (module docstring); 0 never.
-    ``dense`` is the format those dense weights are kept in (``":dense<N>:bf16"``): fp32
-    (the model's dtype) or bf16.
+    ``dense`` (spec ``":dense<N>[:bf16]"`` after the target part) runs the target's packed
+    parts on their dense weights from that many rows on (module docstring); the draft
+    part takes its own (``"+int8:dense8:bf16"``, `DraftFormat`).
     """
 
     linears: Format = Format.FP32
     lm_head: Format = Format.FP32
-    draft: Format = Format.FP32
-    dense_from: int = 0
-    dense: Format = Format.FP32
+    draft: DraftFormat = DraftFormat()
+    dense: DenseSwitch = DenseSwitch()
 
     @classmethod
     def parse(cls, spec: str | WeightFormat) -> WeightFormat:
         """``"int4"`` (both the same), ``"int4/bf16"`` (linears / LM head), either
         optionally with ``":dense<N>"`` or ``":dense<N>:bf16"`` (``"int4/int8:dense32"``) and
-        then with ``"+<draft>"`` (``"int4/int8+int8"``, ``"int4/int8:dense32+int8"``)."""
+        then with ``"+<draft>"`` (``"int4/int8+int8"``, ``"int4/int8:dense32+int8:dense8:bf16"``)."""
         if isinstance(spec, WeightFormat):
             return spec
         target, plus, draft = str(spec).partition("+")
-        target, dense_from, dense = _split_dense_from(spec, target)
+        target, dense = DenseSwitch.split(spec, target)
         parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
-        drafts = [draft.strip()] if plus else []
         accepted = ", ".join(f.value for f in Format)
-        if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts + drafts):
+        if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts):
             raise ValueError(
                 f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
-                f"followed by '{_DENSE_TAG}<N>[:bf16]' and then by '+<draft>', with each one of {accepted}"
+                f"followed by '{_DENSE_TAG}<N>[:bf16]' and then by '+<draft>[{_DENSE_TAG}<N>[:bf16]]', "
+                f"with each one of {accepted}"
             )
-        draft_format = Format(drafts[0]) if drafts else Format.FP32
-        fmt = cls(Format(parts[0]), Format(parts[-1]), draft_format, dense_from, dense)
-        if dense_from and fmt.linears == fmt.lm_head == Format.FP32:
+        fmt = cls(Format(parts[0]), Format(parts[-1]), DraftFormat.parse(spec, draft) if plus else DraftFormat(),
+                  dense)
+        if dense.rows and fmt.linears == fmt.lm_head == Format.FP32:
             raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed target part to switch from")
         return fmt
 
@@ -120,26 +188,8 @@ class WeightFormat:
         """This format's spec with its target parts named ``linears`` and ``lm_head``
         (the canonical spec for their format values; `format_choice.running_format`
         names dense parts by the model's dtype instead)."""
-        target = linears if linears == lm_head else f"{linears}/{lm_head}"
-        if self.dense_from:
-            target += f"{_DENSE_TAG}{self.dense_from}" + ("" if self.dense == Format.FP32 else f":{self.dense.value}")
-        return target if self.draft == Format.FP32 else f"{target}+{self.draft.value}"
-
-
-def _split_dense_from(spec: object, target: str) -> tuple[str, int, Format]:
-    """``"int4/int8:dense32:bf16"`` -> ``("int4/int8", 32, BF16)``; without ``":bf16"`` the
-    dense side is FP32; no suffix -> ``(target, 0, FP32)``."""
-    target, tag, suffix = target.partition(_DENSE_TAG)
-    if not tag:
-        return target, 0, Format.FP32
-    rows, colon, dense = suffix.partition(":")
-    if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
-        raise ValueError(f"weight_format: {spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
-                         f"[1, {MAX_DENSE_FROM}], got {rows!r}")
-    if colon and dense not in _DENSE_FORMATS:
-        raise ValueError(f"weight_format: {spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
-                         f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
-    return target, int(rows), Format(dense) if colon else Format.FP32
+        target = (linears if linears == lm_head else f"{linears}/{lm_head}") + self.dense.spelled()
+        return target if self.draft == DraftFormat() else f"{target}+{self.draft}"
 
 
 @dataclass(frozen=True)
@@ -306,16 +356,6 @@ class DenseFromRows(nn.Module):
         return f"dense_from={self.dense_from}"
 
 
-def with_dense_from(packed: PackedLinear, weight: Tensor, fmt: WeightFormat) -> PackedLinear | DenseFromRows:
-    """``packed`` itself when ``fmt`` never switches (``dense_from`` 0), else wrapped to
-    switch to ``weight`` as ``fmt.dense`` says: fp32, the model's own; bf16, a copy."""
-    if fmt.dense_from == 0:
-        return packed
-    bias = packed.bias_fp
-    large = SharedLinear(weight, bias) if fmt.dense == Format.FP32 else Bf16Linear(weight, bias)
-    return DenseFromRows(packed, large, fmt.dense_from)
-
-
 def pack_linear(
     fmt: Format, weight: Tensor, bias: Tensor | None, exact_int4: Int4Groups | None = None
 ) -> PackedLinear:
@@ -340,32 +380,33 @@ def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, I
 
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
     to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
-    The dense fp32 weights of swapped linears are released unless ``fmt.dense_from`` keeps
-    them (or their bf16 copy, ``fmt.dense``) for large forwards; the embedding stays, since
+    The dense fp32 weights of swapped linears are released unless ``fmt.dense`` keeps
+    them (or their bf16 copy) for large forwards; the embedding stays, since
     the lookup reads it even when the (tied) LM head is packed.
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:
         def packed(name: str, linear: nn.Linear) -> nn.Module:
             kernel = pack_linear(fmt.linears, linear.weight, linear.bias, exact_int4.get(name))
-            return with_dense_from(kernel, linear.weight, fmt)
+            return fmt.dense.wrap(kernel, linear.weight)
 
         _swap_linears(model.layers, packed)
     if fmt.lm_head != Format.FP32:
         packed = pack_linear(fmt.lm_head, model.lm_head_weight, None)
-        model.packed_head = with_dense_from(packed, model.lm_head_weight, fmt)
+        model.packed_head = fmt.dense.wrap(packed, model.lm_head_weight)
     model.weight_format = fmt
     return model
 
 
-def apply_draft_format(draft: Model, fmt: Format) -> Model:
+def apply_draft_format(draft: Model, fmt: DraftFormat) -> Model:
     """Swap every ``nn.Linear`` of a draft head (its layer, ``fc``, an EAGLE-3 head's own
-    LM head) to ``fmt``, in place; returns ``draft``.  The target's modules it reads (the
-    shared embedding, an EAGLE-1/2 head's target LM head) are not its submodules and keep
-    the target's format.  ``fp32`` leaves it untouched."""
-    if fmt == Format.FP32:
+    LM head) to ``fmt`` (with its dense switch), in place; returns ``draft``.  The target's
+    modules it reads (the shared embedding, an EAGLE-1/2 head's target LM head) are not
+    its submodules and keep the target's format.  ``fp32`` leaves it untouched."""
+    if fmt.linears == Format.FP32:
         return draft
-    _swap_linears(draft, lambda name, linear: pack_linear(fmt, linear.weight, linear.bias))
+    _swap_linears(draft, lambda name, linear: fmt.dense.wrap(pack_linear(fmt.linears, linear.weight, linear.bias),
+                                                             linear.weight))
     return draft
 
 

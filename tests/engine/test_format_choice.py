@@ -332,7 +332,7 @@ def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path,
     from transformers import PreTrainedTokenizerFast
 
     import sglang_cast.models as models_module
-    from sglang_cast.models import DraftConfig, Eagle3Draft, ModelConfig, WeightFormat
+    from sglang_cast.models import DraftConfig, DraftFormat, Eagle3Draft, ModelConfig, WeightFormat
     from sglang_cast.models.eagle import save_draft
     from support.models import make_pair
 
@@ -346,7 +346,7 @@ def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path,
 
     def spy(what, load):
         def loading(*args):
-            loaded.append((what, getattr(args[-1], "value", args[-1])))
+            loaded.append((what, str(args[-1])))
             return load(*args)
         return loading
     monkeypatch.setattr(models_module, "load_target", spy("target", models_module.load_target))
@@ -361,4 +361,4 @@ def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path,
     timed = [ms for costs in (choice.costs_ms, choice.draft_costs_ms) for row in costs.values() for ms in row.values()]
     assert all(ms > 0 for ms in timed) and len(timed) == 2 * len(CANDIDATES) + 2 * len(DRAFT_CANDIDATES)
     expected = WeightFormat.parse(cheapest(choice.costs_ms))
-    assert choice.weight_format == str(replace(expected, draft=WeightFormat.parse(cheapest(choice.draft_costs_ms)).linears))
+    assert choice.weight_format == str(replace(expected, draft=DraftFormat.parse(cheapest(choice.draft_costs_ms))))

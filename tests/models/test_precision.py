@@ -16,6 +16,8 @@ from sglang_cast.models.weights import (
     GROUP_SIZE,
     Bf16Linear,
     DenseFromRows,
+    DenseSwitch,
+    DraftFormat,
     Format,
     Int4Groups,
     Int4Linear,
@@ -91,8 +93,8 @@ def test_weight_format_parse() -> None:
     assert WeightFormat.parse("int4") == WeightFormat(Format.INT4, Format.INT4)
     assert WeightFormat.parse("int4/bf16") == WeightFormat(Format.INT4, Format.BF16)
     assert str(WeightFormat.parse("int4/bf16")) == "int4/bf16"
-    assert WeightFormat.parse("int4/int8+int8") == WeightFormat(Format.INT4, Format.INT8, Format.INT8)
-    assert WeightFormat.parse("int4+bf16") == WeightFormat(Format.INT4, Format.INT4, Format.BF16)
+    assert WeightFormat.parse("int4/int8+int8") == WeightFormat(Format.INT4, Format.INT8, DraftFormat(Format.INT8))
+    assert WeightFormat.parse("int4+bf16") == WeightFormat(Format.INT4, Format.INT4, DraftFormat(Format.BF16))
     assert str(WeightFormat.parse("int4/int8+int8")) == "int4/int8+int8"
     assert str(WeightFormat.parse("int4/int8+fp32")) == "int4/int8"  # a dense draft is the default
     for bad in ("int3", "int4/bf16/fp32", "", "int4+", "+int8", "int4+int9", "int4/int8/int8+int8"):
@@ -102,21 +104,35 @@ def test_weight_format_parse() -> None:
 
 def test_weight_format_parse_dense_from() -> None:
     fmt = WeightFormat.parse("int4/int8:dense32+int8")
-    assert fmt == WeightFormat(Format.INT4, Format.INT8, Format.INT8, dense_from=32)
+    assert fmt == WeightFormat(Format.INT4, Format.INT8, DraftFormat(Format.INT8), DenseSwitch(32))
     assert str(fmt) == "int4/int8:dense32+int8" and str(WeightFormat.parse("int8:dense4")) == "int8:dense4"
-    assert WeightFormat.parse("int4/int8").dense_from == 0  # no suffix: never switches
+    assert WeightFormat.parse("int4/int8").dense.rows == 0  # no suffix: never switches
     for bad in ("int4:dense0", "int4:dense", "int4:densex", "int4:dense-3", "int4:dense9999999"):
         with pytest.raises(ValueError, match=r"weight_format.*integer in \[1, \d+\]"):
             WeightFormat.parse(bad)
     with pytest.raises(ValueError, match="weight_format.*needs a packed target part"):
         WeightFormat.parse("fp32:dense32+int8")
-    with pytest.raises(ValueError, match=r"weight_format.*':dense<N>\[:bf16\]'"):
-        WeightFormat.parse("int4+int8:dense32")  # the switch belongs to the target part
+
+
+def test_weight_format_parse_the_draft_parts_own_dense_switch() -> None:
+    fmt = WeightFormat.parse("int4/int8:dense16:bf16+int8:dense8:bf16")
+    assert fmt == WeightFormat(Format.INT4, Format.INT8, DraftFormat(Format.INT8, DenseSwitch(8, Format.BF16)),
+                               DenseSwitch(16, Format.BF16))
+    assert str(fmt) == "int4/int8:dense16:bf16+int8:dense8:bf16"
+    assert WeightFormat.parse("int4+int8:dense32") == WeightFormat(Format.INT4, Format.INT4,
+                                                                   DraftFormat(Format.INT8, DenseSwitch(32)))
+    assert WeightFormat.parse("int4:dense16+int8").draft.dense == DenseSwitch()  # not the target's switch
+    with pytest.raises(ValueError, match="weight_format.*needs a packed draft part"):
+        WeightFormat.parse("int4+bf16:dense8")
+    with pytest.raises(ValueError, match=r"weight_format.*integer in \[1, \d+\]"):
+        WeightFormat.parse("int4+int8:dense0")
+    with pytest.raises(ValueError, match="weight_format.*draft part must be one of"):
+        WeightFormat.parse("int4+int9:dense8")
 
 
 def test_weight_format_parse_a_bf16_dense_side() -> None:
     fmt = WeightFormat.parse("int4/int8:dense16:bf16+int8")
-    assert fmt == WeightFormat(Format.INT4, Format.INT8, Format.INT8, dense_from=16, dense=Format.BF16)
+    assert fmt == WeightFormat(Format.INT4, Format.INT8, DraftFormat(Format.INT8), DenseSwitch(16, Format.BF16))
     assert str(fmt) == "int4/int8:dense16:bf16+int8"
     assert str(WeightFormat.parse("int8:dense4:fp32")) == "int8:dense4"  # fp32 is the default side
     for bad in ("int4:dense16:int8", "int4:dense16:", "int4:dense16:bf16:bf16"):
@@ -135,7 +151,7 @@ def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, f
     _, target = make_pair("llama")
     save_draft(random_draft(kind, target), tmp_path)
     dense = load_draft(tmp_path, target, "cpu", torch.float32)
-    packed = load_draft(tmp_path, target, "cpu", torch.float32, fmt)
+    packed = load_draft(tmp_path, target, "cpu", torch.float32, DraftFormat(fmt))
     linears = [name for name, module in dense.named_modules() if type(module) is nn.Linear]
     assert "fc" in linears and (kind == "eagle" or "lm_head" in linears)
     assert all(type(packed.get_submodule(name)) is {Format.INT8: Int8Linear, Format.BF16: Bf16Linear}[fmt]
@@ -146,6 +162,26 @@ def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, f
     reference, out = draft_run(dense, *inputs), draft_run(packed, *inputs)
     error = (out.logits - reference.logits).abs().max() / reference.logits.abs().max()
     assert 0 < error < 0.05  # the format's rounding, nothing more
+
+
+def test_a_draft_heads_dense_switch_runs_large_forwards_as_the_bf16_head_does(tmp_path: Path) -> None:
+    """``+int8:dense8:bf16``: a draft forward of 8+ rows (2 sequences x 4 tokens) equals
+    the bf16 head's bit for bit, one of fewer rows the plain int8 head's: the switch is
+    the draft's own, by the rows of each draft forward."""
+    from sglang_cast.models import load_draft, save_draft
+    from support.models import draft_inputs, draft_run, random_draft
+
+    _, target = make_pair("llama")
+    save_draft(random_draft("eagle3", target), tmp_path)
+    heads = {spec: load_draft(tmp_path, target, "cpu", torch.float32, WeightFormat.parse(f"fp32+{spec}").draft)
+             for spec in ("int8", "bf16", "int8:dense8:bf16")}
+    switched = heads["int8:dense8:bf16"]
+    assert {type(m.large) for m in switched.modules() if isinstance(m, DenseFromRows)} == {Bf16Linear}
+    for n, same, other in ((4, "bf16", "int8"), (3, "int8", "bf16")):
+        inputs = draft_inputs(switched, target, n=n)
+        out = draft_run(switched, *inputs).logits
+        assert torch.equal(out, draft_run(heads[same], *inputs).logits), n
+        assert not torch.equal(out, draft_run(heads[other], *inputs).logits), n
 
 
 def _logits(model: LlamaModel, tokens: torch.Tensor) -> torch.Tensor:
