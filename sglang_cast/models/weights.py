@@ -115,8 +115,8 @@ class DraftFormat:
     """The draft head's linears' format and their own dense switch (spec
     ``"int8:dense8:bf16"``): a draft forward's rows are its batch times its frontier, and
     a packed kernel's crossover with a dense GEMM is the draft's own, not the target's
-    (2-core AMX Xeon: the int8 head took 0.95x a bf16 one's time at 8 rows, 0.63x at 16
-    and 0.25x at a 200-token prompt; docs/precision.md)."""
+    (2-core AMX Xeon: a bf16 head took 0.95-1.27x the int8 head's time at 8 rows, 0.63-0.68x
+    at 16 and 0.23x at a 200-token prompt; docs/precision.md)."""
 
     linears: Format = Format.FP32
     dense: DenseSwitch = DenseSwitch()
