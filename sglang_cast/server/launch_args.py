@@ -119,9 +119,10 @@ def build_parser() -> OneLineParser:
                             "fp32, bf16, int8, int4, or '<linears>/<lm_head>' such as int4/int8, either optionally with "
                             "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32; "
                             "':dense<N>:bf16' keeps them as a bf16 copy, AMX's fastest large GEMM) "
-                            "and with '+<draft>' for the draft head's linears such as int4/int8+int8, which takes its own "
-                            "':dense<N>[:bf16]' (int4/int8+int8:dense8:bf16: a draft forward of 8+ rows on a bf16 copy; "
-                            "packed formats run bf16 activations; docs/precision.md has their measured costs), or auto: the format the "
+                            "and with '+<draft>' for the draft head's linears such as int4/int8+int8, which takes "
+                            "its own ':dense<N>[:bf16]' (int4/int8+int8:dense8:bf16: draft forwards of 8+ rows on a "
+                            "bf16 copy; packed formats run bf16 activations; docs/precision.md has their measured "
+                            "costs), or auto: the format the "
                             "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "
                             "int4/int8 in a few timed forwards at startup (default: auto; on CUDA auto is the "
                             "--dtype weights)")

@@ -91,7 +91,8 @@ def test_sglang_backend_outside_sglangs_venv_is_one_line_before_any_model_work(t
     (["--mem-fraction-static", "1.5", "--backend", "sglang"], "expected a number in (0, 1), got '1.5'"),
     (["--mem-fraction-static", "0.5"], "--mem-fraction-static applies to --backend sglang only"),
     (["--weight-format", "int3"], "'int3' is not '<linears>' or '<linears>/<lm_head>', either optionally followed by "
-                                  "':dense<N>[:bf16]' and then by '+<draft>', with each one of fp32, bf16"),
+                                  "':dense<N>[:bf16]' and then by '+<draft>[:dense<N>[:bf16]]', with each one of "
+                                  "fp32, bf16"),
     (["--weight-format", "int4:dense8:int8"], "the dense side after ':dense8:' must be one of fp32, bf16, got 'int8'"),
     (["--weight-format", "int4:dense0"], "the rows after ':dense' must be an integer in [1, 1048576], got '0'"),
     (["--weight-format", "int4", "--backend", "sglang"], "--weight-format applies to the native engine only"),

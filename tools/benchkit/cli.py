@@ -69,8 +69,8 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
                         help="how the target's linears / LM head are stored: fp32, bf16, int8, int4 or "
                              "'<linears>/<lm_head>' such as int4/int8, either optionally with ':dense<N>' (forwards of N or "
                              "more rows run the dense weights) and with '+<draft>' (the draft head's linears, "
-                             "int4/int8+int8, with its own ':dense<N>[:bf16]') (docs/precision.md), or auto: the profile's "
-                             "recorded format, else the cheapest in a few timed forwards, as the server decides; "
+                             "int4/int8+int8, with its own ':dense<N>[:bf16]') (docs/precision.md), or auto: the "
+                             "profile's recorded format, else the cheapest in a few timed forwards, as the server decides; "
                              "on CUDA auto or fp32 (dense weights in --dtype) (default: auto)")
     parser.add_argument("--compile", default="off", choices=COMPILE_MODES,
                         help="compile the target's and draft's layers (models/compiled.py): on, off, or auto = "
