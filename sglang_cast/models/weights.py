@@ -65,6 +65,7 @@ class Format(str, Enum):
     INT4 = "int4"
 
 
+_FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
 _DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]"
 
 
@@ -115,8 +116,8 @@ class DraftFormat:
     """The draft head's linears' format and their own dense switch (spec
     ``"int8:dense8:bf16"``): a draft forward's rows are its batch times its frontier, and
     a packed kernel's crossover with a dense GEMM is the draft's own, not the target's
-    (2-core AMX Xeon: a bf16 head took 0.95-1.27x the int8 head's time at 8 rows, 0.63-0.68x
-    at 16 and 0.23x at a 200-token prompt; docs/precision.md)."""
+    (2-core AMX Xeon: a bf16 head took 1.27x the int8 head's time at 8 rows, 0.91x at 12,
+    0.68x at 16 and 0.23x at a 200-token prompt; docs/precision.md)."""
 
     linears: Format = Format.FP32
     dense: DenseSwitch = DenseSwitch()
@@ -126,9 +127,9 @@ class DraftFormat:
         """The draft part ``part`` of ``spec`` (the whole of ``spec`` when ``part`` is None)."""
         part, dense = DenseSwitch.split(spec, str(spec) if part is None else part)
         part = part.strip()
-        if part not in {f.value for f in Format}:
+        if part not in _FORMAT_NAMES:
             raise ValueError(f"weight_format: {spec!r}: the draft part must be one of "
-                             f"{', '.join(f.value for f in Format)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
+                             f"{', '.join(_FORMAT_NAMES)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
                              f"got {part!r}")
         if dense.rows and part in _DENSE_FORMATS:
             raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed draft part to switch from")
@@ -168,12 +169,11 @@ class WeightFormat:
         target, plus, draft = str(spec).partition("+")
         target, dense = DenseSwitch.split(spec, target)
         parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
-        accepted = ", ".join(f.value for f in Format)
-        if len(parts) not in (1, 2) or any(n not in {f.value for f in Format} for n in parts):
+        if len(parts) not in (1, 2) or any(n not in _FORMAT_NAMES for n in parts):
             raise ValueError(
                 f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
                 f"followed by '{_DENSE_TAG}<N>[:bf16]' and then by '+<draft>[{_DENSE_TAG}<N>[:bf16]]', "
-                f"with each one of {accepted}"
+                f"with each one of {', '.join(_FORMAT_NAMES)}"
             )
         fmt = cls(Format(parts[0]), Format(parts[-1]), DraftFormat.parse(spec, draft) if plus else DraftFormat(),
                   dense)
