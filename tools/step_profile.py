@@ -35,13 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
+from autotune.errors import AutotuneError  # noqa: E402
 from autotune.models import load_model_pair  # noqa: E402
 from autotune.prompts import load_prompts  # noqa: E402
 from sglang_cast.cast import POLICIES, SamplingParams, make_policy  # noqa: E402
 from sglang_cast.engine import StepLog  # noqa: E402
 from sglang_cast.engine.format_choice import AUTO, choose_weight_format  # noqa: E402
 from tools.benchkit.cli import require_positive  # noqa: E402
-from tools.benchkit.inputs import load_settings  # noqa: E402
+from tools.benchkit.inputs import BenchError, load_settings  # noqa: E402
 
 # Host-side events that wait for the device or launch work on it (CUDA runtime names).
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "aten::item",
@@ -141,12 +142,17 @@ def outside_forwards(events) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    loaded = load_settings(args.profile, args.device).profile
+    try:  # the user's inputs first, each refused with its flag named before a model loads
+        prompt_set = load_prompts(args.dataset)
+        loaded = load_settings(args.profile, args.device).profile
+    except (AutotuneError, BenchError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     weight_format = choose_weight_format(args.weight_format, device=args.device, profile=loaded).weight_format
     pair = load_model_pair(None, None, args.device, args.dtype, weight_format=weight_format)
     pair.cuda_graph = not args.disable_cuda_graph
     settings = loaded.settings
-    texts = [pair.format_prompt(t) for t in load_prompts(args.dataset).texts[: args.num_prompts]]
+    texts = [pair.format_prompt(t) for t in prompt_set.texts[: args.num_prompts]]
     context = max(len(pair.tokenizer.encode(t)) for t in texts) + args.max_new_tokens + 8
     engine = pair.engine(make_policy(args.policy, settings), args.batch_size, context)
     params = SamplingParams(max_new_tokens=args.max_new_tokens)

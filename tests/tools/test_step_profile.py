@@ -76,3 +76,16 @@ def test_a_size_below_one_is_refused_with_the_flag_named(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--device", "cpu", "--batch-size", "0", "--json", str(tmp_path / "x.json")])
     assert exit_info.value.code == 2 and "--batch-size: must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--dataset", "no-such-prompts.jsonl", "--dataset: cannot read"),
+    ("--profile", "no-such-profile.yaml", "--profile:"),
+])
+def test_an_unreadable_input_is_refused_with_its_flag_named_before_a_model_loads(tmp_path, capsys, monkeypatch,
+                                                                                  flag, value, message):
+    monkeypatch.setattr(step_profile, "load_model_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    args = ["--device", "cpu", "--profile", str(PROFILE), "--json", str(tmp_path / "x.json")]
+    assert main(args + [flag, str(tmp_path / value)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
