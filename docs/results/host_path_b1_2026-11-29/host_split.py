@@ -1,0 +1,54 @@
+"""Host work of a B = 1 decode step on the embedded pair, outside its model forwards:
+wall ms per iteration minus the time inside the runner's target and draft forwards,
+per policy and thread count, and (with --cprofile) the functions that spend it.
+Usage: host_split.py PROFILE DATASET PROMPTS THREADS POLICY[,POLICY] [--cprofile]"""
+import cProfile, pstats, statistics, sys, time
+sys.path.insert(0, '/work/main')
+import torch
+from autotune.models import load_model_pair
+from autotune.prompts import load_prompts
+from sglang_cast.cast import SamplingParams, make_policy
+from sglang_cast.engine import StepLog
+from sglang_cast.engine.format_choice import choose_weight_format
+from sglang_cast.engine.runner import SpeculativeRunner
+from tools.benchkit.inputs import load_settings
+
+profile, dataset, n, threads, policies = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+torch.set_num_threads(threads)
+loaded = load_settings(profile, 'cpu').profile
+wf = choose_weight_format('auto', device='cpu', profile=loaded).weight_format
+pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=wf)
+texts = [pair.format_prompt(t) for t in load_prompts(dataset).texts[:n]]
+ctx = max(len(pair.tokenizer.encode(t)) for t in texts) + 40
+params = SamplingParams(max_new_tokens=32)
+inside = [0.0]
+def timed(method):
+    def wrapper(self, *a, **k):
+        t = time.perf_counter(); r = method(self, *a, **k); inside[0] += time.perf_counter() - t; return r
+    return wrapper
+SpeculativeRunner.target_forward = timed(SpeculativeRunner.target_forward)
+SpeculativeRunner.draft_forward = timed(SpeculativeRunner.draft_forward)
+iterate = SpeculativeRunner.iterate
+outside = []
+def timed_iterate(self, requests):
+    inside[0] = 0.0; t = time.perf_counter(); r = iterate(self, requests)
+    outside.append((time.perf_counter() - t - inside[0]) * 1e3); return r
+SpeculativeRunner.iterate = timed_iterate
+for policy in policies.split(','):
+    engine = pair.engine(make_policy(policy, loaded.settings), 1, ctx)
+    engine.generate(texts[:2], params)
+    outside.clear()
+    log = StepLog()
+    if '--cprofile' in sys.argv:
+        prof = cProfile.Profile(); prof.enable()
+    engine.generate(texts, params, on_step=log)
+    if '--cprofile' in sys.argv:
+        prof.disable()
+    steady = outside[len(texts):]  # catch-up iterations aside: the first of each request is counted too below
+    print(f"{policy} threads {threads}: iterations {len(outside)}; outside forwards median {statistics.median(outside):.3f} ms,"
+          f" mean {statistics.fmean(outside):.3f}, p10 {sorted(outside)[len(outside)//10]:.3f}, p90 {sorted(outside)[9*len(outside)//10]:.3f};"
+          f" step mean {statistics.fmean(r.step_ms for r in log.records):.2f} ms")
+    if '--cprofile' in sys.argv:
+        stats = pstats.Stats(prof)
+        stats.sort_stats('tottime').print_stats(r'sglang_cast/(engine|cast)|tokeniz|requests', 40)
+        stats.print_callees(r'runner.py:\d+\((iterate|verify|_commit_target|_commit_draft|_draft_catch_up|verify_inputs)\)')
