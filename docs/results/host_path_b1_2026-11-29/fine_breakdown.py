@@ -8,7 +8,6 @@ import torch
 from autotune.models import load_model_pair
 from autotune.prompts import load_prompts
 from sglang_cast.cast import SamplingParams, make_policy, ContextLookup
-from sglang_cast.cast import context_lookup, policies
 from sglang_cast.engine import StepLog, runner as runner_module
 from sglang_cast.engine.format_choice import choose_weight_format
 from sglang_cast.engine.requests import Request, IncrementalText

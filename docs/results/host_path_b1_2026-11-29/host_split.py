@@ -44,7 +44,6 @@ for policy in policies.split(','):
     engine.generate(texts, params, on_step=log)
     if '--cprofile' in sys.argv:
         prof.disable()
-    steady = outside[len(texts):]  # catch-up iterations aside: the first of each request is counted too below
     print(f"{policy} threads {threads}: iterations {len(outside)}; outside forwards median {statistics.median(outside):.3f} ms,"
           f" mean {statistics.fmean(outside):.3f}, p10 {sorted(outside)[len(outside)//10]:.3f}, p90 {sorted(outside)[9*len(outside)//10]:.3f};"
           f" step mean {statistics.fmean(r.step_ms for r in log.records):.2f} ms")
