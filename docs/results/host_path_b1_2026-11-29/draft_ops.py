@@ -2,28 +2,15 @@
 calls and self µs per forward by op, and the forward's wall ms (torch.profiler).
 Usage: draft_ops.py PROFILE DATASET PROMPTS [MAX_TOKENS]"""
 import collections, statistics, sys, time
-sys.path.insert(0, '/work/main')
-import torch
+from setup_b1 import setup
 from torch.profiler import ProfilerActivity, profile, record_function
-from autotune.models import load_model_pair
-from autotune.prompts import load_prompts
-from sglang_cast.cast import SamplingParams, make_policy
-from sglang_cast.engine.format_choice import choose_weight_format
 from sglang_cast.engine.runner import SpeculativeRunner
-from tools.benchkit.inputs import load_settings
 
 profile_path, dataset, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 max_tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 4
-torch.set_num_threads(2)
-loaded = load_settings(profile_path, 'cpu').profile
-wf = choose_weight_format('auto', device='cpu', profile=loaded).weight_format
-pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=wf)
-print('weight format', wf)
-texts = [pair.format_prompt(t) for t in load_prompts(dataset).texts[:n]]
-ctx = max(len(pair.tokenizer.encode(t)) for t in texts) + 40
-engine = pair.engine(make_policy('cast', loaded.settings), 1, ctx)
-params = SamplingParams(max_new_tokens=32)
-engine.generate(texts[:2], params)
+run = setup(profile_path, dataset, n)
+print('weight format', run.weight_format)
+texts, params, engine = run.texts, run.params, run.engine('cast')
 orig = SpeculativeRunner.draft_forward
 wall = collections.defaultdict(list)
 def ranged(self, tokens, *a, **k):

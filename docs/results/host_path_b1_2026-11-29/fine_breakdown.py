@@ -3,30 +3,18 @@ StageTimer) over a finer set of functions than its BREAKDOWN: the iteration's gl
 into the strategy's draft, the verify inputs, the catch-up, detokenising, the lookup.
 Usage: fine_breakdown.py PROFILE DATASET PROMPTS POLICY"""
 import statistics, sys
-sys.path.insert(0, '/work/main')
-import torch
-from autotune.models import load_model_pair
-from autotune.prompts import load_prompts
-from sglang_cast.cast import SamplingParams, make_policy, ContextLookup
+from setup_b1 import setup
+from sglang_cast.cast import ContextLookup
 from sglang_cast.engine import StepLog, runner as runner_module
-from sglang_cast.engine.format_choice import choose_weight_format
 from sglang_cast.engine.requests import Request, IncrementalText
 from sglang_cast.engine.runner import SpeculativeRunner, PolicySpeculation
 from sglang_cast.engine.timing import StageClock
 from sglang_cast.models.kv_cache import KVCache
-from tools.benchkit.inputs import load_settings
 from tools.host_work import StageTimer, BREAKDOWN, _plan_methods
 
 profile, dataset, n, policy = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-torch.set_num_threads(2)
-loaded = load_settings(profile, 'cpu').profile
-wf = choose_weight_format('auto', device='cpu', profile=loaded).weight_format
-pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=wf)
-texts = [pair.format_prompt(t) for t in load_prompts(dataset).texts[:n]]
-ctx = max(len(pair.tokenizer.encode(t)) for t in texts) + 40
-engine = pair.engine(make_policy(policy, loaded.settings), 1, ctx)
-params = SamplingParams(max_new_tokens=32)
-engine.generate(texts[:2], params)
+run = setup(profile, dataset, n)
+texts, params, engine = run.texts, run.params, run.engine(policy)
 extra = [(PolicySpeculation, 'draft'), (SpeculativeRunner, 'verify_inputs'), (SpeculativeRunner, '_draft_catch_up'),
          (SpeculativeRunner, 'expander'), (Request, 'append'), (IncrementalText, 'update'), (ContextLookup, 'propose'),
          (runner_module, 'graft_proposals'), (KVCache, 'commit_lists'), (StageClock, 'mark'), (StageClock, 'read'),

@@ -3,24 +3,13 @@ wall ms per iteration minus the time inside the runner's target and draft forwar
 per policy and thread count, and (with --cprofile) the functions that spend it.
 Usage: host_split.py PROFILE DATASET PROMPTS THREADS POLICY[,POLICY] [--cprofile]"""
 import cProfile, pstats, statistics, sys, time
-sys.path.insert(0, '/work/main')
-import torch
-from autotune.models import load_model_pair
-from autotune.prompts import load_prompts
-from sglang_cast.cast import SamplingParams, make_policy
+from setup_b1 import setup
 from sglang_cast.engine import StepLog
-from sglang_cast.engine.format_choice import choose_weight_format
 from sglang_cast.engine.runner import SpeculativeRunner
-from tools.benchkit.inputs import load_settings
 
 profile, dataset, n, threads, policies = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-torch.set_num_threads(threads)
-loaded = load_settings(profile, 'cpu').profile
-wf = choose_weight_format('auto', device='cpu', profile=loaded).weight_format
-pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=wf)
-texts = [pair.format_prompt(t) for t in load_prompts(dataset).texts[:n]]
-ctx = max(len(pair.tokenizer.encode(t)) for t in texts) + 40
-params = SamplingParams(max_new_tokens=32)
+run = setup(profile, dataset, n, threads)
+texts, params = run.texts, run.params
 inside = [0.0]
 def timed(method):
     def wrapper(self, *a, **k):
@@ -35,8 +24,7 @@ def timed_iterate(self, requests):
     outside.append((time.perf_counter() - t - inside[0]) * 1e3); return r
 SpeculativeRunner.iterate = timed_iterate
 for policy in policies.split(','):
-    engine = pair.engine(make_policy(policy, loaded.settings), 1, ctx)
-    engine.generate(texts[:2], params)
+    engine = run.engine(policy)
     outside.clear()
     log = StepLog()
     if '--cprofile' in sys.argv:
