@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     target_timer = ForwardTimer(lambda *a: target.logits(target(*a).hidden), target_cache, config.vocab_size)
     timers = {"target": lambda rows: target_timer.time_once(1, MEASURE_CONTEXT, 1)}
     for fmt in args.formats:
-        draft = load_draft(args.draft_path, target, "cpu", torch.float32, DraftFormat(Format(fmt)))
+        draft = load_draft(args.draft_path, target, "cpu", torch.float32, DraftFormat.parse(fmt))
         for part, timer in part_timers(draft, target, config, max(args.rows)).items():
             timers[f"{fmt}:{part}"] = timer
     costs = measure_costs(lambda key, rows: timers[key](rows), list(timers), args.rows, rounds=args.rounds,
