@@ -2,7 +2,7 @@
 and trace replay.  Pure torch and NumPy; imports nothing from the engines or the server."""
 
 from .algorithm1 import largest_valid_index
-from .context_lookup import ContextLookup, graft_proposals
+from .context_lookup import ContextLookup, MatchValue, Proposal, graft_proposals
 from .costs import CostModel, CostTable, select_bucket
 from .expand import Expander, decide_verified, grow_tree, ranked_children
 from .overhead import OverheadTable, OverheadTerms, StepSample, fit_overhead
@@ -15,8 +15,8 @@ from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified
 from .verify import VerifyResult, committed_tokens, verify_greedy, verify_sampling
 
 __all__ = [
-    "largest_valid_index", "ContextLookup", "graft_proposals", "CostModel", "CostTable", "select_bucket",
-    "OverheadTable", "OverheadTerms",
+    "largest_valid_index", "ContextLookup", "MatchValue", "Proposal", "graft_proposals", "CostModel", "CostTable",
+    "select_bucket", "OverheadTable", "OverheadTerms",
     "StepSample", "fit_overhead", "Expander", "decide_verified", "grow_tree",
     "ranked_children", "POLICIES", "IterationPlan", "Policy", "make_policy", "policy_class", "RequestSampler",
     "InvalidSamplingParam", "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .context_lookup import graft_proposals
+from .context_lookup import LEGACY_MATCH, Proposal, graft_proposals
 from .expand import grow_tree
 from .policies import IterationPlan, Policy
 from .tree import DraftTree, node_slice, select_verified
@@ -56,10 +56,11 @@ class TraceIteration:
     target_argmax: torch.Tensor  # [B, T] target's greedy next token after each node
     # The prompt-lookup branch, when recorded: nodes [drafted_nodes, T) are its graft (the
     # first drafted_nodes, root included, are the draft's); proposals[b] holds sequence b's
-    # up to lookup_depth proposed tokens.  lookup_depth 0: none recorded.
+    # up to lookup_depth proposed tokens and the match length that valued them.
+    # lookup_depth 0: none recorded.
     drafted_nodes: int | None = None
     lookup_depth: int = 0
-    proposals: list[list[int]] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)
 
     @property
     def batch_size(self) -> int:
@@ -92,7 +93,8 @@ class TraceIteration:
             "child_probs": self.child_probs.tolist(),
             "target_argmax": self.target_argmax.tolist(),
             **({"drafted_nodes": self.drafted_nodes, "lookup_depth": self.lookup_depth,
-                "proposals": self.proposals} if self.lookup_depth else {}),
+                "proposals": [p.tokens for p in self.proposals],
+                "proposal_matches": [p.matched for p in self.proposals]} if self.lookup_depth else {}),
         }
 
     @classmethod
@@ -114,8 +116,19 @@ class TraceIteration:
             target_argmax=torch.tensor(data["target_argmax"], dtype=torch.long),
             drafted_nodes=data.get("drafted_nodes"),
             lookup_depth=data.get("lookup_depth", 0),
-            proposals=data.get("proposals", []),
+            proposals=recorded_proposals(data),
         )
+
+
+def recorded_proposals(data: dict[str, Any]) -> list[Proposal]:
+    """A stored iteration's lookup proposals; one stored before proposals carried their
+    match length matched `LEGACY_MATCH` tokens (the lookup's only rule then)."""
+    tokens = data.get("proposals", [])
+    matches = data.get("proposal_matches") or [LEGACY_MATCH if p else 0 for p in tokens]
+    if len(matches) != len(tokens):
+        raise ValueError(f"trace iteration: proposal_matches holds {len(matches)} entries for {len(tokens)} "
+                         "proposals")
+    return [Proposal(list(p), int(m)) for p, m in zip(tokens, matches)]
 
 
 class ReplayExpander:
@@ -173,7 +186,7 @@ class RecordingExpander:
 
     def finish(self, tree: DraftTree, context_lens: torch.Tensor, target_argmax: torch.Tensor,
                drafted_nodes: int | None = None, lookup_depth: int = 0,
-               proposals: list[list[int]] | None = None) -> TraceIteration:
+               proposals: list[Proposal] | None = None) -> TraceIteration:
         """The trace of ``tree`` as verified (``target_argmax`` ``[B, T]``); with a lookup
         branch, its first ``drafted_nodes`` are the draft's and the rest the graft of
         ``proposals`` (at most ``lookup_depth`` tokens each)."""
@@ -240,7 +253,8 @@ def graft_recorded(tree: DraftTree, trace: TraceIteration, plan: IterationPlan) 
     if lookup.depth > trace.lookup_depth:
         raise ValueError(f"lookup_depth {lookup.depth} exceeds the recording's lookup depth {trace.lookup_depth}; "
                          "record traces with a deeper branch (`cast-autotune collect --lookup-depth`)")
-    graft_proposals(tree, [p[: lookup.depth] for p in trace.proposals], lookup.values(lookup.depth))
+    graft_proposals(tree, [p.tokens[: lookup.depth] for p in trace.proposals],
+                    [lookup.values(p, lookup.depth) for p in trace.proposals])
 
 
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:

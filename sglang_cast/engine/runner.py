@@ -30,9 +30,9 @@ from typing import Protocol
 
 import torch
 
-from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, TraceIteration, VerifyResult, VerifyTree,
-                    decide_verified, graft_proposals, greedy_tokens, grow_tree, select_verified, target_probs,
-                    verify_greedy, verify_sampling)
+from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, Proposal, TraceIteration, VerifyResult,
+                    VerifyTree, decide_verified, graft_proposals, greedy_tokens, grow_tree, select_verified,
+                    target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
 from ..models.eagle import rows_at
@@ -211,13 +211,13 @@ class Speculation(Protocol):
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted: ...
 
 
-def graft_lookup(tree: DraftTree, lookup: ContextLookup | None, requests: list[Request]) -> list[list[int]]:
+def graft_lookup(tree: DraftTree, lookup: ContextLookup | None, requests: list[Request]) -> list[Proposal]:
     """Graft ``lookup``'s proposal for each request onto its row of ``tree``
     (`cast.context_lookup`); returns the proposals (none without a lookup)."""
     if lookup is None:
-        return [[] for _ in requests]
+        return [Proposal.none() for _ in requests]
     proposals = [lookup.propose(r.prompt_ids + r.output_ids) for r in requests]
-    graft_proposals(tree, proposals, lookup.values(lookup.depth))
+    graft_proposals(tree, [p.tokens for p in proposals], [lookup.values(p, lookup.depth) for p in proposals])
     return proposals
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cast import (ContextLookup, Policy, RecordingExpander, VerifyResult, greedy_tokens, grow_tree, replay_iteration,
-                    select_verified, verify_greedy)
+from ..cast import (ContextLookup, Policy, Proposal, RecordingExpander, VerifyResult, greedy_tokens, grow_tree,
+                    replay_iteration, select_verified, verify_greedy)
 from .runner import Accepted, Batch, Drafted, SpeculativeRunner, accepted_from, graft_lookup
 
 
@@ -26,7 +26,7 @@ class RecordedDraft(Drafted):
 
     recorder: RecordingExpander
     drafted_nodes: int
-    proposals: list[list[int]]
+    proposals: list[Proposal]
 
 
 class TraceRecording:
