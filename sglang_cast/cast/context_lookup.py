@@ -99,8 +99,9 @@ class ContextLookup:
         found, matched = None, 0
         for n in range(1, self.max_ngram + 1):
             if n > 1:
-                ends = ends[ends >= n - 1]
-                ends = ends[tokens[ends - (n - 1)] == tokens[last - (n - 1)]] if n - 1 <= last else ends[:0]
+                ends = ends[ends >= n - 1]  # room for n tokens; then last - (n - 1) > ends >= 0 too
+                if len(ends):
+                    ends = ends[tokens[ends - (n - 1)] == tokens[last - (n - 1)]]
             if not len(ends):
                 break
             if n >= self.ngram:
@@ -118,8 +119,10 @@ class ContextLookup:
         return entry.first * entry.next ** np.arange(count)
 
 
-def graft_proposals(tree: DraftTree, proposals: Sequence[Sequence[int]], values: Sequence[np.ndarray]) -> None:
-    """Add each sequence's proposed tokens to its tree as one path from the root.
+def graft_proposals(tree: DraftTree, proposals: Sequence[Proposal], lookup: ContextLookup) -> None:
+    """Add each sequence's proposal, up to ``lookup.depth`` tokens, to its tree as one path
+    from the root, priced by ``lookup.values`` (the live engine and trace replay both graft
+    through here, so both price a proposal alike).
 
     Where the tree already holds a prefix of the path (the head drafted those tokens
     too), that prefix is reused and each node on it takes the larger of its own value and
@@ -128,8 +131,10 @@ def graft_proposals(tree: DraftTree, proposals: Sequence[Sequence[int]], values:
     along the path), so every prefix of the tree's ranking stays a subtree.  The tree is
     rectangular: a sequence with fewer new tokens than the batch's longest gets value-0
     fillers under its root (ranked last)."""
+    paths = [p.tokens[: lookup.depth] for p in proposals]
+    values = [lookup.values(p, len(path)) for p, path in zip(proposals, paths)]
     hangs = []  # per sequence: (the node its new tokens hang under, the path index of the first, the new tokens)
-    for b, proposal in enumerate(proposals):
+    for b, proposal in enumerate(paths):
         node, reused = 0, 0
         for token in proposal:
             children = np.flatnonzero((tree.parents[b] == node) & (tree.tokens[b] == token))

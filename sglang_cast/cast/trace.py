@@ -253,8 +253,7 @@ def graft_recorded(tree: DraftTree, trace: TraceIteration, plan: IterationPlan) 
     if lookup.depth > trace.lookup_depth:
         raise ValueError(f"lookup_depth {lookup.depth} exceeds the recording's lookup depth {trace.lookup_depth}; "
                          "record traces with a deeper branch (`cast-autotune collect --lookup-depth`)")
-    graft_proposals(tree, [p.tokens[: lookup.depth] for p in trace.proposals],
-                    [lookup.values(p, lookup.depth) for p in trace.proposals])
+    graft_proposals(tree, trace.proposals, lookup)
 
 
 def replay_iteration(trace: TraceIteration, policy: Policy) -> IterationOutcome:

@@ -217,7 +217,7 @@ def graft_lookup(tree: DraftTree, lookup: ContextLookup | None, requests: list[R
     if lookup is None:
         return [Proposal.none() for _ in requests]
     proposals = [lookup.propose(r.prompt_ids + r.output_ids) for r in requests]
-    graft_proposals(tree, [p.tokens for p in proposals], [lookup.values(p, lookup.depth) for p in proposals])
+    graft_proposals(tree, proposals, lookup)
     return proposals
 
 

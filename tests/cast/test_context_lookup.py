@@ -52,8 +52,8 @@ def _tree() -> DraftTree:
 
 def test_a_proposal_reuses_the_drafted_prefix_and_hangs_the_rest_under_it():
     tree = _tree()
-    values = ContextLookup(match_values=(MatchValue(2, 0.75, 0.9),)).values(Proposal([20, 21, 22, 23], 2), 4)
-    graft_proposals(tree, [[20, 21, 22, 23], []], [values, values[:0]])
+    flat = ContextLookup(depth=4, match_values=(MatchValue(2, 0.75, 0.9),))
+    graft_proposals(tree, [Proposal([20, 21, 22, 23], 2), Proposal.none()], flat)
     assert tree.size == 6
     assert tree.tokens[0].tolist() == [10, 20, 30, 21, 22, 23]
     assert tree.parents[0].tolist() == [-1, 0, 0, 1, 3, 4]  # no second child 20 under the root
@@ -70,9 +70,7 @@ def test_a_proposal_reuses_the_drafted_prefix_and_hangs_the_rest_under_it():
 
 def test_verification_accepts_the_grafted_path_when_the_target_agrees():
     tree = _tree()
-    lookup = ContextLookup()
-    graft_proposals(tree, [[20, 21, 22, 23], [40, 43]],
-                    [lookup.values(Proposal([20, 21, 22, 23], 8), 4), lookup.values(Proposal([40, 43], 2), 2)])
+    graft_proposals(tree, [Proposal([20, 21, 22, 23], 8), Proposal([40, 43], 2)], ContextLookup())
     vtree = select_verified(tree, tree.size - 1)
     following = {10: 20, 20: 21, 21: 22, 22: 23, 23: 99, 11: 40, 40: 43, 43: 98}
     argmax = torch.tensor([[following.get(t, 0) for t in row] for row in vtree.tokens.tolist()])
@@ -96,3 +94,11 @@ def test_a_trace_stored_before_match_lengths_replays_its_proposals_as_two_token_
     assert recorded_proposals({"proposals": [[4, 5]], "proposal_matches": [6]}) == [Proposal([4, 5], 6)]
     with pytest.raises(ValueError, match="proposal_matches holds 2 entries for 1 proposals"):
         recorded_proposals({"proposals": [[4, 5]], "proposal_matches": [6, 2]})
+
+
+def test_a_graft_stops_at_the_lookups_depth():
+    tree = _tree()
+    graft_proposals(tree, [Proposal([20, 21, 22, 23], 8), Proposal([40, 43], 2)], ContextLookup(depth=1))
+    assert tree.size == 4  # each row's first token is a drafted child: reused, nothing hangs below depth 1
+    np.testing.assert_allclose(tree.values[0], [1.0, MATCH_VALUES[-1].first, 0.3, 0.2])  # 21 left as drafted
+    np.testing.assert_allclose(tree.values[1], [1.0, MATCH_VALUES[0].first, 0.4, 0.1])
