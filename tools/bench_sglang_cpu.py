@@ -1,7 +1,9 @@
 """CAST against SGLang's own speculation, inside SGLang 0.5.23 on the CPU, with SGLang's
 ``bench_serving`` as the load: plain decoding, SGLang's EAGLE-3 at a static tree, SGLang's
-adaptive speculation (``--speculative-adaptive``: an EMA over chain steps) and CAST, the same
-shipped head for all, one server at a time, the configurations interleaved per round.
+adaptive speculation (``--speculative-adaptive``: an EMA over chain steps) and CAST (with
+``--cast-profile``, also ``cast-nolookup``: the same trees without the profile's prompt-lookup
+branch), the same shipped head for all, one server at a time, the configurations interleaved
+per round.
 
     .venv-sglang/bin/python tools/bench_sglang_cpu.py --rounds 2 --concurrency 1 4 \\
         --out docs/results/sglang_cpu/<date>
@@ -35,7 +37,19 @@ CONTEXT, MAX_RUNNING = 2048, 16  # every server's --context-length and --max-run
 EAGLE_TREE = ("--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
 
 
-def configurations(model: str, head: str, profile: str | None) -> dict[str, list[str]]:
+def without_branch(profile: str, out: Path) -> str:
+    """A copy of ``profile`` (in ``out``) whose buckets have no prompt-lookup branch."""
+    import yaml
+
+    data = yaml.safe_load(Path(profile).read_text())
+    for bucket in data["buckets"]:
+        bucket["lookup_depth"] = 0
+    path = out / "profile_nolookup.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def configurations(model: str, head: str, profile: str | None, out: Path) -> dict[str, list[str]]:
     """Each configuration's server command (after ``python -m``)."""
     profile_flags = ("--cast-profile", profile) if profile else ()
     # The same batch limit and KV pool for every configuration (the launcher's default
@@ -49,6 +63,8 @@ def configurations(model: str, head: str, profile: str | None) -> dict[str, list
                      "--speculative-draft-model-path", head, "--speculative-adaptive", "--dtype", "float32", *limits,
                      "--max-total-tokens", str(MAX_RUNNING * CONTEXT)],
         "cast": cpu_launcher("--speculative-algorithm", "CAST", *profile_flags, *limits),
+        **({"cast-nolookup": cpu_launcher("--speculative-algorithm", "CAST", "--cast-profile",
+                                          without_branch(profile, out), *limits)} if profile else {}),
     }
 
 
@@ -138,11 +154,12 @@ def main() -> None:
     from sglang_cast.profile import load_profile
 
     model, head = str(resolve_model_dir(None)), str(default_draft_path(None))
-    commands = configurations(model, head, args.cast_profile)
+    args.out.mkdir(parents=True, exist_ok=True)
+    commands = configurations(model, head, args.cast_profile, args.out)
     unknown = set(args.configs) - set(commands)
     if unknown:
-        parser.error(f"--configs: unknown {sorted(unknown)}; known: {sorted(commands)}")
-    args.out.mkdir(parents=True, exist_ok=True)
+        parser.error(f"--configs: unknown {sorted(unknown)}; known: {sorted(commands)} (cast-nolookup needs "
+                     "--cast-profile)")
     records = args.out / "bench.jsonl"
     rows = []
     costs = load_profile(args.cast_profile).profile.settings.costs if args.cast_profile else None

@@ -241,12 +241,17 @@ def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:
     host tensors (an engine sends them to its device for the verify forward)."""
     if not 0 <= num_nodes <= tree.size - 1:
         raise ValueError(f"num_nodes must be in [0, {tree.size - 1}], got {num_nodes}")
-    batch, count, rows = tree.batch_size, num_nodes + 1, tree.storage.rows
+    # Every ranked prefix is a subtree (`DraftTree.ranked_nodes`; tests/cast/test_tree_verify.py checks it).
+    return verified_subtree(tree, tree.ranked_nodes()[:, :num_nodes])
+
+
+def verified_subtree(tree: DraftTree, nodes: np.ndarray) -> VerifyTree:
+    """The root plus ``nodes`` (``[B, n]`` node ids per sequence, each node's parent
+    among the root and the nodes before it) as a `VerifyTree` in that order."""
+    batch, count, rows = tree.batch_size, nodes.shape[1] + 1, tree.storage.rows
     node_ids = np.zeros((batch, count), dtype=np.int64)
-    node_ids[:, 1:] = tree.ranked_nodes()[:, :num_nodes]
-    # Map each chosen node's parent id to its position in node_ids.  Every ranked prefix
-    # is a subtree (`DraftTree.ranked_nodes`), so every chosen node's parent is chosen too
-    # (tests/cast/test_tree_verify.py checks it).
+    node_ids[:, 1:] = nodes
+    # Map each chosen node's parent id to its position in node_ids.
     local_of = np.full((batch, tree.size), -1, dtype=np.int64)
     local_of[rows, node_ids] = np.arange(count)
     parent_ids = tree.parents[rows, node_ids]

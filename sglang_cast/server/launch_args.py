@@ -247,7 +247,8 @@ def parse_launch_args(argv: list[str] | None = None, parser: OneLineParser | Non
     if ns.live_gate is not None and ns.backend == "sglang":
         parser.error("--cast-live-gate applies to the native engine only (SGLang's scheduler runs the iterations)")
     if ns.lookup_depth is not None and ns.backend == "sglang":
-        parser.error("--cast-lookup-depth applies to the native engine only (the SGLang worker drafts without it)")
+        parser.error("--cast-lookup-depth applies to the native engine only (with --backend sglang the profile's "
+                     "buckets choose the branch: lookup_depth)")
     if ns.lookup_depth and ns.algorithm == "NONE":
         parser.error("--cast-lookup-depth cannot be used with --speculative-algorithm NONE (no draft tree)")
     if ns.calibrate is not None and ns.backend == "sglang":

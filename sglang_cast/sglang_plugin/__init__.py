@@ -22,7 +22,8 @@ SGLang on a CPU, and whole iterations timed:
   drafted and verified), on only while ``profile_steps`` runs it.
 
 Pure modules, importable without SGLang: ``drafting`` and ``verify_layout`` (the
-tree in SGLang's static layout), ``decider`` and ``runtime_shapes`` (the worker's
+tree in SGLang's static layout), ``lookup_branch`` (the prompt-lookup branch's
+contexts), ``decider`` and ``runtime_shapes`` (the worker's
 policy side and its runtime-state catalogue), ``state_cover`` and ``tune_states``
 (which states to build, from trace replay), ``rank_sync`` (every tensor-parallel
 rank reloads at the same iteration), ``memory_plan`` (will a launch fit;

@@ -121,6 +121,10 @@ CONTRACT: tuple[Signature | Fields | Present, ...] = (
     Signature("sglang.srt.runtime_context", "get_spec"),
     Signature("sglang.srt.runtime_context", "get_exec"),
     Signature("sglang.srt.runtime_context", "get_parallel"),
+    # worker.py + lookup_branch.py: the prompt-lookup branch reads committed contexts, off under overlap scheduling
+    Signature("sglang.srt.runtime_context", "get_schedule"),
+    Fields("sglang.srt.managers.schedule_batch", "Req", ("origin_input_ids_unpadded", "output_ids")),
+    Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch", ("reqs",)),
     Signature("sglang.srt.distributed.parallel_state", "GroupCoordinator.broadcast", ("input_", "src")),
     Fields("sglang.srt.distributed.parallel_state", "GroupCoordinator", ("rank_in_group", "world_size")),
     # spec.py / launch.py: server arguments read, the launcher's entry points

@@ -1,10 +1,10 @@
 """The policy side of the SGLang worker, free of SGLang objects.
 
-``CastWorker`` asks it four things per iteration: whether this batch size drafts
+``CastWorker`` asks it five things per iteration: whether this batch size drafts
 at all (a bucket with ``speculate: false`` runs SGLang's zero-step state), a
-plan (the shared policy's ``begin``), the draft depth to run (before drafting,
-from the plan's prediction) and the verify width for the nodes the plan's
-rerank chose.  The answers are picked from the runtime states pre-built at
+plan (the shared policy's ``begin``), its prompt-lookup branch (``lookup``), the
+draft depth to run (before drafting, from the plan's prediction and the branch's
+proposals) and the verify width for the nodes the plan's rerank chose.  The answers are picked from the runtime states pre-built at
 startup (``runtime_shapes``).  Keeping this apart from the worker lets tests check the
 worker's decisions against the native engine's with plain tensors.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..cast import IterationPlan, Policy, PolicySettings
+from ..cast import ContextLookup, IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
 from .runtime_shapes import (FLOOR_WIDTH, NO_DRAFT, choose_depth, choose_width, draft_depths, fills, verify_widths,
                              widths_at_depth)
@@ -21,13 +21,16 @@ from .runtime_shapes import (FLOOR_WIDTH, NO_DRAFT, choose_depth, choose_width, 
 
 class CastDecider:
     def __init__(self, policy: Policy, shape: StaticShape,
-                 runtime_states: Sequence[tuple[int, int]] | None = None) -> None:
+                 runtime_states: Sequence[tuple[int, int]] | None = None, *, lookup_enabled: bool = True) -> None:
         """``runtime_states``: the profile's (``provenance.sglang.runtime_states``),
         else the fallback grid; the startup state and every depth's width-2 floor are
         always built.  A reloaded profile reuses the catalogue (it must fit the
-        static shape, and the nearest larger state serves any bucket)."""
+        static shape, and the nearest larger state serves any bucket).
+        ``lookup_enabled``: whether buckets' prompt-lookup branches run (not under
+        overlap scheduling, ``lookup_branch``)."""
         self.policy = policy
         self.shape = shape
+        self.lookup_enabled = lookup_enabled
         self.has_no_draft_state = not self.drafts_in_every_bucket(policy.settings)
         if runtime_states is None:
             buckets = policy.settings.buckets
@@ -79,6 +82,10 @@ class CastDecider:
         """docs/design/cast.md §2: a ragged batch is charged at its longest committed context."""
         return self.policy.begin(batch_size, context_len)
 
+    def lookup(self, plan: IterationPlan) -> ContextLookup | None:
+        """The prompt-lookup branch this iteration grafts (its bucket's), if any."""
+        return plan.bucket.lookup if self.lookup_enabled else None
+
     def depth(self, predicted: int) -> int:
         """The pre-built depth for an iteration whose plan predicts ``predicted`` layers
         (``IterationPlan.predict_depth`` on the root's candidate values): the smallest
@@ -93,7 +100,7 @@ class CastDecider:
         """How ``settings`` (a reloaded profile that fits the static shape) map onto
         the catalogue built at startup: a bucket value with no state of its own runs
         in the next larger one.  Empty when every value has its own state."""
-        notes = []
+        notes = self.lookup_notes(settings)
         if not self.has_no_draft_state and not self.drafts_in_every_bucket(settings):
             notes.append("speculate: false buckets keep drafting (no zero-step state was built at startup)")
         for bucket in settings.buckets:
@@ -106,3 +113,16 @@ class CastDecider:
                 notes.append(f"{where}: num_verify_tokens {shape.num_verify_tokens} is verified in width-{larger} "
                              "states (the extra slots take the next-ranked nodes)")
         return notes
+
+    def lookup_notes(self, settings: PolicySettings) -> list[str]:
+        """Where the prompt-lookup branches of ``settings``' drafting buckets do not run
+        as chosen: all of them when the branch is off, else a branch deeper than the
+        deepest runtime state (verified only that deep).  Empty when every branch runs
+        whole."""
+        branched = [b for b in settings.buckets if b.lookup_depth and b.speculate]
+        if branched and not self.lookup_enabled:
+            return ["the buckets' prompt-lookup branches are off: they match each request's committed context, which "
+                    "overlap scheduling commits one iteration late (launch with --disable-overlap-schedule to use them)"]
+        deepest = self.depths[-1]
+        return [f"bucket max_batch_size={b.max_batch_size}: its {b.lookup_depth}-token prompt-lookup branch is verified "
+                f"at most {deepest} deep (the deepest runtime state)" for b in branched if b.lookup_depth > deepest]

@@ -18,10 +18,9 @@ The decisions themselves are the shared policy objects' (``IterationPlan.keep``
 and ``IterationPlan.grow``), fed the same ``[B, N]`` candidate values the native
 engine feeds them, so both engines make the same decisions on the same values.
 
-Flat node ids follow SGLang's ``organize_draft_results`` numbering: layer 1 holds
-ids ``0..topk-1``; layer ``L >= 2`` holds the ``topk²`` children of layer ``L-1``'s
-frontier at ``topk + topk²·(L-2) + row·topk + child``.  ``build_tree_kernel_efficient``
-finds a node's parent as ``parent_list[flat // topk]``.
+SGLang's own drafting also numbers the nodes for its verify kernel; here the
+verified subtree is numbered after the rerank instead (``verify_layout``), so the
+tree may also hold nodes no draft forward proposed (the prompt-lookup branch).
 """
 
 from __future__ import annotations
@@ -41,29 +40,19 @@ StepFn = Callable[[torch.Tensor, torch.Tensor | None, int], tuple[torch.Tensor, 
 
 @dataclass
 class DraftedTree:
-    """What one masked expansion produced.
-
-    ``tree`` holds the kept nodes only (what the policy reasons about), on the host;
-    ``flat_ids[b, t]`` is node ``t``'s id in SGLang's numbering (-1 for the root);
-    ``frontier_flat`` holds, per drafted layer, the flat ids of its ``topk``
-    frontier rows (pruned rows included: the layout does not change shape).
-    """
+    """What one masked expansion produced: ``tree`` holds every drafted child (the
+    rerank pool the policy reasons about), on the host; ``depth`` layers were drafted
+    with ``topk`` frontier rows each.  A prompt-lookup branch grafted afterwards
+    (``cast.graft_proposals``) adds nodes, and may add layers, to ``tree``."""
 
     tree: DraftTree
-    flat_ids: torch.Tensor
-    frontier_flat: list[torch.Tensor]
+    depth: int
     topk: int
 
     @property
-    def depth(self) -> int:
-        return len(self.frontier_flat)
-
-    def parent_list(self) -> torch.Tensor:
-        """SGLang's ``parent_list``: ``[-1, layer-1 frontier, ..., layer-(d-1) frontier]``,
-        ``[B, 1 + topk·(d-1)]``; the last layer's frontier is never a parent."""
-        batch = self.flat_ids.shape[0]
-        root = torch.full((batch, 1), -1, dtype=torch.long, device=self.flat_ids.device)
-        return torch.cat([root, *self.frontier_flat[:-1]], dim=1)
+    def grafted(self) -> bool:
+        """Whether ``tree`` holds layers beyond the drafted ones (a grafted branch)."""
+        return self.tree.layers > self.depth
 
 
 def _first(count: int, width: int, device: torch.device) -> torch.Tensor:
@@ -71,13 +60,13 @@ def _first(count: int, width: int, device: torch.device) -> torch.Tensor:
     return torch.arange(width, device=device) < count
 
 
-def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, flat: torch.Tensor):
+def _to_host(values: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor):
     """One deeper layer's ranked children (``_next_layer``: ``[B, K·K]`` each, the
     first ``K`` its frontier) on the host in a single device-to-host copy (one sync
-    per layer instead of one per tensor): float64 values, then parent rows, tokens
-    and flat ids, exact as float64 below 2^53."""
-    host = torch.stack([values, rows.double(), tokens.double(), flat.double()]).cpu()
-    return host[0], host[1].long(), host[2].long(), host[3].long()
+    per layer instead of one per tensor): float64 values, then parent rows and
+    tokens, exact as float64 below 2^53."""
+    host = torch.stack([values, rows.double(), tokens.double()]).cpu()
+    return host[0], host[1].long(), host[2].long()
 
 
 @dataclass(frozen=True)
@@ -92,11 +81,10 @@ class HostRoots:
 
     def layer_one(self, width: int):
         """Layer 1 as ``_to_host`` would give it: values (columns past ``width`` at -1),
-        parent rows (all the root's), tokens and SGLang flat ids ``0..K-1``."""
+        parent rows (all the root's) and tokens."""
         batch, topk = self.values.shape
         values = torch.where(_first(width, topk, self.values.device), self.values, -1.0)
-        flat = torch.arange(topk).expand(batch, topk)
-        return values, torch.zeros((batch, topk), dtype=torch.long), self.tokens, flat
+        return values, torch.zeros((batch, topk), dtype=torch.long), self.tokens
 
 
 def roots_to_host(root_probs: torch.Tensor, root_tokens: torch.Tensor, bonus_tokens: torch.Tensor) -> HostRoots:
@@ -108,21 +96,21 @@ def roots_to_host(root_probs: torch.Tensor, root_tokens: torch.Tensor, bonus_tok
 
 
 def _next_layer(values: torch.Tensor, kept: int, columns: torch.Tensor, child_probs: torch.Tensor,
-                child_tokens: torch.Tensor, layer: int):
-    """Layer ``layer + 1``'s ranked children on the device, from layer ``layer``'s
-    frontier ``values`` ``[B, K]`` and its draft forward (``[B·K, K]`` each).
+                child_tokens: torch.Tensor):
+    """The next layer's ranked children on the device, from a layer's frontier
+    ``values`` ``[B, K]`` and its draft forward (``[B·K, K]`` each).
 
     Children of pruned rows (``kept`` and past) and columns past top_k get -1,
     below every real value (>= 0).  A stable descending sort of the row-major order
     ranks them exactly as the native engine's ``ranked_children``: the first
     ``kept · top_k`` are the drafted children, the first K the candidates.  Returns
-    values, parent rows, tokens and SGLang flat ids, each ``[B, K·K]``."""
+    values, parent rows and tokens, each ``[B, K·K]``."""
     batch, topk = values.shape[0], columns.shape[0]
     live = _first(kept, topk, values.device).view(1, topk, 1) & columns.view(1, 1, topk)
     children = torch.where(live, values[:, :topk].unsqueeze(2) * child_probs.view(batch, topk, topk).double(), -1.0)
     ranked, order = torch.sort(children.flatten(1), dim=1, descending=True, stable=True)
     tokens = child_tokens.reshape(batch, topk * topk).gather(1, order).long()
-    return ranked, order // topk, tokens, topk + topk * topk * (layer - 1) + order
+    return ranked, order // topk, tokens
 
 
 def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens: torch.Tensor, roots: HostRoots,
@@ -158,15 +146,13 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
     columns = _first(width, topk, root_probs.device)
     depth_limit = min(plan.max_depth, max_steps)
     tree = DraftTree.from_roots(roots.bonus)
-    flat_ids = [torch.full((batch, 1), -1, dtype=torch.long)]
-    frontier_flat: list[torch.Tensor] = []
 
-    # Layer 1: the root's children, SGLang flat ids 0..K-1, all children of node 0.
+    # Layer 1: the root's children, all children of node 0.
     values = torch.where(columns, root_probs.double(), -1.0)
     tokens, rows = root_tokens.long(), None
     host = roots.layer_one(width)
     drafted = width  # children drafted in this layer: all of them join the rerank pool, best first
-    layer = 1
+    layer, layer_ids = 1, range(0, 1)  # the previous layer's node ids: the root's, for layer 1
 
     def forward_frontier():
         """The draft forward of layer ``layer``'s ``K`` frontier rows."""
@@ -176,23 +162,21 @@ def draft_masked_tree(plan: IterationPlan, root_probs: torch.Tensor, root_tokens
         early = layer < min(expected_depth, depth_limit)
         if early:
             children = forward_frontier()
-        host_values, host_rows, host_tokens, host_flat = host
+        host_values, host_rows, host_tokens = host
         # The policy sees the same [B, top_k] candidate values the native engine does.
         kept = plan.keep(layer, host_values[:, :width])
         grows = plan.grow_within(layer, max_steps)
         if grows:
             if not early:
                 children = forward_frontier()
-            values, rows, tokens, flat = _next_layer(values, kept, columns, *children, layer)
+            values, rows, tokens = _next_layer(values, kept, columns, *children)
         # Every drafted child joins the pool (the kept ones first: they are the best);
-        # ``host_rows`` index the previous layer's nodes; layer 1 hangs off the root (id 0).
-        parents = host_rows[:, :drafted] + (0 if layer == 1 else layer_ids.start)
+        # ``host_rows`` index the previous layer's nodes.
+        parents = host_rows[:, :drafted] + layer_ids.start
         layer_ids = tree.add_layer(host_tokens[:, :drafted], parents, host_values[:, :drafted])
-        flat_ids.append(host_flat[:, :drafted])
-        frontier_flat.append(host_flat[:, :topk])
         if not grows:
             break
         drafted = kept * width
         layer += 1
-        host = _to_host(values, rows, tokens, flat)
-    return DraftedTree(tree=tree, flat_ids=torch.cat(flat_ids, dim=1), frontier_flat=frontier_flat, topk=topk)
+        host = _to_host(values, rows, tokens)
+    return DraftedTree(tree=tree, depth=layer, topk=topk)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cast import PolicySettings, TreeShape
@@ -45,8 +45,12 @@ class StaticShape:
 
     @classmethod
     def covering(cls, settings: PolicySettings) -> StaticShape:
-        """The smallest static shape that holds every bucket of ``settings``."""
-        return cls.holding(b.shape for b in settings.buckets)
+        """The smallest static shape that holds every bucket of ``settings``, with
+        draft steps for its prompt-lookup branch too: a grafted branch is verified
+        only as deep as the runtime state (``verify_layout``)."""
+        shape = cls.holding(b.shape for b in settings.buckets)
+        branches = [b.lookup_depth for b in settings.buckets if b.speculate]
+        return replace(shape, num_steps=max([shape.num_steps, *branches]))
 
     @classmethod
     def from_flags(cls, settings: PolicySettings, source: str | Path, num_steps: int | None = None,
@@ -188,17 +192,6 @@ def require_layout(profile: Profile, layout: ParallelLayout, source: str | Path)
         raise ProfileError(f"profile {source} was made for {made_for} but this server runs {layout}: its cost tables "
                            f"describe another forward; use a profile made for this layout (cast-autotune profile "
                            f"--backend sglang --tp-size {layout.tp_size}, then tune)")
-
-
-def lookup_note(settings: PolicySettings) -> str | None:
-    """What the worker says when ``settings`` choose the native engine's prompt-lookup
-    branch (`BucketSettings.lookup_depth`): it drafts their trees without it, so a native
-    profile still serves (the launcher falls back to one when no SGLang-tuned profile exists)."""
-    branched = [f"<= {b.max_batch_size}: {b.lookup_depth}" for b in settings.buckets if b.lookup_depth]
-    if not branched:
-        return None
-    return ("the profile's buckets choose a prompt-lookup branch (" + ", ".join(branched) + "), which the "
-            "SGLang worker does not draft: their trees run without it")
 
 
 def require_fits(profile: Profile, shape: StaticShape, layout: ParallelLayout | None, source: str | Path) -> None:

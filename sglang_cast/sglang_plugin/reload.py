@@ -29,7 +29,7 @@ import yaml
 from ..cast import Policy, PolicySettings
 from ..file_watch import FileWatcher
 from ..profile import LoadedProfile, Profile, ProfileError, content_version
-from .plugin_config import ParallelLayout, StaticShape, load_fitting_profile, lookup_note, require_fits
+from .plugin_config import ParallelLayout, StaticShape, load_fitting_profile, require_fits
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +88,10 @@ class ProfileWatcher:
         self.policy.reconfigure(loaded.profile.settings)
         self.loaded = loaded
         log.info("CAST profile %s version %s is now active", loaded.path, loaded.version)
-        if (note := lookup_note(loaded.profile.settings)) is not None:
-            log.warning("CAST profile version %s: %s", loaded.version, note)
         notes = self.clamps(loaded.profile.settings) if self.clamps else []
         if notes:
-            log.warning("CAST profile version %s asks for shapes SGLang has no runtime state for (states are built at "
-                        "startup); clamped up: %s", loaded.version, "; ".join(notes))
+            log.warning("CAST profile version %s does not run everywhere as written (runtime states are built at "
+                        "startup): %s", loaded.version, "; ".join(notes))
 
     def start(self) -> None:
         self._watcher.start()

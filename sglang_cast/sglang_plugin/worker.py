@@ -16,9 +16,13 @@ One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
   run eagerly (no multi-step draft CUDA graph); a ``d``-layer draft makes ``d``
   device-to-host copies, the first of which (the root's candidates) also serves
   the depth choice;
+* **prompt-lookup branch** — where the batch's bucket has one, each request's
+  proposal from its committed context is grafted onto the drafted tree
+  (``lookup_branch``), and the depth above is raised to hold the longest one;
 * **rerank and verify width** — the policy's ``verify_count`` orders the kept
   nodes; the worker swaps in the state of the smallest pre-built width (at the
-  chosen depth) that holds them (``runtime_shapes``);
+  chosen depth) that holds them (``runtime_shapes``), and numbers them for
+  SGLang's tree kernel (``verify_layout``);
 * **no draft** — at batch sizes whose profile bucket says ``speculate: false``,
   SGLang's per-iteration hook ``activate_step_by_batch`` swaps in the zero-step
   state, and SGLang's worker then decodes one token without calling the draft
@@ -48,7 +52,7 @@ from sglang.srt.layers.moe.utils import speculative_moe_a2a_backend_context, spe
 from sglang.srt.model_executor.cuda_graph_config import Backend, Phase, check_cuda_graph_backend
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
-from sglang.srt.runtime_context import get_exec, get_parallel
+from sglang.srt.runtime_context import get_exec, get_parallel, get_schedule
 from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
 from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput
 from sglang.srt.speculative.eagle_utils import per_step_draft_out_cache_loc
@@ -57,17 +61,17 @@ from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker, EAGLEWorker
 from sglang.srt.speculative.spec_utils import draft_tp_context, renorm_draft_probs
 from sglang.srt.utils.common import fast_topk
 
-from ..cast import decide_verified, make_policy
+from ..cast import decide_verified, graft_proposals, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
+from .lookup_branch import branch_depth, propose, request_context
 from .memory_plan import ModelShape, extra_state_memory
-from .plugin_config import (PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile,
-                            lookup_note)
+from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
 from .rank_sync import ProfileBroadcast
 from .reload import ProfileWatcher
 from .runtime_shapes import NO_DRAFT
 from .step_log import StepLog, StepProfileMode
-from .verify_layout import verify_layout
+from .verify_layout import verifiable_ranking, verify_layout
 
 log = logging.getLogger(__name__)
 
@@ -222,9 +226,12 @@ class CastDraftWorker(EagleDraftWorker):
             # root's candidates, which are also layer 1 of the tree.
             roots = roots_to_host(draft_input.topk_p, root_tokens, draft_input.bonus_tokens)
             predicted = plan.predict_depth(roots.values)
+            lookup = self.cast.decider.lookup(plan)
+            proposals = [] if lookup is None else propose(lookup, self.cast.contexts(batch, roots.bonus, lookup.window))
             # The depth's runtime state must be in place before the draft batch is
-            # prepared: it sizes the draft KV slots and attention metadata.
-            self.cast.use_depth(predicted)
+            # prepared: it sizes the draft KV slots and attention metadata.  It also
+            # bounds the verified tree's depth, so it holds the branch's proposals too.
+            self.cast.use_depth(max(predicted, branch_depth(lookup, proposals) if proposals else 0))
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
@@ -238,9 +245,13 @@ class CastDraftWorker(EagleDraftWorker):
         drafted = draft_masked_tree(plan, draft_input.topk_p, root_tokens, roots,
                                     _DraftForward(self, forward_batch, draft_input), self.speculative_num_steps,
                                     expected_depth=predicted)
-        width = self.cast.use_width(decide_verified(plan, drafted.tree), drafted.tree.size - 1)
+        if proposals:
+            graft_proposals(drafted.tree, proposals, lookup)
+        depth = self.speculative_num_steps
+        ranking = verifiable_ranking(drafted, depth, self.cast.decider.widths_at(depth)[-1] - 1)
+        width = self.cast.use_width(decide_verified(plan, drafted.tree), ranking.shape[1])
         self.cast.drafted = (plan, len(plan.kept), width - 1)
-        layout = verify_layout(drafted, width, self.speculative_num_steps)
+        layout = verify_layout(drafted, width, depth, ranking)
         verify_input = build_eagle_verify_input(
             batch, draft_input, layout.parent_list.to(self.device), layout.top_scores_index.to(self.device),
             layout.draft_tokens.to(self.device), None, num_draft_tokens=width, **verify_args)
@@ -262,7 +273,8 @@ class CastWorker(EAGLEWorkerV2):
         if step_mode is not None and step_mode.policy is not None:  # the step design's fixed trees
             policy_name = step_mode.policy
         self.decider = CastDecider(make_policy(policy_name, loaded.profile.settings), self.static_shape,
-                                   SGLangSection.of(loaded.profile).runtime_states)
+                                   SGLangSection.of(loaded.profile).runtime_states,
+                                   lookup_enabled=get_schedule().disable_overlap_schedule)
         self.step_log = (StepLog(step_mode.log, torch.device(self._draft_worker.device)) if step_mode is not None
                          else None)
         self.drafted: tuple | None = None  # (plan, layers drafted, nodes verified) of the running iteration
@@ -281,7 +293,7 @@ class CastWorker(EAGLEWorkerV2):
             self.watcher.start()
         log.info("CAST worker: policy %s, profile %s (version %s), draft depths %s, verify widths %s", policy_name,
                  loaded.path, loaded.version, self.decider.depths, self.decider.widths)
-        if (note := lookup_note(loaded.profile.settings)) is not None:
+        for note in self.decider.lookup_notes(loaded.profile.settings):
             log.warning("CAST worker: %s", note)
 
     def planned_state_bytes(self) -> int:
@@ -354,6 +366,13 @@ class CastWorker(EAGLEWorkerV2):
                 self.apply_runtime_state(self.states[self.static_shape.startup_state])
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
+
+    @staticmethod
+    def contexts(batch, roots, window: int) -> list:
+        """Each request's committed context, its last ``window`` tokens, where it ends
+        at its tree's root (``roots`` ``[B]`` on the host), else None (``lookup_branch``)."""
+        return [request_context(req.origin_input_ids_unpadded, req.output_ids, int(root), window)
+                for req, root in zip(batch.reqs, roots)]
 
     def use_depth(self, predicted: int) -> int:
         """Swap in the state of the smallest built depth holding the ``predicted``

@@ -216,7 +216,8 @@ def test_calibrate_from_a_file_that_is_no_profile_names_it(tmp_path, capsys):
 
 def test_tune_searches_the_lookup_branch_on_the_native_engine_only():
     """The branch's depth is searched up to --max-lookup-depth (default 8); a tune on
-    SGLang's cost curve never offers it, since the SGLang worker drafts without it."""
+    SGLang's cost curve does not offer it yet: the runtime states it publishes
+    (state_cover) are chosen from replay without one."""
     from autotune.commands.common import tune_config
     from autotune.commands.tune import TuneOptions
 

@@ -17,16 +17,18 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, grow_tree, make_policy, select_verified
+from sglang_cast.cast import (ContextLookup, DraftTree, PolicySettings, Proposal, Thresholds, TreeShape, grow_tree,
+                              make_policy, select_verified)
 from sglang_cast.profile import ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
-from sglang_cast.sglang_plugin.drafting import draft_masked_tree, roots_to_host
+from sglang_cast.sglang_plugin.drafting import DraftedTree, draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
-from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3, lookup_note
+from sglang_cast.sglang_plugin.lookup_branch import branch_depth, propose, request_context
+from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
 from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
                                                       verify_widths, widths_at_depth)
-from sglang_cast.sglang_plugin.verify_layout import verify_layout
+from sglang_cast.sglang_plugin.verify_layout import flat_numbering, verifiable_ranking, verify_layout
 from support.synthetic import PathModel
 from support.plugin import (Float32Model, SGLangLayoutDraft, launch_args, no_draft_above_two, steep_costs,
                             two_bucket_settings, unused_forwards, worker_iteration)
@@ -78,8 +80,8 @@ def test_a_draft_of_d_layers_copies_to_the_host_d_times(monkeypatch):
     drafted = draft_masked_tree(plan, root_probs, root_tokens, roots, draft, 5, expected_depth=5)
     assert drafted.depth == 5 and len(copies) == 5
     # The roots: K probabilities, K tokens and the root token per sequence; then values,
-    # rows, tokens and flat ids of all K·K ranked children of a layer (the rerank pool).
-    assert copies == [torch.Size([2, 4 + 4 + 1])] + [torch.Size([4, 2, 16])] * 4
+    # rows and tokens of all K·K ranked children of a layer (the rerank pool).
+    assert copies == [torch.Size([2, 4 + 4 + 1])] + [torch.Size([3, 2, 16])] * 4
 
 
 @pytest.mark.parametrize("expected_depth, layer_events", [(4, ["forward", "keep"]), (1, ["keep", "forward"])])
@@ -117,10 +119,9 @@ def test_the_roots_copy_is_exact():
     roots = roots_to_host(probs, tokens, torch.tensor([7, 2**31 - 1], dtype=torch.int32))
     assert torch.equal(roots.values, probs.double()) and torch.equal(roots.tokens, tokens)
     assert torch.equal(roots.bonus, torch.tensor([7, 2**31 - 1]))
-    values, rows, layer_tokens, flat = roots.layer_one(width=1)
+    values, rows, layer_tokens = roots.layer_one(width=1)
     assert torch.equal(values, torch.tensor([[0.5, -1.0], [0.7, -1.0]], dtype=torch.float32).double())
     assert torch.equal(rows, torch.zeros(2, 2, dtype=torch.long)) and torch.equal(layer_tokens, tokens)
-    assert torch.equal(flat, torch.tensor([[0, 1], [0, 1]]))
 
 
 def test_cast_actually_prunes_in_these_comparisons():
@@ -152,12 +153,21 @@ def test_a_profile_wider_than_sglangs_topk_is_refused():
 # ------------------------------------------------------------ the layout
 def kernel_parent_position(layout, topk: int, b: int, i: int) -> int:
     """What SGLang's ``build_tree_kernel_efficient`` computes for verify node ``i``
-    (1-based): its parent's position, from the flat ids and ``parent_list`` alone."""
+    (1-based): its parent's position, from the flat ids and ``parent_list`` alone
+    (``cpu_standins.kernels._parent_slot`` states the same rule as a kernel)."""
     block = int(layout.top_scores_index[b, i - 1]) // topk
     if block == 0:
         return 0  # a child of the root
     parent_flat = int(layout.parent_list[b, block])
     return int((layout.top_scores_index[b] == parent_flat).nonzero()[0, 0]) + 1
+
+
+def kernel_depth(layout, topk: int, b: int, i: int) -> int:
+    """How deep the kernel finds verify node ``i``: its ancestor walk from the flat ids."""
+    depth = 0
+    while i:
+        i, depth = kernel_parent_position(layout, topk, b, i), depth + 1
+    return depth
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -177,14 +187,105 @@ def test_flat_ids_encode_the_verified_subtree_the_way_sglang_reads_them(seed):
     expected = select_verified(drafted.tree, width - 1)
     assert torch.equal(layout.verified.parents, expected.parents)
     assert torch.equal(layout.draft_tokens, expected.tokens[:, 1:])
-    # parent_list has the depth-5 state's row width; past the drafted layers it is padding
-    drafted_width = 1 + topk * (drafted.depth - 1)
+    # parent_list has the depth-5 state's row width; entries no verified node points at are -1
     assert layout.parent_list.shape == (3, 1 + topk * 4)
-    assert torch.equal(layout.parent_list[:, :drafted_width], drafted.parent_list())
-    assert (layout.parent_list[:, drafted_width:] == -1).all()
     for b in range(3):
         for i in range(1, width):
             assert kernel_parent_position(layout, topk, b, i) == int(expected.parents[b, i])
+        used = {int(f) // topk for f in layout.top_scores_index[b]} - {0}
+        assert all(int(layout.parent_list[b, q]) == -1 for q in range(1, 1 + topk * 4) if q not in used)
+    # every id is unique, and ids grow along every path (a parent's id is below its children's)
+    flat = layout.top_scores_index
+    assert all(len(set(row.tolist())) == width - 1 for row in flat)
+    parents = expected.parents[:, 1:]
+    assert all(flat[b, i] > flat[b, int(parents[b, i]) - 1] for b in range(3) for i in range(width - 1)
+               if parents[b, i] > 0)
+
+
+def test_flat_numbering_refuses_a_subtree_the_kernel_cannot_hold():
+    chain = np.array([[-1, 0, 1, 2]])  # root -> 1 -> 2 -> 3
+    parent_list, flat = flat_numbering(chain, topk=2, state_depth=3)
+    assert parent_list.tolist() == [[-1, 0, 2, -1, -1]] and flat.tolist() == [[0, 2, 4]]
+    with pytest.raises(ValueError, match="does not fit a depth-2 state of topk 2"):  # 3 parents, room for 2
+        flat_numbering(np.array([[-1, 0, 1, 2, 3]]), topk=2, state_depth=2)
+    with pytest.raises(ValueError, match="more than 2 children per node"):
+        flat_numbering(np.array([[-1, 0, 0, 0]]), topk=2, state_depth=2)
+
+
+def grafted(tokens, parents, values, drafted_layers: int, topk: int) -> DraftedTree:
+    """One sequence's tree of given nodes whose first ``drafted_layers`` layers the head
+    drafted (the rest came from a graft)."""
+    return DraftedTree(tree=DraftTree.from_nodes([tokens], [parents], [values]), depth=drafted_layers, topk=topk)
+
+
+def test_a_grafted_branch_is_verified_only_as_far_as_the_state_holds_it():
+    # Drafted: root -> a (.5), b (.3).  Grafted: root -> c (.9) -> d (.8) -> e (.7) -> f (.6).
+    drafted = grafted([0, 11, 12, 13, 14, 15, 16], [-1, 0, 0, 0, 3, 4, 5], [1, .5, .3, .9, .8, .7, .6], 1, topk=2)
+    assert drafted.grafted
+    c, d, a = 3, 4, 1
+    # depth 2: e and f are too deep; the root already has topk = 2 children (c, a) when b comes
+    assert verifiable_ranking(drafted, 2, limit=10).tolist() == [[c, d, a]]
+    assert verifiable_ranking(drafted, 2, limit=2).tolist() == [[c, d]]
+    layout = verify_layout(drafted, 4, 2)
+    assert layout.verified.node_ids.tolist() == [[0, c, d, a]]
+    assert layout.top_scores_index.tolist() == [[0, 2, 1]] and layout.parent_list.tolist() == [[-1, 0, -1]]
+    assert [kernel_parent_position(layout, 2, 0, i) for i in (1, 2, 3)] == [0, 1, 0]
+    with pytest.raises(ValueError, match="a width-5 verify needs 4 nodes per sequence, the ranking has 3"):
+        verify_layout(drafted, 5, 2)
+    # depth 4 holds the whole branch; b still finds the root's block full
+    assert verifiable_ranking(drafted, 4, limit=10).tolist() == [[c, d, 5, 6, a]]
+
+
+def test_a_grafted_tree_keeps_to_the_parents_a_state_has_room_for():
+    # topk 2, depth 3: room for 2·(3-1) = 4 parents besides the root.  A full binary tree
+    # three deep has six (a, b and their four children): b1 and b2's children are left out.
+    tokens = list(range(11))
+    parents = [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6]  # a b | a1 a2 b1 b2 | under a1, a2, b1, b2
+    values = [1, .9, .88, .87, .86, .85, .84, .83, .82, .81, .8]
+    drafted = grafted(tokens, parents, values, 2, topk=2)
+    assert verifiable_ranking(drafted, 3, limit=10).tolist() == [[1, 2, 3, 4, 5, 6, 7, 8]]
+    layout = verify_layout(drafted, 9, 3)
+    assert all(kernel_parent_position(layout, 2, 0, i) == int(layout.verified.parents[0, i]) for i in range(1, 9))
+    assert max(kernel_depth(layout, 2, 0, i) for i in range(1, 9)) == 3
+    # the drafted tree alone (no graft) is the ranking itself, without a walk
+    assert verifiable_ranking(replace(drafted, depth=3), 3, limit=4).tolist() == [[1, 2, 3, 4]]
+
+
+# ---------------------------------------------------- the prompt-lookup branch
+def test_a_requests_context_is_its_prompt_and_output_when_they_end_at_the_root():
+    from array import array
+
+    prompt, output = [5, 6, 7, 8], array("q", [9, 5, 6])  # SGLang keeps output_ids as array("q")
+    assert request_context(prompt, output, root=6, window=100).tolist() == [5, 6, 7, 8, 9, 5, 6]
+    assert request_context(prompt, output, root=6, window=5).tolist() == [7, 8, 9, 5, 6]
+    assert request_context(prompt, output, root=6, window=2).tolist() == [5, 6]
+    assert request_context(prompt, [], root=8, window=3).tolist() == [6, 7, 8]
+    # results one iteration behind (overlap scheduling): the context does not end at the root
+    assert request_context(prompt, output, root=7, window=100) is None
+    assert request_context([], [], root=7, window=100) is None
+    lookup = ContextLookup(depth=3)
+    contexts = [request_context(prompt, output, 6, 100), None]
+    proposals = propose(lookup, contexts)
+    assert proposals == [Proposal([7, 8, 9], 2), Proposal.none()]  # "5 6" occurred before, then 7 8 9
+    assert branch_depth(lookup, proposals) == 3 and branch_depth(ContextLookup(depth=2), proposals) == 2
+
+
+def test_the_decider_runs_a_buckets_branch_unless_overlap_scheduling_is_on():
+    settings = two_bucket_settings(Thresholds())
+    branched = replace(settings, buckets=(replace(settings.buckets[0], lookup_depth=8), settings.buckets[1]))
+    shape = StaticShape(6, 4, 20)
+    on = CastDecider(make_policy("cast", branched), shape)
+    assert on.lookup(on.begin(1, 10)) == ContextLookup(depth=8) and on.lookup(on.begin(5, 10)) is None
+    assert on.lookup_notes(branched) == ["bucket max_batch_size=2: its 8-token prompt-lookup branch is verified at "
+                                         "most 6 deep (the deepest runtime state)"]
+    assert on.lookup_notes(settings) == []
+    quiet = replace(branched, buckets=(replace(branched.buckets[0], speculate=False), branched.buckets[1]))
+    assert on.lookup_notes(quiet) == []  # a bucket that does not draft grafts nothing
+    off = CastDecider(make_policy("cast", branched), shape, lookup_enabled=False)
+    assert off.lookup(off.begin(1, 10)) is None
+    assert "prompt-lookup branches are off" in off.lookup_notes(branched)[0]
+    assert off.lookup_notes(settings) == []
+    assert off.clamps(branched)[0] == off.lookup_notes(branched)[0]  # said again on a hot reload
 
 
 def test_verify_widths_and_choice():
@@ -324,11 +425,8 @@ def test_static_shape_covers_and_names_what_does_not_fit():
     off = replace(settings, buckets=(settings.buckets[0], replace(settings.buckets[1], speculate=False)))
     assert StaticShape.covering(off).misfits(off) == []  # speculate=false runs SGLang's zero-step state
     branched = replace(settings, buckets=(replace(settings.buckets[0], lookup_depth=8), settings.buckets[1]))
-    assert StaticShape.covering(branched).misfits(branched) == []  # the branch is the native engine's alone:
-    assert lookup_note(branched) == (  # the worker says it drafts without it
-        "the profile's buckets choose a prompt-lookup branch (<= 2: 8), which the SGLang worker does not draft: "
-        "their trees run without it")
-    assert lookup_note(settings) is None
+    # a branch drafts nothing, but its graft is verified only as deep as the state
+    assert StaticShape.covering(branched) == StaticShape(num_steps=8, topk=4, num_draft_tokens=20)
 
 
 def test_a_bucket_that_does_not_speculate_adds_the_zero_step_state_and_drafts_off_by_batch_size():

@@ -253,7 +253,7 @@ def test_the_check_refuses_a_parent_list_sized_by_the_drafted_depth(cuda_tree_pa
     roots, seq_lens = torch.tensor([1, 2]), torch.tensor([4, 4])
     _, drafted, _, _, _ = worker_iteration(decider, Float32Model(vocab=16), roots, 50, 4, 2)
     layout = verify_layout(drafted, 9, 4)
-    unpadded = drafted.parent_list()
+    unpadded = layout.parent_list[:, :1 + 4 * (drafted.depth - 1)].contiguous()  # sized by the 2 drafted layers
     assert unpadded.shape[1] < layout.parent_list.shape[1]
     with pytest.raises(HostCheckFailed, match="tree.cuh:53"):
         eagle_utils.build_tree_kernel_efficient(roots, unpadded, layout.top_scores_index, layout.draft_tokens,

@@ -33,12 +33,13 @@ from sglang.srt.speculative.eagle_utils import build_tree_kernel_efficient  # no
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
-from sglang_cast.cast import PolicySettings, Thresholds, TreeShape, make_policy, verify_greedy  # noqa: E402
+from sglang_cast.cast import (ContextLookup, PolicySettings, Proposal, Thresholds, TreeShape, graft_proposals,  # noqa: E402
+                              make_policy, verify_greedy)
 from sglang_cast.sglang_plugin.decider import CastDecider  # noqa: E402
 from sglang_cast.sglang_plugin.launch import translate_args  # noqa: E402
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape  # noqa: E402
 from sglang_cast.sglang_plugin.rank_sync import ProfileBroadcast  # noqa: E402
-from sglang_cast.sglang_plugin.verify_layout import verify_layout  # noqa: E402
+from sglang_cast.sglang_plugin.verify_layout import verifiable_ranking, verify_layout  # noqa: E402
 from support import ROOT  # noqa: E402
 
 
@@ -216,7 +217,18 @@ def test_translated_flags_parse_with_sglangs_own_parser(profile_path, eagle3_hea
 
 
 # ------------------------------------------------- SGLang's tree kernels
-def random_layout(seed: int):
+def target_path(model, root: int, length: int) -> list[int]:
+    """The tokens the target would decode after ``root``: a proposal it accepts whole."""
+    path = (root,)
+    for _ in range(length):
+        path += (model.target_argmax(path),)
+    return list(path[1:])
+
+
+def random_layout(seed: int, graft: bool = False):
+    """A worker iteration's layout; with ``graft``, each sequence's tree also holds a
+    prompt-lookup proposal (half of them the target's own continuation, so verify
+    accepts grafted nodes), valued as an 8-token match so it ranks high."""
     rng = random.Random(seed)
     topk, depth = rng.choice([2, 3, 4]), rng.choice([1, 2, 4])
     shape = TreeShape(top_k=topk, max_depth=depth, num_verify_tokens=rng.choice([4, 8, 12]))
@@ -227,17 +239,24 @@ def random_layout(seed: int):
     roots = torch.tensor([rng.randrange(16) for _ in range(batch)])
     model = Float32Model(vocab=16, seed=seed)
     _, drafted, k, _, _ = worker_iteration(decider, model, roots, 200, topk, depth)
-    layout = verify_layout(drafted, decider.width(depth, k, drafted.tree.size - 1), depth)
+    if graft:
+        lookup = ContextLookup(depth=6)
+        proposals = [Proposal(target_path(model, int(root), 6) if rng.random() < 0.5
+                              else [rng.randrange(16) for _ in range(rng.randrange(1, 7))], 8) for root in roots]
+        graft_proposals(drafted.tree, proposals, lookup)
+    ranking = verifiable_ranking(drafted, depth, decider.widths_at(depth)[-1] - 1)
+    layout = verify_layout(drafted, decider.width(depth, k, ranking.shape[1]), depth, ranking)
     seq_lens = torch.tensor([rng.randrange(1, 9) for _ in range(batch)])
     return layout, roots, seq_lens, topk, depth, model, drafted
 
 
+@pytest.mark.parametrize("graft", [False, True], ids=["drafted", "grafted"])
 @pytest.mark.parametrize("seed", range(8))
-def test_sglangs_tree_kernel_builds_our_mask_positions_and_retrieve_indices(seed, monkeypatch):
+def test_sglangs_tree_kernel_builds_our_mask_positions_and_retrieve_indices(seed, graft, monkeypatch):
     # Route SGLang's build_tree_kernel_efficient to its Triton kernel (the XPU path)
     # on this CPU-only machine; TRITON_INTERPRET=1 executes it on CPU tensors.
     monkeypatch.setattr(spec_tree, "_is_xpu", True)
-    layout, roots, seq_lens, topk, depth, _, _ = random_layout(seed)
+    layout, roots, seq_lens, topk, depth, _, _ = random_layout(seed, graft)
     batch, n = roots.numel(), layout.width
     mask, positions, retrieve_index, next_token, next_sibling, tokens = build_tree_kernel_efficient(
         roots, layout.parent_list, layout.top_scores_index, layout.draft_tokens, seq_lens, int(seq_lens.sum()),
@@ -261,10 +280,11 @@ def test_sglangs_tree_kernel_builds_our_mask_positions_and_retrieve_indices(seed
             assert chain == (ours.parents[b] == node).nonzero().flatten().tolist()
 
 
+@pytest.mark.parametrize("graft", [False, True], ids=["drafted", "grafted"])
 @pytest.mark.parametrize("seed", range(8))
-def test_sglangs_greedy_verify_accepts_what_ours_accepts(seed, monkeypatch):
+def test_sglangs_greedy_verify_accepts_what_ours_accepts(seed, graft, monkeypatch):
     monkeypatch.setattr(spec_tree, "_is_xpu", True)
-    layout, roots, seq_lens, topk, depth, model, drafted = random_layout(seed)
+    layout, roots, seq_lens, topk, depth, model, drafted = random_layout(seed, graft)
     batch, n = roots.numel(), layout.width
     _, _, retrieve_index, next_token, next_sibling, tokens = build_tree_kernel_efficient(
         roots, layout.parent_list, layout.top_scores_index, layout.draft_tokens, seq_lens, int(seq_lens.sum()),
