@@ -216,7 +216,7 @@ class CastDraftWorker(EagleDraftWorker):
             raise RuntimeError("CAST does not support pipeline parallelism (--pp-size 1)")
         draft_input: EagleDraftInput = batch.spec_info
         batch_size, context_len = charged_at(batch)
-        plan = None
+        plan, lookup, proposals = None, None, []
         if batch_size > 0:
             plan = self.cast.decider.begin(batch_size, context_len)
             root_tokens = draft_input.topk_index
@@ -227,11 +227,12 @@ class CastDraftWorker(EagleDraftWorker):
             roots = roots_to_host(draft_input.topk_p, root_tokens, draft_input.bonus_tokens)
             predicted = plan.predict_depth(roots.values)
             lookup = self.cast.decider.lookup(plan)
-            proposals = [] if lookup is None else propose(lookup, self.cast.contexts(batch, roots.bonus, lookup.window))
+            if lookup is not None:
+                proposals = propose(lookup, self.cast.contexts(batch, roots.bonus, lookup.window))
             # The depth's runtime state must be in place before the draft batch is
             # prepared: it sizes the draft KV slots and attention metadata.  It also
             # bounds the verified tree's depth, so it holds the branch's proposals too.
-            self.cast.use_depth(max(predicted, branch_depth(lookup, proposals) if proposals else 0))
+            self.cast.use_depth(max(predicted, branch_depth(lookup, proposals)) if proposals else predicted)
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
