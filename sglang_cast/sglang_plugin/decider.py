@@ -4,8 +4,9 @@
 at all (a bucket with ``speculate: false`` runs SGLang's zero-step state), a
 plan (the shared policy's ``begin``), its prompt-lookup branch (``lookup``), the
 draft depth to run (before drafting, from the plan's prediction and the branch's
-proposals) and the verify width for the nodes the plan's rerank chose.  The answers are picked from the runtime states pre-built at
-startup (``runtime_shapes``).  Keeping this apart from the worker lets tests check the
+proposals) and the verify width for the nodes the plan's rerank chose.  The
+answers are picked from the runtime states pre-built at startup
+(``runtime_shapes``).  Keeping this apart from the worker lets tests check the
 worker's decisions against the native engine's with plain tensors.
 """
 
@@ -121,8 +122,10 @@ class CastDecider:
         whole."""
         branched = [b for b in settings.buckets if b.lookup_depth and b.speculate]
         if branched and not self.lookup_enabled:
-            return ["the buckets' prompt-lookup branches are off: they match each request's committed context, which "
-                    "overlap scheduling commits one iteration late (launch with --disable-overlap-schedule to use them)"]
+            return ["the buckets' prompt-lookup branches are off: they match each request's committed context, "
+                    "which overlap scheduling commits one iteration late (launch with --disable-overlap-schedule "
+                    "to use them)"]
         deepest = self.depths[-1]
-        return [f"bucket max_batch_size={b.max_batch_size}: its {b.lookup_depth}-token prompt-lookup branch is verified "
-                f"at most {deepest} deep (the deepest runtime state)" for b in branched if b.lookup_depth > deepest]
+        return [f"bucket max_batch_size={b.max_batch_size}: its {b.lookup_depth}-token prompt-lookup branch is "
+                f"verified at most {deepest} deep (the deepest runtime state)"
+                for b in branched if b.lookup_depth > deepest]

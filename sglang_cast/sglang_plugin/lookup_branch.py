@@ -37,6 +37,13 @@ def request_context(prompt_ids: Sequence[int], output_ids: Sequence[int], root: 
     return context
 
 
+def batch_contexts(reqs, roots, window: int) -> list[np.ndarray | None]:
+    """`request_context` of each of SGLang's ``Req`` objects, whose trees grow from
+    ``roots`` (``[B]`` on the host)."""
+    return [request_context(req.origin_input_ids_unpadded, req.output_ids, int(root), window)
+            for req, root in zip(reqs, roots)]
+
+
 def propose(lookup: ContextLookup, contexts: Sequence[np.ndarray | None]) -> list[Proposal]:
     """Each request's proposal (`Proposal.none` where it has no context to match)."""
     return [Proposal.none() if context is None else lookup.propose(context) for context in contexts]

@@ -64,7 +64,7 @@ from sglang.srt.utils.common import fast_topk
 from ..cast import decide_verified, graft_proposals, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
-from .lookup_branch import branch_depth, propose, request_context
+from .lookup_branch import batch_contexts, branch_depth, propose
 from .memory_plan import ModelShape, extra_state_memory
 from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
 from .rank_sync import ProfileBroadcast
@@ -228,7 +228,7 @@ class CastDraftWorker(EagleDraftWorker):
             predicted = plan.predict_depth(roots.values)
             lookup = self.cast.decider.lookup(plan)
             if lookup is not None:
-                proposals = propose(lookup, self.cast.contexts(batch, roots.bonus, lookup.window))
+                proposals = propose(lookup, batch_contexts(batch.reqs, roots.bonus, lookup.window))
             # The depth's runtime state must be in place before the draft batch is
             # prepared: it sizes the draft KV slots and attention metadata.  It also
             # bounds the verified tree's depth, so it holds the branch's proposals too.
@@ -367,13 +367,6 @@ class CastWorker(EAGLEWorkerV2):
                 self.apply_runtime_state(self.states[self.static_shape.startup_state])
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
-
-    @staticmethod
-    def contexts(batch, roots, window: int) -> list:
-        """Each request's committed context, its last ``window`` tokens, where it ends
-        at its tree's root (``roots`` ``[B]`` on the host), else None (``lookup_branch``)."""
-        return [request_context(req.origin_input_ids_unpadded, req.output_ids, int(root), window)
-                for req, root in zip(batch.reqs, roots)]
 
     def use_depth(self, predicted: int) -> int:
         """Swap in the state of the smallest built depth holding the ``predicted``

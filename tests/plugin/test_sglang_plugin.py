@@ -12,6 +12,7 @@ import json
 import random
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from sglang_cast.profile import ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.drafting import DraftedTree, draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
-from sglang_cast.sglang_plugin.lookup_branch import branch_depth, propose, request_context
+from sglang_cast.sglang_plugin.lookup_branch import batch_contexts, branch_depth, propose, request_context
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
 from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
@@ -264,7 +265,9 @@ def test_a_requests_context_is_its_prompt_and_output_when_they_end_at_the_root()
     assert request_context(prompt, output, root=7, window=100) is None
     assert request_context([], [], root=7, window=100) is None
     lookup = ContextLookup(depth=3)
-    contexts = [request_context(prompt, output, 6, 100), None]
+    reqs = [SimpleNamespace(origin_input_ids_unpadded=prompt, output_ids=output)] * 2  # SGLang's Req fields
+    contexts = batch_contexts(reqs, torch.tensor([6, 7]), 100)
+    assert contexts[0].tolist() == [5, 6, 7, 8, 9, 5, 6] and contexts[1] is None
     proposals = propose(lookup, contexts)
     assert proposals == [Proposal([7, 8, 9], 2), Proposal.none()]  # "5 6" occurred before, then 7 8 9
     assert branch_depth(lookup, proposals) == 3 and branch_depth(ContextLookup(depth=2), proposals) == 2
