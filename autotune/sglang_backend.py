@@ -245,6 +245,10 @@ class RuntimeStateSizing:
     cap: StateCap
     captures_per_state: int  # start-up CUDA-graph captures each state beyond SGLang's own adds
     described: str  # what the states were weighed for
+    # Whether the worker grafts a bucket's prompt-lookup branch there: SGLang's CPU
+    # engine never overlaps; on GPUs SGLang overlaps by default, and under overlap the
+    # branch is off (``sglang_plugin.lookup_branch``), so tune searches none.
+    branch_runs: bool = False
 
     def size(self, profile: Profile, tp_size: int, traces: Sequence[TraceIteration], traces_described: str
              ) -> Profile:
@@ -269,7 +273,7 @@ def cpu_state_sizing(models: SGLangModels, cap: StateCap) -> RuntimeStateSizing:
 
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return RuntimeStateSizing(lambda depth, width: 0, ram, cap, 0, f"{portable_ref(models.model_path)} + head "
-                              f"{portable_ref(models.draft_path)} on SGLang's CPU engine")
+                              f"{portable_ref(models.draft_path)} on SGLang's CPU engine", branch_runs=True)
 
 
 def states_report(profile: Profile, sizing: RuntimeStateSizing) -> str:

@@ -93,7 +93,7 @@ def tune_config(options: SpaceOptions, label: str, formats: tuple[str, ...] = ("
     # A profile tuned on SGLang's cost curve is what `launch_server --backend sglang` looks for first.
     folder = PROFILE_DIR / "sglang" if backend == "sglang" else PROFILE_DIR
     space = options.search_space()
-    if backend == "sglang":  # no branch yet: its runtime states (state_cover) are chosen without one
+    if runtime_states is not None and not runtime_states.branch_runs:
         space = replace(space, lookup_depth=0)
     return TuneConfig(label=label, output=options.output or folder / f"{label}.yaml", buckets=options.buckets,
                       trials=options.trials, space=space, study_prefix=options.study,

@@ -10,7 +10,8 @@ rounded up to a larger built state (more verify work than asked for).
 
 :func:`reached_states` replays recorded iterations under a profile's policy
 (the same trees, FIFOs and rerank ``tune`` scores) and counts the (predicted
-depth, wanted width) pair of each; :func:`cover_states` then picks, greedily by
+depth, wanted width) pair of each (the depth raised to hold a bucket's
+prompt-lookup branch, as the worker raises it); :func:`cover_states` then picks, greedily by
 iterations gained per state added, the fewest states running at least
 ``cap.coverage`` of the replayed iterations exactly, within ``cap``'s number of
 states and share of GPU memory.  Every built depth also gets width 2 (one
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 
 from ..cast import Policy
 from ..cast.expand import grow_tree
-from ..cast.trace import ReplayExpander, TraceIteration
+from ..cast.trace import ReplayExpander, TraceIteration, graft_recorded
+from .lookup_branch import branch_depth
 from .runtime_shapes import FLOOR_WIDTH, NO_DRAFT
 
 State = tuple[int, int]  # (draft depth, verify width incl. the root)
@@ -71,16 +73,21 @@ class StateCover:
 
 
 def reached_pair(trace: TraceIteration, policy: Policy) -> State:
-    """One replayed iteration's (predicted depth, wanted width): what the worker asks
-    of its states.  The plan's calls are replay's own (``trace.replay_iteration``):
-    begin, grow, rerank; the depth is predicted first, as the worker does, from the
-    root's recorded candidates.  Mutates the policy's FIFOs as a live run would."""
+    """One replayed iteration's (depth, wanted width): what the worker asks of its
+    states.  The plan's calls are replay's own (``trace.replay_iteration``): begin,
+    grow, graft the recorded lookup proposals, rerank; the depth is predicted first,
+    as the worker does, from the root's recorded candidates, and raised to hold the
+    longest proposal where the bucket has a branch.  Mutates the policy's FIFOs as a
+    live run would."""
     plan = policy.begin(trace.batch_size, int(trace.context_lens.max()))
     predicted = plan.predict_depth(trace.child_probs[:, 0, :])
     if predicted == 0:
         return NO_DRAFT
     tree = grow_tree(plan, ReplayExpander(trace), trace.tree.tokens[:, 0])
-    return predicted, plan.verify_count(tree) + 1
+    graft_recorded(tree, trace, plan)
+    lookup = plan.bucket.lookup
+    depth = predicted if lookup is None else max(predicted, branch_depth(lookup, trace.proposals))
+    return depth, plan.verify_count(tree) + 1
 
 
 def reached_states(traces: Iterable[TraceIteration], policy: Policy) -> Counter[State]:

@@ -214,21 +214,26 @@ def test_calibrate_from_a_file_that_is_no_profile_names_it(tmp_path, capsys):
     assert "--calibrate-from:" in err and err.count("\n") == 1
 
 
-def test_tune_searches_the_lookup_branch_on_the_native_engine_only():
-    """The branch's depth is searched up to --max-lookup-depth (default 8); a tune on
-    SGLang's cost curve does not offer it yet: the runtime states it publishes
-    (state_cover) are chosen from replay without one."""
+def test_tune_searches_the_lookup_branch_wherever_the_engine_runs_it():
+    """The branch's depth is searched up to --max-lookup-depth (default 8): on the native
+    engine and on SGLang's CPU engine, not for SGLang on GPUs, whose overlap scheduling
+    (on by default) keeps the worker's branch off."""
     from autotune.commands.common import tune_config
     from autotune.commands.tune import TuneOptions
+    from autotune.sglang_backend import RuntimeStateSizing
+    from sglang_cast.sglang_plugin.state_cover import StateCap
 
     parser = build_parser()
 
-    def space(*flags: str):
+    def space(*flags: str, branch_runs: bool | None = None):
         options = TuneOptions.from_args(parser.parse_args(["tune", "--gpu", "cpu", *flags]))
-        return tune_config(options, "cpu", backend=options.backend).space
+        sizing = None if branch_runs is None else RuntimeStateSizing(lambda d, w: 0, 1 << 30, StateCap(), 0, "test",
+                                                                      branch_runs=branch_runs)
+        return tune_config(options, "cpu", runtime_states=sizing, backend=options.backend).space
 
     assert space().lookup_depth == 8
     assert space("--max-lookup-depth", "3").lookup_depth == 3
-    assert space("--backend", "sglang").lookup_depth == 0
+    assert space("--backend", "sglang", branch_runs=True).lookup_depth == 8  # SGLang's CPU engine
+    assert space("--backend", "sglang", branch_runs=False).lookup_depth == 0  # SGLang on GPUs
     with pytest.raises(SystemExit):
         parser.parse_args(["tune", "--gpu", "cpu", "--max-lookup-depth", "33"])

@@ -13,8 +13,8 @@ import torch
 
 from autotune.errors import AutotuneError
 from autotune.prompts import load_prompts
-from autotune.sglang_backend import (SGLANG, PairIds, RuntimeStateSizing, runtime_state_sizing, sglang_models,
-                                     states_report)
+from autotune.sglang_backend import (SGLANG, PairIds, RuntimeStateSizing, cpu_state_sizing, runtime_state_sizing,
+                                     sglang_models, states_report)
 from autotune.store import Store
 from autotune.workflow import TuneConfig, tune_and_publish
 from sglang_cast.profile import ProfileError, load_profile
@@ -120,6 +120,8 @@ def test_state_memory_is_weighed_for_the_checkpoints_config_json(tmp_path):
     assert sizing.gpu_bytes == 80 * GIB and "EAGLE-3 head" in sizing.described and "131072 context" in sizing.described
     shorter = runtime_state_sizing(models, 80.0, 8192, 48, 1, StateCap())
     assert shorter.state_bytes(13, 72) < sizing.state_bytes(13, 72)
+    # The lookup branch is off under SGLang's overlap scheduling (its GPU default), on in its CPU engine.
+    assert not sizing.branch_runs and cpu_state_sizing(models, StateCap()).branch_runs
 
 
 def test_without_max_position_embeddings_the_serving_context_must_be_given(tmp_path):

@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from sglang_cast.cast import (BucketSettings, CostModel, CostTable, PolicySettings, RecordingExpander, Thresholds,
-                              TreeShape, grow_tree, make_policy, replay_iteration)
+from sglang_cast.cast import (BucketSettings, ContextLookup, CostModel, CostTable, PolicySettings, Proposal,
+                              RecordingExpander, Thresholds, TreeShape, graft_proposals, grow_tree, make_policy,
+                              replay_iteration)
 from sglang_cast.profile import Profile, ProfileError
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape
@@ -51,6 +52,32 @@ def recorded_traces(count: int, seed: int = 3):
         tree = grow_tree(plan, recorder, roots)
         all_nodes = torch.arange(tree.size).expand(tree.batch_size, -1)
         traces.append(recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes)))
+    return traces
+
+
+LOOKUP = ContextLookup(depth=7)
+
+
+def branched_traces(count: int, seed: int = 4):
+    """As `recorded_traces`, each tree with a recorded prompt-lookup branch of 0..7
+    tokens per sequence grafted on (as ``collect --lookup-depth 7`` records it)."""
+    model = PathModel(vocab=10, seed=seed, agreement=0.7)
+    rng = random.Random(seed)
+    traces = []
+    for _ in range(count):
+        roots = torch.tensor([rng.randrange(10) for _ in range(rng.choice([1, 2]))])
+        context = rng.randrange(10, 1500)
+        plan = make_policy("eagle2", settings()).begin(roots.numel(), context)
+        recorder = RecordingExpander(model, plan.top_k)
+        tree = grow_tree(plan, recorder, roots)
+        drafted = tree.size
+        proposals = [Proposal([rng.randrange(10) for _ in range(rng.randrange(8))], rng.choice([2, 4, 8]))
+                     for _ in range(roots.numel())]
+        proposals = [p if p.tokens else Proposal.none() for p in proposals]
+        graft_proposals(tree, proposals, LOOKUP)
+        all_nodes = torch.arange(tree.size).expand(tree.batch_size, -1)
+        traces.append(recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes),
+                                      drafted, LOOKUP.depth, proposals))
     return traces
 
 
@@ -101,6 +128,24 @@ def test_reached_widths_are_what_tunes_replay_verifies_and_depths_what_the_worke
         depths.add(depth)
     assert len(depths) > 1  # guard: the FIFOs move the prediction
     assert sum(reached_states(traces, make_policy("cast", settings())).values()) == len(traces)
+
+
+def test_a_buckets_lookup_branch_deepens_the_reached_state_to_its_longest_proposal_and_widens_it_as_replay():
+    """The worker raises the iteration's depth to hold the branch (``branch_depth``)
+    and verifies the grafted tree's ranking; ``reached_pair`` asks the states for the same."""
+    traces = branched_traces(40)
+    branched = settings().with_lookup(5)  # shorter than recorded: replay grafts any shorter branch
+    counted, replayed = make_policy("cast", branched), make_policy("cast", branched)
+    raised = 0
+    for trace in traces:
+        depth, width = reached_pair(trace, counted)
+        probe = replayed.begin(trace.batch_size, int(trace.context_lens.max()))
+        predicted = probe.predict_depth(trace.child_probs[:, 0, :])  # the worker's depth choice
+        outcome = replay_iteration(trace, replayed)  # tune's replay, branch grafted
+        longest = max(min(5, len(p.tokens)) for p in trace.proposals)
+        assert depth == max(predicted, longest) and width - 1 == outcome.verified
+        raised += depth > predicted
+    assert raised  # guard: some branch reaches past the predicted depth
 
 
 def test_the_worker_runs_every_covered_pair_in_exactly_that_state():
