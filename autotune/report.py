@@ -324,7 +324,8 @@ def tuned(outcome: TuneOutcome, format_name: Callable[[str], str], states: str |
             f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}); "
             f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
             f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
-            f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}; speculate: {str(b.speculate).lower()}"
+            f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}, branch {b.lookup_depth}; "
+            f"speculate: {str(b.speculate).lower()}"
             + (f" (off by {result.off_by})" if result.off_by else ""))
         c = outcome.confirmations.get(b.max_batch_size)
         if c is not None:

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from autotune import report
 from autotune.bench import BenchConfig, run_bench
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
@@ -78,6 +79,11 @@ def test_collect_tune_and_publish(tmp_path):
     assert {(p.study, p.trial) for p in published} == {(r.study, r.trial) for r in outcome.results}
     assert {p.version for p in published} == {loaded.version}
     assert not list(config.output.parent.glob(".*"))  # no candidate or temp file left behind
+    printed = report.tuned(outcome, str)
+    for result in outcome.results:  # each bucket's line names what it publishes, its branch included
+        b = result.settings
+        assert (f"bucket <= {b.max_batch_size}: " in printed
+                and f"fifo {b.fifo_len}, branch {b.lookup_depth}; speculate: {str(b.speculate).lower()}" in printed)
 
 
 def test_a_speculating_last_bucket_untuned_at_the_tables_larger_batches_is_named():
