@@ -39,28 +39,13 @@ def settings(c=(0.3, 0.5, 0.8)) -> PolicySettings:
                           costs=costs())
 
 
-def recorded_traces(count: int, seed: int = 3):
-    """Full-expansion EAGLE-2 traces of a path model, batch 1 and 2."""
-    model = PathModel(vocab=10, seed=seed, agreement=0.7)
-    rng = random.Random(seed)
-    traces = []
-    for _ in range(count):
-        roots = torch.tensor([rng.randrange(10) for _ in range(rng.choice([1, 2]))])
-        context = rng.randrange(10, 1500)
-        plan = make_policy("eagle2", settings()).begin(roots.numel(), context)
-        recorder = RecordingExpander(model, plan.top_k)
-        tree = grow_tree(plan, recorder, roots)
-        all_nodes = torch.arange(tree.size).expand(tree.batch_size, -1)
-        traces.append(recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes)))
-    return traces
-
-
 LOOKUP = ContextLookup(depth=7)
 
 
-def branched_traces(count: int, seed: int = 4):
-    """As `recorded_traces`, each tree with a recorded prompt-lookup branch of 0..7
-    tokens per sequence grafted on (as ``collect --lookup-depth 7`` records it)."""
+def recorded_traces(count: int, seed: int = 3, lookup: ContextLookup | None = None):
+    """Full-expansion EAGLE-2 traces of a path model, batch 1 and 2; with ``lookup``,
+    each tree also carries a recorded prompt-lookup branch of 0..``lookup.depth`` random
+    tokens per sequence, as ``collect --lookup-depth`` records it."""
     model = PathModel(vocab=10, seed=seed, agreement=0.7)
     rng = random.Random(seed)
     traces = []
@@ -70,14 +55,15 @@ def branched_traces(count: int, seed: int = 4):
         plan = make_policy("eagle2", settings()).begin(roots.numel(), context)
         recorder = RecordingExpander(model, plan.top_k)
         tree = grow_tree(plan, recorder, roots)
-        drafted = tree.size
-        proposals = [Proposal([rng.randrange(10) for _ in range(rng.randrange(8))], rng.choice([2, 4, 8]))
-                     for _ in range(roots.numel())]
-        proposals = [p if p.tokens else Proposal.none() for p in proposals]
-        graft_proposals(tree, proposals, LOOKUP)
+        drafted, proposals = tree.size, []
+        if lookup is not None:
+            proposals = [Proposal([rng.randrange(10) for _ in range(rng.randrange(lookup.depth + 1))],
+                                  rng.choice([2, 4, 8])) for _ in range(roots.numel())]
+            proposals = [p if p.tokens else Proposal.none() for p in proposals]
+            graft_proposals(tree, proposals, lookup)
         all_nodes = torch.arange(tree.size).expand(tree.batch_size, -1)
         traces.append(recorder.finish(tree, torch.full((roots.numel(),), context), model.argmax_for(tree, all_nodes),
-                                      drafted, LOOKUP.depth, proposals))
+                                      drafted if lookup else None, lookup.depth if lookup else 0, proposals))
     return traces
 
 
@@ -133,7 +119,7 @@ def test_reached_widths_are_what_tunes_replay_verifies_and_depths_what_the_worke
 def test_a_buckets_lookup_branch_deepens_the_reached_state_to_its_longest_proposal_and_widens_it_as_replay():
     """The worker raises the iteration's depth to hold the branch (``branch_depth``)
     and verifies the grafted tree's ranking; ``reached_pair`` asks the states for the same."""
-    traces = branched_traces(40)
+    traces = recorded_traces(40, seed=4, lookup=LOOKUP)
     branched = settings().with_lookup(5)  # shorter than recorded: replay grafts any shorter branch
     counted, replayed = make_policy("cast", branched), make_policy("cast", branched)
     raised = 0
