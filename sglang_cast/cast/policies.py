@@ -29,6 +29,7 @@ from typing import ClassVar
 import numpy as np
 
 from .algorithm1 import largest_valid_index
+from .context_lookup import ContextLookup
 from .settings import BucketSettings, PolicySettings
 from .tree import DraftTree
 
@@ -129,6 +130,13 @@ class IterationPlan:
     def max_nodes(self) -> int:
         """Draft nodes that may be verified: ``m - 1`` (the root is the m-th)."""
         return self.bucket.shape.num_verify_tokens - 1
+
+    @property
+    def lookup(self) -> ContextLookup | None:
+        """The prompt-lookup branch this iteration grafts: its bucket's, and none where
+        the plan drafts nothing (``speculate: false``, the vanilla policy), which
+        decodes plainly with no tree to graft onto."""
+        return self.bucket.lookup if self.max_depth > 0 else None
 
     def layer_context(self, layer: int) -> int:
         """``ctx_i = max n0 + Σ_{l<i} n_l``: what a draft forward of layer ``i`` attends to."""

@@ -247,8 +247,8 @@ def charged_ms(plan: IterationPlan, verified: int, max_accepted: int) -> tuple[f
 def graft_recorded(tree: DraftTree, trace: TraceIteration, plan: IterationPlan) -> None:
     """Graft the recorded lookup proposals onto a replayed ``tree``, as far as the
     plan's bucket branch reaches (live: ``engine.runner.graft_lookup``)."""
-    lookup = plan.bucket.lookup
-    if lookup is None or plan.max_depth == 0:
+    lookup = plan.lookup
+    if lookup is None:
         return
     if lookup.depth > trace.lookup_depth:
         raise ValueError(f"lookup_depth {lookup.depth} exceeds the recording's lookup depth {trace.lookup_depth}; "

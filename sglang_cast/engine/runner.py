@@ -236,7 +236,7 @@ class PolicySpeculation:
         runner.feed_backlog(batch.requests)
         tree = grow_tree(plan, runner.expander(batch), batch.roots, room=runner.tree_storage)
         draft_layers = tree.layers
-        graft_lookup(tree, plan.bucket.lookup, batch.requests)
+        graft_lookup(tree, plan.lookup, batch.requests)
         return Drafted(plan, select_verified(tree, decide_verified(plan, tree)), tree, draft_layers)
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: Drafted, logits: torch.Tensor) -> Accepted:

@@ -84,8 +84,8 @@ class CastDecider:
         return self.policy.begin(batch_size, context_len)
 
     def lookup(self, plan: IterationPlan) -> ContextLookup | None:
-        """The prompt-lookup branch this iteration grafts (its bucket's), if any."""
-        return plan.bucket.lookup if self.lookup_enabled else None
+        """The prompt-lookup branch this iteration grafts (`IterationPlan.lookup`), if any."""
+        return plan.lookup if self.lookup_enabled else None
 
     def depth(self, predicted: int) -> int:
         """The pre-built depth for an iteration whose plan predicts ``predicted`` layers

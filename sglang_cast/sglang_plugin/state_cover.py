@@ -85,7 +85,7 @@ def reached_pair(trace: TraceIteration, policy: Policy) -> State:
         return NO_DRAFT
     tree = grow_tree(plan, ReplayExpander(trace), trace.tree.tokens[:, 0])
     graft_recorded(tree, trace, plan)
-    lookup = plan.bucket.lookup
+    lookup = plan.lookup
     depth = predicted if lookup is None else max(predicted, branch_depth(lookup, trace.proposals))
     return depth, plan.verify_count(tree) + 1
 

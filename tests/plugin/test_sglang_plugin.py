@@ -283,7 +283,9 @@ def test_the_decider_runs_a_buckets_branch_unless_overlap_scheduling_is_on():
                                          "most 6 deep (the deepest runtime state)"]
     assert on.lookup_notes(settings) == []
     quiet = replace(branched, buckets=(replace(branched.buckets[0], speculate=False), branched.buckets[1]))
-    assert on.lookup_notes(quiet) == []  # a bucket that does not draft grafts nothing
+    assert on.lookup_notes(quiet) == []  # a bucket that does not draft grafts nothing ...
+    plain = CastDecider(make_policy("cast", quiet), shape)
+    assert plain.lookup(plain.begin(1, 10)) is None  # ... even where it must draft (no zero-step state built)
     off = CastDecider(make_policy("cast", branched), shape, lookup_enabled=False)
     assert off.lookup(off.begin(1, 10)) is None
     assert "prompt-lookup branches are off" in off.lookup_notes(branched)[0]
