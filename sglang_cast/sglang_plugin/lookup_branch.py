@@ -49,7 +49,10 @@ def propose(lookup: ContextLookup, contexts: Sequence[np.ndarray | None]) -> lis
     return [Proposal.none() if context is None else lookup.propose(context) for context in contexts]
 
 
-def branch_depth(lookup: ContextLookup, proposals: Sequence[Proposal]) -> int:
-    """Layers the longest graft reaches below the root: the runtime state the
-    iteration runs in must be at least this deep for it to be verified whole."""
-    return min(lookup.depth, max((len(p.tokens) for p in proposals), default=0))
+def iteration_depth(predicted: int, lookup: ContextLookup | None, proposals: Sequence[Proposal]) -> int:
+    """The depth of the runtime state an iteration runs in: the plan's ``predicted``
+    layers, raised to the layers the longest graft reaches below the root so that
+    the branch is verified whole (the worker chooses it; ``state_cover`` counts it)."""
+    if lookup is None:
+        return predicted
+    return max(predicted, min(lookup.depth, max((len(p.tokens) for p in proposals), default=0)))

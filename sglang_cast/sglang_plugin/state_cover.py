@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ..cast import Policy
 from ..cast.expand import grow_tree
 from ..cast.trace import ReplayExpander, TraceIteration, graft_recorded
-from .lookup_branch import branch_depth
+from .lookup_branch import iteration_depth
 from .runtime_shapes import FLOOR_WIDTH, NO_DRAFT
 
 State = tuple[int, int]  # (draft depth, verify width incl. the root)
@@ -85,9 +85,7 @@ def reached_pair(trace: TraceIteration, policy: Policy) -> State:
         return NO_DRAFT
     tree = grow_tree(plan, ReplayExpander(trace), trace.tree.tokens[:, 0])
     graft_recorded(tree, trace, plan)
-    lookup = plan.lookup
-    depth = predicted if lookup is None else max(predicted, branch_depth(lookup, trace.proposals))
-    return depth, plan.verify_count(tree) + 1
+    return iteration_depth(predicted, plan.lookup, trace.proposals), plan.verify_count(tree) + 1
 
 
 def reached_states(traces: Iterable[TraceIteration], policy: Policy) -> Counter[State]:

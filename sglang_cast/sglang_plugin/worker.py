@@ -64,7 +64,7 @@ from sglang.srt.utils.common import fast_topk
 from ..cast import decide_verified, graft_proposals, make_policy
 from .decider import CastDecider
 from .drafting import draft_masked_tree, roots_to_host
-from .lookup_branch import batch_contexts, branch_depth, propose
+from .lookup_branch import batch_contexts, iteration_depth, propose
 from .memory_plan import ModelShape, extra_state_memory
 from .plugin_config import PROFILE_ENV, ParallelLayout, SGLangSection, StaticShape, load_fitting_profile
 from .rank_sync import ProfileBroadcast
@@ -232,7 +232,7 @@ class CastDraftWorker(EagleDraftWorker):
             # The depth's runtime state must be in place before the draft batch is
             # prepared: it sizes the draft KV slots and attention metadata.  It also
             # bounds the verified tree's depth, so it holds the branch's proposals too.
-            self.cast.use_depth(max(predicted, branch_depth(lookup, proposals)) if proposals else predicted)
+            self.cast.use_depth(iteration_depth(predicted, lookup, proposals))
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,

@@ -24,7 +24,7 @@ from sglang_cast.profile import ProfileError, save_profile
 from sglang_cast.sglang_plugin.decider import CastDecider
 from sglang_cast.sglang_plugin.drafting import DraftedTree, draft_masked_tree, roots_to_host
 from sglang_cast.sglang_plugin.launch import plugin_environment, translate_args, validate
-from sglang_cast.sglang_plugin.lookup_branch import batch_contexts, branch_depth, propose, request_context
+from sglang_cast.sglang_plugin.lookup_branch import batch_contexts, iteration_depth, propose, request_context
 from sglang_cast.sglang_plugin.plugin_config import PROFILE_ENV, StaticShape, draft_is_eagle3
 from sglang_cast.sglang_plugin.reload import ProfileWatcher
 from sglang_cast.sglang_plugin.runtime_shapes import (choose_depth, choose_width, draft_depths, max_nodes,
@@ -270,7 +270,9 @@ def test_a_requests_context_is_its_prompt_and_output_when_they_end_at_the_root()
     assert contexts[0].tolist() == [5, 6, 7, 8, 9, 5, 6] and contexts[1] is None
     proposals = propose(lookup, contexts)
     assert proposals == [Proposal([7, 8, 9], 2), Proposal.none()]  # "5 6" occurred before, then 7 8 9
-    assert branch_depth(lookup, proposals) == 3 and branch_depth(ContextLookup(depth=2), proposals) == 2
+    # the state's depth holds the longest proposal, up to the branch's depth, and the plan's prediction
+    assert iteration_depth(1, lookup, proposals) == 3 and iteration_depth(1, ContextLookup(depth=2), proposals) == 2
+    assert iteration_depth(4, lookup, proposals) == 4 and iteration_depth(1, None, proposals) == 1
 
 
 def test_the_decider_runs_a_buckets_branch_unless_overlap_scheduling_is_on():

@@ -117,7 +117,7 @@ def test_reached_widths_are_what_tunes_replay_verifies_and_depths_what_the_worke
 
 
 def test_a_buckets_lookup_branch_deepens_the_reached_state_to_its_longest_proposal_and_widens_it_as_replay():
-    """The worker raises the iteration's depth to hold the branch (``branch_depth``)
+    """The worker raises the iteration's depth to hold the branch (``iteration_depth``)
     and verifies the grafted tree's ranking; ``reached_pair`` asks the states for the same."""
     traces = recorded_traces(40, seed=4, lookup=LOOKUP)
     branched = settings().with_lookup(5)  # shorter than recorded: replay grafts any shorter branch
