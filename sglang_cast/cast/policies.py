@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
 from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -70,6 +71,10 @@ class DepthRatios:
         """``mean(A_layer)``."""
         fifo = self._fifo(layer)
         return sum(fifo) / len(fifo)
+
+    def largest(self, layer: int) -> float:
+        """``max(A_layer)``: the best ratio seen lately, for an optimistic depth forecast."""
+        return max(self._fifo(layer))
 
     def probe_due(self, layer: int) -> bool:
         """Would the next stop after ``layer`` be overruled by a probe?"""
@@ -212,6 +217,23 @@ class IterationPlan:
         prediction is this policy's own rule, and neither this plan nor the policy's
         FIFOs change.
         """
+        return self._probe_depth(root_values, self.depth_ratios.mean)
+
+    def reachable_depth(self, root_values) -> int:
+        """The deepest this plan's rule is likely to draft: ``predict_depth`` with each
+        layer scaled by ``max(A_i)``, the best ratio of the FIFO, instead of its mean
+        (never shallower than ``predict_depth``).
+
+        The SGLang worker sizes its runtime state by this and launches forwards early
+        only below ``predict_depth``: a state deeper than the draft costs draft KV slots,
+        no forwards, while one too shallow cuts the tree.  Sized by the mean, the
+        worker's batch-1 trees were cut in 5 % of the iterations, the deepest ones,
+        and replay's τ fell 2.4 % (docs/results/2026-11-30_reachable_depth.md)."""
+        return max(self.predict_depth(root_values), self._probe_depth(root_values, self.depth_ratios.largest))
+
+    def _probe_depth(self, root_values, ratio: Callable[[int], float]) -> int:
+        """Layers a probe copy of this plan drafts when layer ``i + 1``'s values are
+        layer ``i``'s times ``ratio(i)``."""
         if self.max_depth == 0:
             return 0
         probe = replace(self, kept=[], utility=[], draft_cost=[], draft_ms=0.0, draft_forward_ms=0.0, verified=0,
@@ -221,7 +243,7 @@ class IterationPlan:
             probe.keep(layer, values)
             if not probe.grow(layer):  # every policy's grow stops at max_depth
                 return layer
-            values = values * self.depth_ratios.mean(layer)
+            values = values * ratio(layer)
             layer += 1
 
     def keep(self, layer: int, candidate_values) -> int:
@@ -234,7 +256,7 @@ class IterationPlan:
 
     def grow_within(self, layer: int, limit: int) -> bool:
         """``grow`` in an engine that can draft at most ``limit`` layers this iteration
-        (the SGLang worker's runtime state, picked from ``predict_depth``).
+        (the SGLang worker's runtime state, picked from ``reachable_depth``).
 
         At the limit the rule is still asked, on a copy that takes the charge: its
         answer cannot be drafted, but a stop there must count towards the depth probe

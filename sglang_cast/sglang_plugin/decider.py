@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from ..cast import ContextLookup, IterationPlan, Policy, PolicySettings
 from .plugin_config import StaticShape
-from .runtime_shapes import (FLOOR_WIDTH, NO_DRAFT, choose_depth, choose_width, draft_depths, fills, verify_widths,
-                             widths_at_depth)
+from .runtime_shapes import (FLOOR_WIDTH, NO_DRAFT, choose_depth, choose_width, draft_depths, fills, layer_widths,
+                             verify_widths, widths_at_depth)
 
 
 class CastDecider:
@@ -35,7 +35,7 @@ class CastDecider:
         self.has_no_draft_state = not self.drafts_in_every_bucket(policy.settings)
         if runtime_states is None:
             buckets = policy.settings.buckets
-            widths = verify_widths(shape.num_draft_tokens, [b.shape.num_verify_tokens for b in buckets])
+            widths = verify_widths(shape.num_draft_tokens, [w for b in buckets for w in layer_widths(b.shape)])
             drafting = [(d, w) for d in draft_depths(shape.num_steps, [b.shape.max_depth for b in buckets])
                         for w in widths_at_depth(widths, d, shape.topk)]
         else:
@@ -87,12 +87,12 @@ class CastDecider:
         """The prompt-lookup branch this iteration grafts (`IterationPlan.lookup`), if any."""
         return plan.lookup if self.lookup_enabled else None
 
-    def depth(self, predicted: int) -> int:
-        """The pre-built depth for an iteration whose plan predicts ``predicted`` layers
-        (``IterationPlan.predict_depth`` on the root's candidate values): the smallest
+    def depth(self, reachable: int) -> int:
+        """The pre-built depth for an iteration whose plan may draft ``reachable`` layers
+        (``IterationPlan.reachable_depth`` on the root's candidate values): the smallest
         that holds them.  The draft may still stop earlier (the exact depth rule runs
         layer by layer), never later."""
-        return choose_depth(predicted, self.depths)
+        return choose_depth(reachable, self.depths)
 
     def width(self, depth: int, wanted_nodes: int, available_nodes: int) -> int:
         return choose_width(wanted_nodes, available_nodes, self.widths_at(depth))

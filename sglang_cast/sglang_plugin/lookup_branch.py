@@ -49,10 +49,11 @@ def propose(lookup: ContextLookup, contexts: Sequence[np.ndarray | None]) -> lis
     return [Proposal.none() if context is None else lookup.propose(context) for context in contexts]
 
 
-def iteration_depth(predicted: int, lookup: ContextLookup | None, proposals: Sequence[Proposal]) -> int:
-    """The depth of the runtime state an iteration runs in: the plan's ``predicted``
-    layers, raised to the layers the longest graft reaches below the root so that
-    the branch is verified whole (the worker chooses it; ``state_cover`` counts it)."""
+def iteration_depth(reachable: int, lookup: ContextLookup | None, proposals: Sequence[Proposal]) -> int:
+    """The depth of the runtime state an iteration runs in: the layers the plan may
+    draft (``IterationPlan.reachable_depth``), raised to the layers the longest graft
+    reaches below the root so that the branch is verified whole (the worker chooses
+    it; ``state_cover`` counts it)."""
     if lookup is None:
-        return predicted
-    return max(predicted, min(lookup.depth, max((len(p.tokens) for p in proposals), default=0)))
+        return reachable
+    return max(reachable, min(lookup.depth, max((len(p.tokens) for p in proposals), default=0)))

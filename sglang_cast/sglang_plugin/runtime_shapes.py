@@ -6,16 +6,17 @@ root included).  Its adaptive mechanism builds one ``SpecRuntimeState`` per
 shape at startup and swaps them between iterations.  The worker does the same
 over a small catalogue of (depth, width) pairs:
 
-* depth is chosen *before* drafting, from the policy's prediction
-  (``IterationPlan.predict_depth``): the smallest pre-built depth that holds it;
+* depth is chosen *before* drafting, from the policy's forecast
+  (``IterationPlan.reachable_depth``): the smallest pre-built depth that holds it;
 * width is chosen *after* the rerank: the smallest pre-built width that holds the
   nodes the policy wants verified, among the widths that depth can fill.
 
 A profile tuned for SGLang names its states (``provenance.sglang.runtime_states``,
 chosen by ``state_cover`` from what trace replay of its policy reaches).  For a
 profile without them the worker falls back to a grid: the powers of two below
-the startup shape, every profile bucket's own value and the startup value
-itself, a state never more than twice what the policy asked for.
+the startup shape, every profile bucket's own value (its widths: ``layer_widths``)
+and the startup value itself, a state never more than twice what the policy asked
+for.
 
 A profile bucket with ``speculate: false`` adds SGLang's zero-step state
 (``NO_DRAFT``: no draft, one verified token, i.e. plain decoding), which
@@ -25,6 +26,8 @@ SGLang's EAGLE v2 worker runs without calling the draft at all.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from ..cast import TreeShape
 
 NO_DRAFT = (0, 1)  # (depth, width) of SGLang's zero-step state
 FLOOR_WIDTH = 2  # one draft node plus the root: every drafted tree fills it
@@ -45,6 +48,15 @@ def draft_depths(max_steps: int, bucket_depths: Sequence[int]) -> tuple[int, ...
     if max_steps < 1:
         raise ValueError(f"the draft depth (--speculative-num-steps) must be >= 1, got {max_steps}")
     return _catalogue(max_steps, bucket_depths, 1)
+
+
+def layer_widths(shape: TreeShape) -> tuple[int, int]:
+    """The widths a bucket's trees ask of the fallback grid: its ``num_verify_tokens``
+    and its one-layer tree whole (``1 + top_k``).  Most CAST iterations draft one
+    layer and verify all of it; without that width a top-k-2 bucket verified one of
+    its two nodes (the grid's next width, 4, needs three), and SGLang accepted 5 %
+    less than the native engine at batch 1 (docs/results/2026-11-30_reachable_depth.md)."""
+    return shape.num_verify_tokens, 1 + shape.top_k
 
 
 def verify_widths(max_width: int, bucket_widths: Sequence[int]) -> tuple[int, ...]:

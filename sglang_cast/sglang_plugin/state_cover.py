@@ -3,14 +3,14 @@
 SGLang captures CUDA graphs and FlashInfer buffers per (draft depth, verify
 width) runtime state, at every graph batch size, so each state costs start-up
 time and GPU memory (``memory_plan``).  The worker picks, per iteration, the
-smallest built depth holding the plan's predicted depth and then the smallest
+smallest built depth holding the plan's reachable depth and then the smallest
 built width holding the nodes the rerank wants (``runtime_shapes``); an
 iteration runs *exactly* when that is its own (depth, width), else it is
 rounded up to a larger built state (more verify work than asked for).
 
 :func:`reached_states` replays recorded iterations under a profile's policy
-(the same trees, FIFOs and rerank ``tune`` scores) and counts the (predicted
-depth, wanted width) pair of each (the depth raised to hold a bucket's
+(the same trees, FIFOs and rerank ``tune`` scores) and counts the
+(reachable depth, wanted width) pair of each (the depth raised to hold a bucket's
 prompt-lookup branch, as the worker raises it); :func:`cover_states` then picks, greedily by
 iterations gained per state added, the fewest states running at least
 ``cap.coverage`` of the replayed iterations exactly, within ``cap``'s number of
@@ -19,8 +19,8 @@ node): a tree drafted in that state always has at least one node, so the
 worker always finds a width it can fill (``runtime_shapes.choose_width``).
 
 The replay grows each tree to the policy's own depth; the worker caps the draft
-at the chosen state's depth (never below the prediction), so widths reached past
-the predicted depth are counted as the policy would want them, an upper bound.
+at the chosen state's depth (never below the forecast), so widths reached past
+the reachable depth are counted as the policy would want them, an upper bound.
 """
 
 from __future__ import annotations
@@ -75,17 +75,17 @@ class StateCover:
 def reached_pair(trace: TraceIteration, policy: Policy) -> State:
     """One replayed iteration's (depth, wanted width): what the worker asks of its
     states.  The plan's calls are replay's own (``trace.replay_iteration``): begin,
-    grow, graft the recorded lookup proposals, rerank; the depth is predicted first,
-    as the worker does, from the root's recorded candidates, and raised to hold the
+    grow, graft the recorded lookup proposals, rerank; the depth is forecast first
+    (``reachable_depth``), as the worker does, from the root's recorded candidates, and raised to hold the
     longest proposal where the bucket has a branch.  Mutates the policy's FIFOs as a
     live run would."""
     plan = policy.begin(trace.batch_size, int(trace.context_lens.max()))
-    predicted = plan.predict_depth(trace.child_probs[:, 0, :])
-    if predicted == 0:
+    reachable = plan.reachable_depth(trace.child_probs[:, 0, :])
+    if reachable == 0:
         return NO_DRAFT
     tree = grow_tree(plan, ReplayExpander(trace), trace.tree.tokens[:, 0])
     graft_recorded(tree, trace, plan)
-    return iteration_depth(predicted, plan.lookup, trace.proposals), plan.verify_count(tree) + 1
+    return iteration_depth(reachable, plan.lookup, trace.proposals), plan.verify_count(tree) + 1
 
 
 def reached_states(traces: Iterable[TraceIteration], policy: Policy) -> Counter[State]:

@@ -3,10 +3,11 @@
 One decode iteration of ``EAGLEWorkerV2`` is draft → verify → draft-extend.
 ``CastWorker`` keeps verify and draft-extend as they are and changes the draft:
 
-* **depth** — before drafting, the shared policy predicts how deep this
-  iteration's tree will go (``IterationPlan.predict_depth``: layer 1's values are
-  already known, deeper layers follow the depth-pruning FIFO means) and the
-  worker swaps in the pre-built runtime state of the smallest depth holding it;
+* **depth** — before drafting, the shared policy forecasts how deep this
+  iteration's tree will go (layer 1's values are already known, deeper layers
+  follow the depth-pruning FIFOs: ``IterationPlan.predict_depth`` with their
+  means, ``reachable_depth`` with their best ratios) and the worker swaps in the
+  pre-built runtime state of the smallest depth holding the reachable depth;
 * **breadth** — ``CastDraftWorker.draft`` runs EAGLE's draft forwards one layer
   at a time; after each layer the policy's ``keep`` decides on the layer's
   ``[B, top_k]`` candidate values, and pruning is a mask over the frontier
@@ -230,9 +231,10 @@ class CastDraftWorker(EagleDraftWorker):
             if lookup is not None:
                 proposals = propose(lookup, batch_contexts(batch.reqs, roots.bonus, lookup.window))
             # The depth's runtime state must be in place before the draft batch is
-            # prepared: it sizes the draft KV slots and attention metadata.  It also
-            # bounds the verified tree's depth, so it holds the branch's proposals too.
-            self.cast.use_depth(iteration_depth(predicted, lookup, proposals))
+            # prepared: it sizes the draft KV slots and attention metadata.  It bounds
+            # the tree, so it holds the deepest the rule is likely to go (forwards are
+            # launched early only to the predicted depth) and the branch's proposals.
+            self.cast.use_depth(iteration_depth(plan.reachable_depth(roots.values), lookup, proposals))
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,
@@ -368,11 +370,11 @@ class CastWorker(EAGLEWorkerV2):
         else:
             self.apply_runtime_state(self.states[NO_DRAFT])
 
-    def use_depth(self, predicted: int) -> int:
-        """Swap in the state of the smallest built depth holding the ``predicted``
-        layers (see ``CastDecider.depth``), at that depth's largest width until the
-        rerank picks one."""
-        depth = self.decider.depth(predicted)
+    def use_depth(self, layers: int) -> int:
+        """Swap in the state of the smallest built depth holding ``layers`` (see
+        ``CastDecider.depth``), at that depth's largest width until the rerank picks
+        one."""
+        depth = self.decider.depth(layers)
         self.apply_runtime_state(self.states[depth, self.decider.widths_at(depth)[-1]])
         return depth
 

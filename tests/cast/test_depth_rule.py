@@ -82,6 +82,24 @@ def test_predict_depth_foresees_a_probe_without_counting_it():
     assert depth_of_iteration(policy, 0.001) > 1
 
 
+def test_reachable_depth_forecasts_deeper_layers_with_the_fifos_best_ratio():
+    """``predict_depth`` scales layer ``i``'s values by ``mean(A_i)``, ``reachable_depth``
+    by ``max(A_i)``; both decide with the rule itself (C2 reads ``mean(A_i)``), so a
+    FIFO with one good ratio among poor ones forecasts a deeper reach, and neither
+    forecast moves the FIFOs."""
+    policy = policy_needing_half("cast")
+    ratios = policy.depth_ratios()
+    for ratio in (0.5, 0.5, 0.5, 1.0):  # mean(A_1) 0.625: layer 2 is drafted
+        ratios.push(1, ratio)
+    for _ in range(4):  # mean(A_2) 0.7: layer 3 only if layer 2 keeps most of layer 1's value
+        ratios.push(2, 0.7)
+    before = (ratios.history(1), ratios.history(2), ratios.history(3))
+    plan = policy.begin(1, 10)
+    assert plan.predict_depth(LAYER1) == 2
+    assert plan.reachable_depth(LAYER1) == SHAPE.max_depth
+    assert (ratios.history(1), ratios.history(2), ratios.history(3)) == before
+
+
 @pytest.mark.parametrize("name", ["cast", "goodput"])
 def test_grow_within_a_limit_counts_the_stop_there_and_charges_no_layer_it_cannot_draft(name):
     """An engine limited to one layer this iteration (SGLang's runtime state): a stop at

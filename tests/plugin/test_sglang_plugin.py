@@ -323,9 +323,21 @@ def test_draft_depths_and_the_state_catalogue():
     assert widths_at_depth((2, 4, 8, 16, 20, 24), 1, 4) == (2, 4)
     assert widths_at_depth((2, 4, 8, 16, 20, 24), 2, 4) == (2, 4, 8, 16, 20)
     decider = CastDecider(make_policy("cast", two_bucket_settings(Thresholds())), StaticShape(6, 4, 20))
-    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
-    assert decider.states[:3] == ((1, 2), (1, 4), (2, 2)) and decider.states[-1] == (6, 20)
-    assert len(decider.states) == 2 + 6 + 6 + 6
+    # powers of two, the buckets' num_verify_tokens (20, 12) and their one-layer trees
+    # whole (top-k 4 and 3: widths 5 and 4), at every depth that can fill them
+    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 5, 8, 12, 16, 20)
+    assert decider.states[:4] == ((1, 2), (1, 4), (1, 5), (2, 2)) and decider.states[-1] == (6, 20)
+    assert len(decider.states) == 3 + 7 + 7 + 7
+
+
+def test_the_fallback_grid_verifies_a_one_layer_tree_whole_at_every_depth():
+    """A top-k-2 bucket launched with ``--speculative-eagle-topk 4``: a one-layer tree
+    has two nodes, and when the rerank wants both a width-3 state verifies them (the
+    grid's powers of two alone offered width 2, one node, at every depth)."""
+    settings = PolicySettings.single(steep_costs(), TreeShape(top_k=2, max_depth=6, num_verify_tokens=10),
+                                     Thresholds())
+    decider = CastDecider(make_policy("cast", settings), StaticShape(6, 4, 10))
+    assert [decider.width(depth, 2, 2) for depth in decider.depths] == [3] * len(decider.depths)
 
 
 def test_a_two_layer_eagle2_draft_offers_every_drafted_child_to_the_rerank():
@@ -595,7 +607,7 @@ def test_a_reload_between_catalogue_states_is_clamped_up_and_logged_once(profile
 
     loaded = load_profile(profile_path)
     decider = CastDecider(make_policy("cast", loaded.profile.settings), StaticShape(6, 4, 20))
-    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 8, 12, 16, 20)
+    assert decider.depths == (1, 2, 4, 6) and decider.widths == (2, 4, 5, 8, 12, 16, 20)
     watcher = ProfileWatcher(loaded, decider.policy, decider.shape, clamps=decider.clamps)
     between = PolicySettings.single(steep_costs(), TreeShape(top_k=4, max_depth=3, num_verify_tokens=10),
                                     Thresholds(0.05, 0.05, 0.05))

@@ -333,12 +333,24 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
 
     monkeypatch.setattr(worker_module, "build_eagle_verify_input", build_eagle_verify_input)
 
-    decider = CastDecider(make_policy("cast", settings), StaticShape(steps, topk, 12))
+    def with_history(policy):
+        """One good ratio among poor ones in every layer's FIFO: the reachable depth
+        (the FIFOs' best ratios) lies past the predicted one (their means)."""
+        for layer in range(1, steps):
+            for ratio in (0.05, 0.05, 0.05, 0.95):
+                policy.depth_ratios().push(layer, ratio)
+        return policy
+
+    decider = CastDecider(with_history(make_policy("cast", settings)), StaticShape(steps, topk, 12))
+    forecast = with_history(make_policy("cast", settings)).begin(batch_size, 700)
+    predicted, reachable = (forecast.predict_depth(draft_input.topk_p.double()),
+                            forecast.reachable_depth(draft_input.topk_p.double()))
+    assert predicted < reachable  # guard: the two forecasts differ here
     chosen = {}
 
-    def use_depth(predicted):
-        chosen["predicted"] = predicted
-        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(predicted)
+    def use_depth(layers):
+        chosen["layers"] = layers
+        chosen["depth"] = draft_worker.speculative_num_steps = decider.depth(layers)
         return chosen["depth"]
 
     def use_width(wanted, available):
@@ -362,15 +374,16 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     # The native engine with the same policy, capped at the depth the worker's state
     # allows (below its cap the depth rule does not depend on max_depth).
     native_shape = replace(settings.buckets[0].shape, max_depth=chosen["depth"])
-    native = make_policy("cast", PolicySettings.single(steep_costs(), native_shape, Thresholds(0.3, 0.4, 0.6)))
+    native = with_history(make_policy("cast", PolicySettings.single(steep_costs(), native_shape,
+                                                                    Thresholds(0.3, 0.4, 0.6))))
     plan = native.begin(batch_size, 700)
     tree = grow_tree(plan, model, roots)
     width = decider.width(chosen["depth"], plan.verify_count(tree), tree.size - 1)
     assert chosen["width"] == width and captured["num_draft_tokens"] == width
-    assert captured["num_steps"] == chosen["depth"]
+    assert chosen["layers"] == reachable and captured["num_steps"] == chosen["depth"]  # the state holds the reach
     # one eager draft forward per layer after the first, one more if the draft stopped
-    # below the predicted depth (forwards are launched early up to it)
-    assert runner.calls == len(plan.kept) - 1 + unused_forwards(plan, chosen["predicted"], chosen["depth"])
+    # below the predicted depth (forwards are launched early up to it, not to the reach)
+    assert runner.calls == len(plan.kept) - 1 + unused_forwards(plan, predicted, chosen["depth"])
     # Device-to-host copies: the roots once (depth choice and layer 1), then one per deeper layer.
     assert len(copies) == len(plan.kept) >= 3, copies
     expected = select_verified(tree, width - 1)
@@ -413,7 +426,7 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
                                          _rebuild_topk1_chain_buffers=lambda: rebuilt.append(True)),
         _target_worker=argparse.Namespace(model_runner=target_runner))
     worker.states = {shape: state(*shape) for shape in worker.decider.states}
-    assert worker.decider.depths == (1, 2, 4, 6) and worker.decider.widths == (2, 4, 8, 16, 20)
+    assert worker.decider.depths == (1, 2, 4, 6) and worker.decider.widths == (2, 4, 5, 8, 16, 20)
 
     plan = worker.decider.begin(1, 100)
     sure, unsure = torch.tensor([[0.5, 0.2, 0.1, 0.05]]), torch.tensor([[0.05, 0.02, 0.01, 0.01]])
@@ -421,14 +434,14 @@ def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
     assert plan.predict_depth(unsure) == 1  # C2 stops after layer 1
     assert worker.use_depth(1) == 1 == worker.speculative_num_steps
     assert worker._draft_worker.speculative_num_steps == 1 and rebuilt
-    assert (worker.speculative_num_draft_tokens, target_runner.attn_backend) == (4, "target-1x4")  # widest at 1
-    # depth 1 with topk 4 holds at most 4 nodes: widths 2 and 4 only
+    assert (worker.speculative_num_draft_tokens, target_runner.attn_backend) == (5, "target-1x5")  # widest at 1
+    # depth 1 with topk 4 holds at most 4 nodes: widths 2, 4 and 5 (the one-layer tree whole)
     assert worker.use_width(1, 4) == 2
     assert (worker.speculative_num_draft_tokens, worker._draft_worker.speculative_num_draft_tokens) == (2, 2)
     assert (target_runner.attn_backend, target_runner.decode_cuda_graph_runner) == ("target-1x2", "verify-graph-1x2")
     assert (draft_runner.draft_attn_backend, draft_runner.attn_backend) == ("draft-1x2", "extend-1x2")
     assert worker._draft_worker.cuda_graph_runner_for_draft_extend == "extend-graph-1x2"
-    assert worker.use_width(19, 4) == 4
+    assert worker.use_width(19, 4) == 5 and worker.use_width(3, 3) == 4
     assert worker.use_depth(5) == 6  # no depth-5 state: the next larger one
     assert worker.use_width(5, 30) == 8 and target_runner.attn_backend == "target-6x8"
     assert worker.use_width(30, 12) == 8  # a 12-node tree cannot fill width 16: verify its best 7 nodes
