@@ -219,17 +219,18 @@ class IterationPlan:
         """
         return self._probe_depth(root_values, self.depth_ratios.mean)
 
-    def reachable_depth(self, root_values) -> int:
+    def reachable_depth(self, root_values, predicted: int) -> int:
         """The deepest this plan's rule is likely to draft: ``predict_depth`` with each
-        layer scaled by ``max(A_i)``, the best ratio of the FIFO, instead of its mean
-        (never shallower than ``predict_depth``).
+        layer scaled by ``max(A_i)``, the best ratio of the FIFO, instead of its mean;
+        never shallower than ``predicted``, the caller's ``predict_depth(root_values)``
+        (passed in: a probe costs ~50 µs at depth 6, and the worker needs both).
 
         The SGLang worker sizes its runtime state by this and launches forwards early
         only below ``predict_depth``: a state deeper than the draft costs draft KV slots,
         no forwards, while one too shallow cuts the tree.  Sized by the mean, the
         worker's batch-1 trees were cut in 5 % of the iterations, the deepest ones,
         and replay's τ fell 2.4 % (docs/results/2026-11-30_reachable_depth.md)."""
-        return max(self.predict_depth(root_values), self._probe_depth(root_values, self.depth_ratios.largest))
+        return max(predicted, self._probe_depth(root_values, self.depth_ratios.largest))
 
     def _probe_depth(self, root_values, ratio: Callable[[int], float]) -> int:
         """Layers a probe copy of this plan drafts when layer ``i + 1``'s values are

@@ -76,11 +76,12 @@ def reached_pair(trace: TraceIteration, policy: Policy) -> State:
     """One replayed iteration's (depth, wanted width): what the worker asks of its
     states.  The plan's calls are replay's own (``trace.replay_iteration``): begin,
     grow, graft the recorded lookup proposals, rerank; the depth is forecast first
-    (``reachable_depth``), as the worker does, from the root's recorded candidates, and raised to hold the
-    longest proposal where the bucket has a branch.  Mutates the policy's FIFOs as a
-    live run would."""
+    (``reachable_depth``), as the worker does, from the root's recorded candidates,
+    and raised to hold the longest proposal where the bucket has a branch.  Mutates
+    the policy's FIFOs as a live run would."""
     plan = policy.begin(trace.batch_size, int(trace.context_lens.max()))
-    reachable = plan.reachable_depth(trace.child_probs[:, 0, :])
+    roots = trace.child_probs[:, 0, :]
+    reachable = plan.reachable_depth(roots, plan.predict_depth(roots))
     if reachable == 0:
         return NO_DRAFT
     tree = grow_tree(plan, ReplayExpander(trace), trace.tree.tokens[:, 0])

@@ -234,7 +234,7 @@ class CastDraftWorker(EagleDraftWorker):
             # prepared: it sizes the draft KV slots and attention metadata.  It bounds
             # the tree, so it holds the deepest the rule is likely to go (forwards are
             # launched early only to the predicted depth) and the branch's proposals.
-            self.cast.use_depth(iteration_depth(plan.reachable_depth(roots.values), lookup, proposals))
+            self.cast.use_depth(iteration_depth(plan.reachable_depth(roots.values, predicted), lookup, proposals))
         forward_batch, _, _ = prepare_for_draft(draft_input, self.req_to_token_pool, batch, None, self.draft_runner,
                                                 self.topk, self.speculative_num_steps)
         verify_args = dict(target_worker=self.target_worker, topk=self.topk, num_steps=self.speculative_num_steps,

@@ -96,7 +96,7 @@ def test_reachable_depth_forecasts_deeper_layers_with_the_fifos_best_ratio():
     before = (ratios.history(1), ratios.history(2), ratios.history(3))
     plan = policy.begin(1, 10)
     assert plan.predict_depth(LAYER1) == 2
-    assert plan.reachable_depth(LAYER1) == SHAPE.max_depth
+    assert plan.reachable_depth(LAYER1, 2) == SHAPE.max_depth
     assert (ratios.history(1), ratios.history(2), ratios.history(3)) == before
 
 

@@ -343,8 +343,8 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
 
     decider = CastDecider(with_history(make_policy("cast", settings)), StaticShape(steps, topk, 12))
     forecast = with_history(make_policy("cast", settings)).begin(batch_size, 700)
-    predicted, reachable = (forecast.predict_depth(draft_input.topk_p.double()),
-                            forecast.reachable_depth(draft_input.topk_p.double()))
+    predicted = forecast.predict_depth(draft_input.topk_p.double())
+    reachable = forecast.reachable_depth(draft_input.topk_p.double(), predicted)
     assert predicted < reachable  # guard: the two forecasts differ here
     chosen = {}
 

@@ -108,7 +108,8 @@ def test_reached_widths_are_what_tunes_replay_verifies_and_depths_what_the_worke
     for trace in traces:
         depth, width = reached_pair(trace, counted)
         probe = replayed.begin(trace.batch_size, int(trace.context_lens.max()))
-        assert depth == probe.reachable_depth(trace.child_probs[:, 0, :])  # the worker's depth choice
+        roots = trace.child_probs[:, 0, :]
+        assert depth == probe.reachable_depth(roots, probe.predict_depth(roots))  # the worker's depth choice
         outcome = replay_iteration(trace, replayed)  # tune's replay: the same plan, trees and FIFOs
         assert width - 1 == outcome.verified
         depths.add(depth)
@@ -128,7 +129,8 @@ def test_a_buckets_lookup_branch_deepens_the_reached_state_to_its_longest_propos
     for trace in traces:
         depth, width = reached_pair(trace, counted)
         probe = replayed.begin(trace.batch_size, int(trace.context_lens.max()))
-        reachable = probe.reachable_depth(trace.child_probs[:, 0, :])  # the worker's depth choice
+        roots = trace.child_probs[:, 0, :]
+        reachable = probe.reachable_depth(roots, probe.predict_depth(roots))  # the worker's depth choice
         outcome = replay_iteration(trace, replayed)  # tune's replay, branch grafted
         longest = max(min(5, len(p.tokens)) for p in trace.proposals)
         assert depth == max(reachable, longest) and width - 1 == outcome.verified
