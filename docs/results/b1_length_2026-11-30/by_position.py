@@ -49,7 +49,10 @@ for r in range(rounds):
             if r == 0 and name == "cast":
                 ids = list(out.token_ids)
                 grams = [tuple(ids[i:i + 4]) for i in range(len(ids) - 3)]
-                repeated = sum(g in set(grams[:i]) for i, g in enumerate(grams))
+                seen, repeated = set(), 0
+                for g in grams:
+                    repeated += g in seen
+                    seen.add(g)
                 print(f"answer of {len(ids)} tokens ({out.finish_reason}), {repeated / max(1, len(grams)):.2f} of its 4-grams repeated")
             done = 1  # the prefill's token
             for rec in log.records:

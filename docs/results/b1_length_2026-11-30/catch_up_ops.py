@@ -53,7 +53,29 @@ def walk(e):
 for r in regions:
     walk(r)
 total = sum(r.cpu_time_total for r in regions)
-print(f"{len(regions)} catch-ups, {total / len(regions) / 1000:.3f} ms each (wall, profiler on)")
+calls = sum(c for _, c in inside.values()) / len(regions)
+print(f"{len(regions)} catch-ups, {total / len(regions) / 1000:.3f} ms each (wall, profiler on), "
+      f"{calls:.0f} operator calls each (nested ones included)")
+
+
+def linears(region):
+    """The int8 matmuls of one catch-up in call order: fc, q, k, v, o, gate, up, down, lm_head."""
+    found = []
+
+    def collect(e):
+        for c in e.cpu_children:
+            if c.name == "aten::_weight_int8pack_mm":
+                found.append(c.cpu_time_total)
+            collect(c)
+    collect(region)
+    return found
+
+
+per_call = [linears(r) for r in regions]
+per_call = [x for x in per_call if len(x) == len(per_call[0])]
+means = [sum(x[i] for x in per_call) / len(per_call) / 1000 for i in range(len(per_call[0]))]
+print("int8 matmuls in call order (fc, q, k, v, o, gate, up, down, lm_head), ms each: "
+      + ", ".join(f"{m:.3f}" for m in means))
 print("operator | self ms per catch-up | calls per catch-up")
 for name, (us, calls) in sorted(inside.items(), key=lambda kv: -kv[1][0])[:25]:
     print(f"{name:50s} {us / len(regions) / 1000:7.3f} {calls / len(regions):5.1f}")
