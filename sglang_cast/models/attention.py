@@ -158,8 +158,14 @@ class AttentionBatch:
         return grouped_attention(q, k, v, self._biases[groups])
 
 
-# Below this many grouped query rows, three plain kernels beat the fused SDPA kernel's
-# set-up cost on CPU (decode steps and draft layers); above it, SDPA's blocking wins.
+# On a GPU, masked attention over at most this many grouped query rows (decode steps, draft
+# layers, small verifies) runs as three plain kernels (`three_kernel_attention`), the path the
+# H200 measurements of docs/native_gpu.md ran.  On a CPU the fused SDPA kernel runs at every
+# size.  It computes each query row over its visible keys exactly as a one-token step does
+# (masked keys add exact zeros), so a short verify's rows are plain decoding's bit for bit
+# and greedy speculation flips fewer near-ties; and it is no slower (torch 2.13, 2-core AMX
+# Xeon: 0.53-0.94x the three kernels' time alone at B = 1-16, a whole B = 1 verify forward
+# 0.94-0.99x, engine tokens/s a wash; docs/results/2026-11-30_sdpa_cpu_amx.md).
 SMALL_QUERY_ROWS = 64
 
 
@@ -183,13 +189,19 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> T
     grouped = q.reshape(batch, kv_heads, (heads // kv_heads) * n, dim)
     if bias is None:
         out = F.scaled_dot_product_attention(grouped, k, v)
-    elif grouped.shape[2] <= SMALL_QUERY_ROWS:
-        scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(dim**-0.5).add_(bias)
-        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+    elif not grouped.is_cpu and grouped.shape[2] <= SMALL_QUERY_ROWS:
+        out = three_kernel_attention(grouped, k, v, bias)
     else:
         out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=bias)
     # SDPA may hand back a non-contiguous layout (CUDA's fp32 kernels do): reshape, not view.
     return out.reshape(batch, heads, n, dim)
+
+
+def three_kernel_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    """``softmax(q·kᵀ/√D + bias)·v`` as two matmuls and a softmax, for ``q`` ``[B, h, r, D]``
+    over ``k``, ``v`` ``[B, h, L, D]``: what a GPU runs for few query rows (`SMALL_QUERY_ROWS`)."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5).add_(bias)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
 def tree_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:

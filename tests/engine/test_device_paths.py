@@ -83,6 +83,40 @@ def test_grouped_attention_takes_a_non_contiguous_sdpa_output(monkeypatch):
     assert torch.equal(attention.grouped_attention(q, k, v, None), expected)
 
 
+def chain_attention_inputs(n: int, prefix: int = 37):
+    """Grouped q ``[1, 6, n, 16]`` (3 query heads per K/V head) over a prefix of ``prefix``
+    keys plus ``n`` new ones ``[1, 2, prefix + n, 16]``, and the chain's additive mask."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn((1, 6, n, 16), generator=gen)
+    k, v = (torch.randn((1, 2, prefix + n, 16), generator=gen) for _ in range(2))
+    starts = torch.tensor([prefix])
+    mask = attention.build_attention_mask(starts, attention.causal_tree_mask(1, n, "cpu"), prefix + n)
+    return q, k, v, attention.grouped_bias(mask, 3, q.dtype)
+
+
+def test_a_cpu_verify_row_attends_bit_for_bit_as_the_plain_step_would():
+    """On a CPU a verify's masked attention is the fused kernel a plain step runs unmasked,
+    so row i over the prefix and its i + 1 path keys is the plain step's result bit for
+    bit (masked keys add exact zeros): speculative greedy decoding then picks the very
+    token plain decoding would, instead of flipping near-ties (docs/results/2026-11-30_sdpa_cpu_amx.md)."""
+    n, prefix = 4, 37
+    q, k, v, bias = chain_attention_inputs(n, prefix)
+    verified = attention.grouped_attention(q, k, v, bias)
+    for i in range(n):
+        seen = slice(0, prefix + i + 1)
+        plain = attention.grouped_attention(q[:, :, i : i + 1], k[:, :, seen], v[:, :, seen], None)
+        assert torch.equal(verified[:, :, i : i + 1], plain), f"row {i}"
+
+
+def test_the_gpu_small_query_kernels_agree_with_the_fused_kernel():
+    """`three_kernel_attention` (a GPU's path for few query rows) computes the same
+    attention as the fused kernel a CPU runs, to rounding."""
+    q, k, v, bias = chain_attention_inputs(3)
+    grouped = q.reshape(1, 2, 9, 16)
+    fused = torch.nn.functional.scaled_dot_product_attention(grouped, k, v, attn_mask=bias)
+    assert torch.allclose(attention.three_kernel_attention(grouped, k, v, bias), fused, atol=1e-5, rtol=1e-5)
+
+
 def test_algorithm1_refuses_device_tensors_with_a_clear_error():
     with pytest.raises(ValueError, match="must be host values"):
         largest_valid_index(torch.ones(3, device="meta").cumsum(0), torch.arange(1.0, 4.0), 0.5)

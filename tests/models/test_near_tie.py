@@ -151,7 +151,9 @@ def test_kernel_paths_at_every_position_are_the_two_forwards_in_bf16():
         top_verify, top_stepwise = int(verify.argmax()), int(stepwise.argmax())
         assert judge_paths(got, top_verify, top_stepwise).near_tie, position
         assert not judge_paths(got, top_verify, int(verify.argmin())).near_tie, position
-    assert max(p.spread for p in paths) > 0  # bf16: the two paths do round differently
+    # A GPU's small-query attention kernels round the two paths differently in bf16; a CPU's
+    # fused kernel gives a chain's rows the one-token forwards' logits bit for bit (attention.py).
+    assert (max(p.spread for p in paths) > 0) == (device.type != "cpu")
     assert torch.equal(kernel_paths(model, tokens[0].tolist()).stepwise, paths[-1].stepwise)
     for empty in (kernel_paths_per_position, stepwise_logits):
         with pytest.raises(ValueError, match="token_ids: at least one token"):

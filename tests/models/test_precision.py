@@ -344,7 +344,10 @@ def test_bench_forward_and_agreement_on_a_tiny_model(bench_kernels) -> None:
     spread = bench_kernels.kernel_path_spread({**models, "bf16": bf16}, prompts)
     assert {entry["positions"] for entry in spread.values()} == {20}
     assert spread["fp32"]["max_abs_spread"] < 1e-4 and spread["fp32"]["argmax_flips"] == 0
-    assert 0 < spread["bf16"]["median_abs_spread"] <= spread["bf16"]["max_abs_spread"] < 1.0
+    if bf16.embed_tokens.weight.is_cpu:  # packed and bf16 rows: the one-token forwards' bit for bit (attention.py)
+        assert spread["int4"]["max_abs_spread"] == spread["bf16"]["max_abs_spread"] == 0
+    else:  # a GPU's small-query attention kernels round the two paths differently in bf16
+        assert 0 < spread["bf16"]["median_abs_spread"] <= spread["bf16"]["max_abs_spread"] < 1.0
     for entry in spread.values():
         assert 0 <= entry["argmax_flips"] <= entry["positions"]
         assert 0 <= entry["top2_near_ties"] <= entry["positions"]
