@@ -29,16 +29,7 @@ context = max(len(pair.tokenizer.encode(p)) for p in prompts) + tokens + 16
 params = sampling(len(prompts), 0.0, tokens)
 
 
-FUSED = A.grouped_attention
-
-
-def kernels3(q, k, v, bias):
-    """The rule before: three plain kernels for masked attention below 64 grouped rows."""
-    batch, heads, n, dim = q.shape
-    grouped = q.reshape(batch, k.shape[1], (heads // k.shape[1]) * n, dim)
-    if bias is None or grouped.shape[2] > 64:
-        return FUSED(q, k, v, bias)
-    return A.three_kernel_attention(grouped, k, v, bias).reshape(batch, heads, n, dim)
+from rules import FUSED, kernels3  # noqa: E402  (this folder)
 
 
 RULES = {64: kernels3, 0: FUSED}

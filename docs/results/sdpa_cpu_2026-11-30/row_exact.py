@@ -13,16 +13,7 @@ from sglang_cast.cast import make_policy
 from tools.benchkit.inputs import load_settings
 import sglang_cast.models.attention as A
 
-FUSED = A.grouped_attention
-
-
-def kernels3(q, k, v, bias):
-    """The rule before: three plain kernels for masked attention below 64 grouped rows."""
-    batch, heads, n, dim = q.shape
-    grouped = q.reshape(batch, k.shape[1], (heads // k.shape[1]) * n, dim)
-    if bias is None or grouped.shape[2] > 64:
-        return FUSED(q, k, v, bias)
-    return A.three_kernel_attention(grouped, k, v, bias).reshape(batch, heads, n, dim)
+from rules import FUSED, kernels3  # noqa: E402  (this folder)
 
 
 from sglang_cast.models.weights import PackedLinear
