@@ -19,6 +19,7 @@ from sglang_cast.cast import make_policy
 from tools.benchkit.inputs import load_settings
 from tools.benchkit.rounds import EngineRunner, interleave, sampling, summarise
 import sglang_cast.models.attention as A
+from rules import FUSED, kernels3  # this folder
 
 dataset, batch, rounds, count, tokens = sys.argv[1], *map(int, sys.argv[2:6])
 profile = load_settings('profiles/cpu.yaml', 'cpu').profile
@@ -27,9 +28,6 @@ rows = [json.loads(line) for line in open(f'datasets/{dataset}.jsonl')][:count]
 prompts = [pair.format_prompt(r['turns'][0] if 'turns' in r else r['prompt']) for r in rows]
 context = max(len(pair.tokenizer.encode(p)) for p in prompts) + tokens + 16
 params = sampling(len(prompts), 0.0, tokens)
-
-
-from rules import FUSED, kernels3  # noqa: E402  (this folder)
 
 
 RULES = {64: kernels3, 0: FUSED}

@@ -12,11 +12,9 @@ from autotune.models import load_model_pair
 from sglang_cast.cast import make_policy
 from tools.benchkit.inputs import load_settings
 import sglang_cast.models.attention as A
-
-from rules import FUSED, kernels3  # noqa: E402  (this folder)
-
-
 from sglang_cast.models.weights import PackedLinear
+from rules import FUSED, kernels3  # this folder
+
 fmt = sys.argv[1]
 pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=fmt)
 prof = load_settings('profiles/cpu.yaml', 'cpu').profile

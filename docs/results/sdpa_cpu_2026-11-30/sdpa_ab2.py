@@ -13,9 +13,7 @@ from sglang_cast.engine.timing import ForwardTimer
 from sglang_cast.cast import make_policy
 from tools.benchkit.inputs import load_settings
 import sglang_cast.models.attention as A
-
-from rules import FUSED, kernels3  # noqa: E402  (this folder)
-
+from rules import FUSED, kernels3  # this folder
 
 fmt = sys.argv[1]; rounds = int(sys.argv[2])
 pair = load_model_pair(None, None, 'cpu', 'float32', weight_format=fmt)
