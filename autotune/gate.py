@@ -20,11 +20,13 @@ plainly, so its run checks the plain prediction the profile publishes for it.  T
   (``retune``) and confirms every bucket once more — once: a second miss
   is reported, not chased.
 * A speculating bucket whose live CAST rate is below ``min_speedup`` times its live
-  plain rate is published with ``speculate: false`` (``tuner.switched_off(...,
-  "live")``).  ``min_speedup`` defaults to 1 + the server's hysteresis margin
-  (``SPECULATION_WIN_MARGIN``): on the AMX Xeon a one-token chain passed a gate of
-  1.01x and then ran 0.79x plain decoding on benchmark prompts (2026-11-29), a
-  difference within what three rounds on a shared VM resolve.
+  plain rate, or below plain decoding's on any slice of the prompts, is published with
+  ``speculate: false`` (``Confirmation.wins``, ``tuner.switched_off(..., "live")``).
+  ``min_speedup`` defaults to
+  1 + the server's hysteresis margin (``SPECULATION_WIN_MARGIN``): on the AMX Xeon a
+  one-token chain passed a gate of 1.01x and then ran 0.79x plain decoding on
+  benchmark prompts (2026-11-29), a difference within what three rounds on a shared VM
+  resolve.
 
 The published cost model is the refitted one when a refit happened, so the
 policies decide online with the costs the live run measured.
@@ -129,6 +131,6 @@ def live_gate(results: list[BucketResult], costs: MeasuredCosts, check: LiveChec
     gated = []
     for result in results:
         live = confirmations.get(result.settings.max_batch_size)
-        lost = result.settings.speculate and live is not None and live.live_speedup < min_speedup
+        lost = result.settings.speculate and live is not None and not live.wins(min_speedup)
         gated.append(switched_off(result, "live") if lost else result)
     return GateOutcome(gated, costs, confirmations, refit_info)

@@ -140,6 +140,7 @@ class SpaceOptions(ConfirmOptions):
     trace_dataset: str | None
     live_margin: float
     live_min_speedup: float
+    confirm_sets: int
     output: Path | None
 
     def search_space(self) -> SearchSpace:

@@ -255,6 +255,11 @@ def add_space(parser: argparse.ArgumentParser) -> None:
                              "for the win the server's live gate asks before it switches speculation on, since "
                              "smaller differences are within a shared machine's round-to-round noise; 1 keeps "
                              "any win")
+    parser.add_argument("--confirm-sets", type=int_in(1, 100), default=3,
+                        help="the live gate decodes N disjoint slices of --confirm-prompts prompts per bucket, "
+                             "whole batches only (fewer slices when the prompt set does not hold N), and publishes "
+                             "a bucket speculating only if CAST reaches --live-min-speedup over all of them and "
+                             "does not lose to plain decoding on any one: a win over all can be a few prompts'")
     parser.add_argument("--output", type=Path, default=None,
                         help="profile path (default: <repo>/profiles/<label>.yaml, where the server looks)")
 
@@ -264,8 +269,9 @@ def add_confirm(parser: argparse.ArgumentParser, default_prompts: int, default_t
                         help="prompts for the live run: .jsonl (first of 'turns', or prompt/instruction/text) or "
                              "one prompt per line (default: autotune/prompts.txt)")
     parser.add_argument("--confirm-prompts", type=int_in(0, 10000), default=default_prompts,
-                        help="prompts decoded live per bucket, with the tuned CAST settings and with plain decoding "
-                             "(at least the batch size; 0 skips the live gate)")
+                        help="prompts decoded live per bucket (per slice of --confirm-sets where it applies), with "
+                             "the tuned CAST settings and with plain decoding (at least the batch size; 0 skips the "
+                             "live gate)")
     parser.add_argument("--live-rounds", type=int_in(2, 100), default=3,
                         help="interleaved live rounds of CAST and of plain decoding per bucket (medians compared)")
     parser.add_argument("--confirm-max-new-tokens", type=int_in(1, 100000), default=default_tokens,

@@ -91,10 +91,18 @@ def live_table(live: list[dict]) -> str:
     rows = [[c["batch_size"], c["predicted_cast_tokens_per_s"], c["live_cast_tokens_per_s"],
              c["cast_live_over_predicted"], c["predicted_plain_tokens_per_s"], c["live_plain_tokens_per_s"],
              c["plain_live_over_predicted"], c.get("cast_measured_over_charged", "-"),
-             c.get("plain_measured_over_charged", "-"), c["live_speedup"], "yes" if c["speculate"] else "no"]
+             c.get("plain_measured_over_charged", "-"), c["live_speedup"],
+             min(c["slice_speedups"]) if c.get("slice_speedups") else "-", "yes" if c["speculate"] else "no"]
             for c in live]
     return format_table(["B", "CAST pred", "CAST live", "live/pred", "plain pred", "plain live", "live/pred",
-                         "CAST steps/charged", "plain steps/charged", "live CAST/plain", "speculate"], rows)
+                         "CAST steps/charged", "plain steps/charged", "live CAST/plain", "worst slice",
+                         "speculate"], rows)
+
+
+def slices_text(speedups: tuple[float, ...]) -> str:
+    """Each slice's live CAST/plain, the gate's worst first named."""
+    each = ", ".join(f"{v:.2f}x" for v in speedups)
+    return f"worst of {len(speedups)} prompt slices {min(speedups):.2f}x ({each})" if speedups else "one prompt slice"
 
 
 def setups_table(store: Store) -> str:
@@ -338,8 +346,9 @@ def tuned(outcome: TuneOutcome, format_name: Callable[[str], str], states: str |
                 f"live steps took {c.cast_measured_over_charged:.0%} (CAST) and "
                 f"{c.plain_measured_over_charged:.0%} (plain) of what the cost model charged for them; "
                 f"live CAST/plain {c.live_speedup:.2f}x (predicted "
-                f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; the machine ran "
-                f"{c.speed_factor:.2f}x the profiled forward time)")
+                f"{c.predicted_speedup:.2f}x; medians of {c.rounds} interleaved rounds; "
+                f"{slices_text(c.slice_speedups)}; the machine ran {c.speed_factor:.2f}x the profiled forward "
+                "time)")
     if states is not None:
         lines.append(states)
     lines.append(f"published {outcome.published.path} (version {outcome.published.version})")

@@ -68,7 +68,8 @@ class TuneConfig:
     seed: int = 0
     max_traces: int = 200  # per bucket
     dataset: str | None = None  # only traces of this dataset
-    confirm_prompts: int = 4  # 0 skips the live gate
+    confirm_prompts: int = 4  # per slice; 0 skips the live gate
+    confirm_sets: int = 3  # disjoint slices of confirm_prompts prompts; the gate asks CAST to win on every one
     confirm_max_new_tokens: int = 32
     live_rounds: int = 3  # interleaved rounds of CAST and of plain decoding per bucket
     live_margin: float = 0.15  # |live steps' ms / their charge - 1| beyond which the overhead is refitted once
@@ -229,9 +230,10 @@ def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
     def confirm(settings, size: int) -> Confirmation:
         bucket_traces = by_bucket[size]
         batch = max(s.batch_size for s in bucket_traces)
-        return confirm_live(live_pair, settings, prompts.head(max(config.confirm_prompts, batch)), batch,
+        per_slice = max(config.confirm_prompts, batch)
+        return confirm_live(live_pair, settings, prompts.head(per_slice * config.confirm_sets), batch,
                             config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
-                            progress)
+                            progress, slices=config.confirm_sets)
     return confirm
 
 
@@ -244,8 +246,9 @@ def search_space_summary(config: TuneConfig) -> dict:
 
 def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:
     return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live by "
-                    "min_speedup (interleaved rounds, medians)",
-            "rounds": config.live_rounds, "margin": config.live_margin, "min_speedup": config.live_min_speedup,
+                    "min_speedup on every slice of the prompts (interleaved rounds, medians)",
+            "rounds": config.live_rounds, "slices": config.confirm_sets, "margin": config.live_margin,
+            "min_speedup": config.live_min_speedup,
             "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
             "off_by_live": [r.settings.max_batch_size for r in results if r.off_by == "live"],
             "refit": gate.refit if gate else None}

@@ -101,5 +101,5 @@ def tune_config(options: SpaceOptions, label: str, formats: tuple[str, ...] = ("
                       confirm_prompts=options.confirm_prompts,
                       confirm_max_new_tokens=options.confirm_max_new_tokens, context_length=options.context_length,
                       weight_formats=formats, live_rounds=options.live_rounds, live_margin=options.live_margin,
-                      live_min_speedup=options.live_min_speedup,
+                      live_min_speedup=options.live_min_speedup, confirm_sets=options.confirm_sets,
                       runtime_states=runtime_states)

@@ -4,15 +4,17 @@ live/predicted mismatch beyond the margin refits the host overhead once from the
 steps.  Live rates are planted through ``live_check`` (no timing in a unit test); one
 test runs the real interleaved live runs on the tiny engine."""
 
+from dataclasses import replace
+
 import pytest
 
-from autotune.confirm import Confirmation, confirm_live
+from autotune.confirm import Confirmation, confirm_live, prompt_slices
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.gate import live_gate
 from autotune.overhead import LIVE, step_charge_ms
 from autotune.prompts import load_prompts
-from autotune.report import show
+from autotune.report import show, tuned
 from autotune.store import Store, TimedStep
 from autotune.tuner import BucketResult, replay_settings, switched_off
 from autotune.workflow import TuneConfig, tune_and_publish
@@ -84,10 +86,11 @@ class PlantedLive:
     """``live_check`` with planted live rates: ``live(size, predicted cast, predicted plain, call)``
     answers (live cast, live plain); predictions are the real replay of the bucket's settings."""
 
-    def __init__(self, store: Store, live, speed: float = 1.0) -> None:
+    def __init__(self, store: Store, live, speed: float = 1.0, slices: dict | None = None) -> None:
         self.traces = store.traces("tiny-target", "mirror-draft")
         self.live = live
         self.speed = speed
+        self.slices = slices or {}  # bucket -> its planted per-slice speedups
         self.calls: list[tuple[int, PolicySettings]] = []
 
     def __call__(self, settings: PolicySettings, size: int) -> Confirmation:
@@ -95,7 +98,8 @@ class PlantedLive:
         cast, plain = (replay_settings(mine, settings, p).tokens_per_s for p in ("cast", "vanilla"))
         self.calls.append((size, settings))
         live_cast, live_plain = self.live(size, cast, plain, len(self.calls))
-        return planted(size, cast, plain, live_cast, live_plain, speed=self.speed)
+        check = planted(size, cast, plain, live_cast, live_plain, speed=self.speed)
+        return replace(check, slice_speedups=self.slices.get(size, ()))
 
 
 def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_false(tmp_path):
@@ -140,6 +144,28 @@ def test_a_live_win_within_the_noise_margin_is_published_off(tmp_path, min_speed
     assert [b.speculate for b in profile.settings.buckets] == published
     assert [r.off_by for r in outcome.results] == [None if on else "live" for on in published]
     assert profile.provenance["live_gate"]["min_speedup"] == (1.05 if min_speedup is None else 1.0)
+
+
+@pytest.mark.parametrize("slices, published", [((1.2, 1.2, 0.98), [False, True]), ((1.2, 1.16, 1.02), [True, True])])
+def test_a_bucket_that_loses_on_one_slice_of_the_prompts_is_published_off(tmp_path, slices, published):
+    """Bucket 1 beats plain decoding by 13 % over all its prompts; it speculates only if
+    it does not lose to plain decoding on any slice of them either."""
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    live = PlantedLive(store, lambda size, cast, plain, _: (1.13 * plain, plain) if size == 1 else (cast, plain),
+                       slices={1: slices})
+    config = config_for(tmp_path, live_margin=5.0)
+    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+                               say=lambda line: None)
+    profile = load_profile(config.output).profile
+    assert [b.speculate for b in profile.settings.buckets] == published
+    assert [r.off_by for r in outcome.results] == [None if on else "live" for on in published]
+    rows = profile.provenance["live_confirmation"]
+    assert rows[0]["live_speedup"] == pytest.approx(1.13) and rows[0]["slice_speedups"] == list(slices)
+    assert profile.provenance["live_gate"]["slices"] == 3
+    # Both reports name the worst slice: tune's lines and `show`'s table.
+    assert f"worst of 3 prompt slices {min(slices):.2f}x" in tuned(outcome, str)
+    assert "worst slice" in show(store)
 
 
 def test_a_live_miss_beyond_the_margin_refits_the_overhead_once_and_publishes_it(tmp_path):
@@ -267,25 +293,34 @@ def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_neve
     assert gate.live_summaries()[1]["speculate"] is False
 
 
-def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_path, monkeypatch):
+def logged_runs(monkeypatch) -> list[tuple[str, int | None, tuple[str, ...]]]:
+    """Every ``run_steps`` call of ``confirm_live`` from now on: (policy, step limit, prompts)."""
     import autotune.confirm as confirm
+
+    order = []
+    real = confirm.run_steps
+
+    def logged(engine, prompts, params, warmup=0, limit=None):
+        order.append((engine.policy.name, limit, tuple(prompts)))
+        return real(engine, prompts, params, warmup, limit)
+
+    monkeypatch.setattr(confirm, "run_steps", logged)
+    return order
+
+
+def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_path, monkeypatch):
+    from autotune.confirm import WARMUP_STEPS
 
     store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
     planted_costs(store)
     costs = measured_costs(store, SETUP).costs
     settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),), costs=costs)
-    order = []
-    real = confirm.run_steps
-
-    def logged(engine, prompts, params, warmup=0, limit=None):
-        order.append((engine.policy.name, limit, len(prompts)))
-        return real(engine, prompts, params, warmup, limit)
-
-    monkeypatch.setattr(confirm, "run_steps", logged)
+    order = logged_runs(monkeypatch)
     prompts = load_prompts().head(3)
     check = confirm_live(pair, settings, prompts, 2, 6, 128, store.traces("tiny-target", "mirror-draft"), rounds=2)
-    warm = [(name, confirm.WARMUP_STEPS, 2) for name in ("cast", "vanilla")]
-    assert order == warm + [("cast", None, 3), ("vanilla", None, 3)] * 2
+    batch = tuple(pair.format_prompt(t) for t in prompts.texts[:2])
+    warm = [(name, WARMUP_STEPS, batch) for name in ("cast", "vanilla")]
+    assert order == warm + [("cast", None, batch), ("vanilla", None, batch)] * 2  # whole batches: the third waits
     assert len(check.live_cast_rounds) == 2 and len(check.live_plain_rounds) == 2
     assert all(r > 0 for r in check.live_cast_rounds + check.live_plain_rounds)
     assert all(s.depth == 0 and s.verified == 0 and s.tokens == s.batch_size for s in check.plain_steps)
@@ -298,6 +333,33 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     assert summary["timed_steps"] == {"cast": len(check.cast_steps), "plain": len(check.plain_steps)}
     assert summary["live_speedup"] == pytest.approx(check.live_cast_tokens_per_s / check.live_plain_tokens_per_s,
                                                     rel=1e-3)
+
+
+def test_confirm_live_decodes_each_slice_of_the_prompts_with_both_methods_every_round(tmp_path, monkeypatch):
+    store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
+    planted_costs(store)
+    settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),),
+                              costs=measured_costs(store, SETUP).costs)
+    order = logged_runs(monkeypatch)
+    prompts = load_prompts().head(5)
+    check = confirm_live(pair, settings, prompts, 2, 6, 128, store.traces("tiny-target", "mirror-draft"), rounds=2,
+                         slices=2)
+    first, second = (tuple(pair.format_prompt(t) for t in prompts.texts[i:i + 2]) for i in (0, 2))
+    timed = [(name, None, part) for part in (first, second) for name in ("cast", "vanilla")]
+    assert order[2:] == timed * 2  # the fifth prompt makes no third slice of a batch
+    assert len(check.slice_speedups) == 2 and all(v > 0 for v in check.slice_speedups)
+    assert len(check.live_cast_rounds) == 2  # a round's rate pools its slices
+    assert check.worst_slice_speedup == min(check.slice_speedups)
+
+
+def test_prompts_are_cut_into_as_many_slices_of_whole_batches_as_they_hold():
+    texts = [str(i) for i in range(7)]
+    assert prompt_slices(texts, 2, 3) == [["0", "1"], ["2", "3"], ["4", "5"]]
+    assert prompt_slices(texts, 3, 3) == [["0", "1", "2"], ["3", "4", "5"]]
+    assert prompt_slices(texts, 1, 2) == [["0", "1", "2"], ["3", "4", "5"]]
+    assert prompt_slices(texts, 4, 1) == [["0", "1", "2", "3"]]  # no partial batch at a smaller batch size
+    assert prompt_slices(texts, 8, 3) == [texts]  # fewer prompts than a batch: one slice of them all
+    assert prompt_slices(texts, 1, 1) == [texts]
 
 
 def test_a_live_run_too_short_to_time_a_step_is_one_clear_error(tmp_path):
