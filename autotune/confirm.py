@@ -60,7 +60,7 @@ def round_rate(steps: list[TimedStep]) -> float:
 @dataclass(frozen=True)
 class Confirmation:
     batch_size: int
-    prompts: int
+    prompts: int  # decoded per round, every slice together
     rounds: int
     predicted_traces: int  # stored iterations the prediction replayed
     predicted_cast_tokens_per_s: float
@@ -231,15 +231,15 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     bar.close()
     after = reference_ms(pair, batch_size, context)
 
-    cast_steps = [s for one_round in runs[0] for steps in one_round for s in steps]
-    plain_steps = [s for one_round in runs[1] for steps in one_round for s in steps]
+    cast_steps = [s for one_round in runs[0] for s in pooled(one_round)]
+    plain_steps = [s for one_round in runs[1] for s in pooled(one_round)]
     for name, steps in (("CAST", cast_steps), ("plain decoding", plain_steps)):
         if not steps:
             raise AutotuneError(f"--confirm-max-new-tokens: the live gate at B={batch_size} timed no {name} step "
                                 f"without a prefill (every request finished in the step that admitted it); raise "
                                 f"it above {max_new_tokens}")
     return Confirmation(
-        batch_size=batch_size, prompts=len(texts), rounds=rounds, predicted_traces=len(chosen),
+        batch_size=batch_size, prompts=sum(len(part) for part in parts), rounds=rounds, predicted_traces=len(chosen),
         predicted_cast_tokens_per_s=predicted.tokens_per_s, predicted_plain_tokens_per_s=predicted_plain.tokens_per_s,
         live_cast_rounds=tuple(round_rate(pooled(one_round)) for one_round in runs[0]),
         live_plain_rounds=tuple(round_rate(pooled(one_round)) for one_round in runs[1]),

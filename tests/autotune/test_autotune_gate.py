@@ -321,6 +321,7 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     batch = tuple(pair.format_prompt(t) for t in prompts.texts[:2])
     warm = [(name, WARMUP_STEPS, batch) for name in ("cast", "vanilla")]
     assert order == warm + [("cast", None, batch), ("vanilla", None, batch)] * 2  # whole batches: the third waits
+    assert check.prompts == 2  # what was decoded
     assert len(check.live_cast_rounds) == 2 and len(check.live_plain_rounds) == 2
     assert all(r > 0 for r in check.live_cast_rounds + check.live_plain_rounds)
     assert all(s.depth == 0 and s.verified == 0 and s.tokens == s.batch_size for s in check.plain_steps)
