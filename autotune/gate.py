@@ -22,11 +22,10 @@ plainly, so its run checks the plain prediction the profile publishes for it.  T
 * A speculating bucket whose live CAST rate is below ``min_speedup`` times its live
   plain rate, or below plain decoding's on any slice of the prompts, is published with
   ``speculate: false`` (``Confirmation.wins``, ``tuner.switched_off(..., "live")``).
-  ``min_speedup`` defaults to
-  1 + the server's hysteresis margin (``SPECULATION_WIN_MARGIN``): on the AMX Xeon a
-  one-token chain passed a gate of 1.01x and then ran 0.79x plain decoding on
-  benchmark prompts (2026-11-29), a difference within what three rounds on a shared VM
-  resolve.
+  ``min_speedup`` defaults to 1 + the server's hysteresis margin
+  (``SPECULATION_WIN_MARGIN``): on the AMX Xeon a one-token chain passed a gate of
+  1.01x and then ran 0.79x plain decoding on benchmark prompts (2026-11-29), a
+  difference within what three rounds on a shared VM resolve.
 
 The published cost model is the refitted one when a refit happened, so the
 policies decide online with the costs the live run measured.

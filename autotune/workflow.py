@@ -69,7 +69,7 @@ class TuneConfig:
     max_traces: int = 200  # per bucket
     dataset: str | None = None  # only traces of this dataset
     confirm_prompts: int = 4  # per slice; 0 skips the live gate
-    confirm_sets: int = 3  # disjoint slices of confirm_prompts prompts; the gate asks CAST to win on every one
+    confirm_sets: int = 3  # disjoint slices of confirm_prompts prompts; CAST must lose on none (Confirmation.wins)
     confirm_max_new_tokens: int = 32
     live_rounds: int = 3  # interleaved rounds of CAST and of plain decoding per bucket
     live_margin: float = 0.15  # |live steps' ms / their charge - 1| beyond which the overhead is refitted once
@@ -246,7 +246,7 @@ def search_space_summary(config: TuneConfig) -> dict:
 
 def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:
     return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live by "
-                    "min_speedup on every slice of the prompts (interleaved rounds, medians)",
+                    "min_speedup over all slices of the prompts and no loss on any one (interleaved rounds, medians)",
             "rounds": config.live_rounds, "slices": config.confirm_sets, "margin": config.live_margin,
             "min_speedup": config.live_min_speedup,
             "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
