@@ -5,10 +5,15 @@ the benchmark prompts in ``datasets/``: thresholds tuned on the prompts
 they are later benchmarked on would overstate the speedup.  ``--dataset`` accepts a
 JSONL file (the first of ``turns``, or ``prompt`` / ``instruction`` / ``text``) or
 a text file with one prompt per line.
+
+A prompt's id (stored with every trace of a batch it ran in) is the JSONL record's
+``question_id`` / ``id``, or for a text file a hash of the prompt's text: a line number
+would hand an old trace's id to a different prompt once a line is added above it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +46,11 @@ def _jsonl_prompt(record: object, where: str) -> str:
                         f"{list(JSON_FIELDS)}")
 
 
+def text_id(text: str) -> str:
+    """A short id that follows the prompt's text, not its place in the file."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
 def load_prompts(path: str | Path | None = None) -> PromptSet:
     path = Path(path).expanduser() if path is not None else DEFAULT_PROMPTS
     try:
@@ -60,10 +70,10 @@ def load_prompts(path: str | Path | None = None) -> PromptSet:
             key = record.get("question_id", record.get("id", number - 1)) if isinstance(record, dict) else number - 1
             ids.append(f"{path.stem}:{key}")
     else:
-        for number, line in enumerate(lines, 1):
+        for line in lines:
             if line.strip() and not line.lstrip().startswith("#"):
                 texts.append(line.strip())
-                ids.append(f"{path.stem}:{number}")
+                ids.append(f"{path.stem}:{text_id(line.strip())}")
     if not texts:
         raise AutotuneError(f"--dataset: no prompts in {path}")
     name = "autotune-prompts" if path == DEFAULT_PROMPTS else str(path.resolve())

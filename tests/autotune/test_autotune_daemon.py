@@ -20,12 +20,11 @@ from autotune.daemon import Daemon, DaemonConfig, ServerWatch, live_drift
 from autotune.errors import AutotuneError
 from autotune.models import format_target_id
 from autotune.publish import publish
-from autotune.prompts import load_prompts
 from autotune.store import Store
 from autotune.workflow import TuneConfig
 from sglang_cast.profile import Profile, load_profile
 from support import ROOT
-from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair, tiny_prompts
 
 
 def daemon_config(output: Path, label: str = "tiny") -> DaemonConfig:
@@ -62,7 +61,7 @@ def test_daemon_stops_on_sigterm_and_leaves_a_valid_profile(tmp_path):
 def test_a_stop_request_during_a_step_publishes_nothing(tmp_path):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
     fill(store, prompts=1, batch_sizes=(1,))
-    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), load_prompts())
+    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), tiny_prompts())
     daemon.stop.set()  # as the SIGTERM handler does
     assert daemon.step() is None
     assert not (tmp_path / "tiny.yaml").exists() and store.publications() == []
@@ -72,11 +71,11 @@ def test_an_invalid_profile_is_never_published(tmp_path):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
     fill(store, prompts=1, batch_sizes=(1,))
     output = tmp_path / "tiny.yaml"
-    good = Daemon(pair, store, SETUP, daemon_config(output), load_prompts())
+    good = Daemon(pair, store, SETUP, daemon_config(output), tiny_prompts())
     first = good.step()
     before = output.read_bytes()
     # An empty label fails Profile validation: the step must fail and keep the old file.
-    bad = Daemon(pair, store, SETUP, daemon_config(output, label=""), load_prompts())
+    bad = Daemon(pair, store, SETUP, daemon_config(output, label=""), tiny_prompts())
     with pytest.raises(AutotuneError, match="refusing to publish .* profile.label"):
         bad.step()
     assert output.read_bytes() == before and load_profile(output).version == first.published.version
@@ -92,7 +91,7 @@ def test_a_step_profiles_every_weight_format_and_tunes_them_together(tmp_path):
     assert not store.measurements(packed)
     config = daemon_config(tmp_path / "tiny.yaml")
     config = replace(config, tune=replace(config.tune, weight_formats=("fp32", "int4/int8")))
-    daemon = Daemon(pair, store, SETUP, config, load_prompts(), formats={"fp32": (pair, SETUP), "int4/int8": (pair, packed)})
+    daemon = Daemon(pair, store, SETUP, config, tiny_prompts(), formats={"fp32": (pair, SETUP), "int4/int8": (pair, packed)})
     outcome = daemon.step()
     assert store.measurements(packed), "the daemon did not profile the second format"
     assert [t.weight_format for t in outcome.formats] == ["fp32", "int4/int8"] and outcome.not_profiled == ()
@@ -145,12 +144,12 @@ def test_the_daemon_reads_a_real_servers_drift_once_per_served_profile(tmp_path,
     with serve(tiny_engine("cast", settings=settings)) as server:
         assert all(r.status_code == 200 for r in complete_all(server, ["alpha"]).values())
         config = replace(daemon_config(tmp_path / "tiny.yaml"), server=ServerWatch(server.url, margin=0.15))
-        daemon = Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, config, load_prompts())
+        daemon = Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, config, tiny_prompts())
         reasons = daemon.server_drift()
         assert reasons and all(line.startswith("bucket <= 64: ") for line in reasons)
         assert daemon.server_drift() == [], "the same served profile is answered once"
     unreachable = replace(config, server=ServerWatch(server.url, timeout_s=1.0))
-    assert Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, unreachable, load_prompts()).server_drift() == []
+    assert Daemon(tiny_pair(), Store(tmp_path / "a.db"), SETUP, unreachable, tiny_prompts()).server_drift() == []
     assert f"server {server.url} not read" in capsys.readouterr().err
     with pytest.raises(ValueError, match="server url must start with http:// or https://, got 'localhost:1'"):
         ServerWatch("localhost:1")
@@ -159,7 +158,7 @@ def test_the_daemon_reads_a_real_servers_drift_once_per_served_profile(tmp_path,
 def test_a_drift_step_re_profiles_every_grid_point(tmp_path, capsys):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
     fill(store, prompts=1, batch_sizes=(1,))
-    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), load_prompts())
+    daemon = Daemon(pair, store, SETUP, daemon_config(tmp_path / "tiny.yaml"), tiny_prompts())
     daemon.step()
     assert f"0 points measured, {len(GRID.points())} already stored" in capsys.readouterr().err
     daemon.step(reprofile=True)
@@ -176,7 +175,7 @@ def test_a_step_times_the_host_overhead_and_a_drift_step_re_times_it(tmp_path, c
     fill(store, prompts=1, batch_sizes=(1,))
     config = daemon_config(tmp_path / "tiny.yaml")
     runs = len(StepDesign.for_grid(GRID).runs()) * len(GRID.batch_sizes)
-    daemon = Daemon(pair, store, SETUP, config, load_prompts())
+    daemon = Daemon(pair, store, SETUP, config, tiny_prompts())
     daemon.step()
     assert f"host overhead fp32: {runs} runs of whole steps timed, 0 already stored" in capsys.readouterr().err
     assert load_profile(tmp_path / "tiny.yaml").profile.settings.costs.overhead is not None
@@ -192,6 +191,6 @@ def test_a_step_times_the_host_overhead_and_a_drift_step_re_times_it(tmp_path, c
 
 if __name__ == "__main__":
     db, output = sys.argv[1], Path(sys.argv[2])
-    daemon = Daemon(tiny_pair(), Store(db), SETUP, daemon_config(output), load_prompts())
+    daemon = Daemon(tiny_pair(), Store(db), SETUP, daemon_config(output), tiny_prompts())
     daemon.install_signal_handlers()
     daemon.run()

@@ -13,7 +13,6 @@ from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.gate import live_gate
 from autotune.overhead import LIVE, step_charge_ms
-from autotune.prompts import load_prompts
 from autotune.report import show, tuned
 from autotune.store import Store, TimedStep
 from autotune.tuner import BucketResult, replay_settings, switched_off
@@ -21,7 +20,7 @@ from autotune.workflow import TuneConfig, tune_and_publish
 from sglang_cast.cast import BucketSettings, PolicySettings, TreeShape
 from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
-from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair, tiny_prompts
 
 PLAIN_HOST_MS = 5.0  # planted: what plain decoding's live steps cost beyond their forward
 
@@ -109,7 +108,7 @@ def test_a_bucket_whose_live_cast_loses_to_live_plain_is_published_speculate_fal
     live = PlantedLive(store, lambda size, cast, plain, _: (0.95 * plain, plain) if size == 1 else (cast, plain))
     said = []
     config = config_for(tmp_path, live_margin=5.0)
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts().head(3), progress=False, live_check=live,
                                say=said.append)
     published = load_profile(config.output).profile
     assert [b.speculate for b in published.settings.buckets] == [False, True]
@@ -138,7 +137,7 @@ def test_a_live_win_within_the_noise_margin_is_published_off(tmp_path, min_speed
     live = PlantedLive(store, lambda size, cast, plain, _: (1.03 * plain, plain) if size == 1 else (cast, plain))
     overrides = {} if min_speedup is None else {"live_min_speedup": min_speedup}
     config = config_for(tmp_path, live_margin=5.0, **overrides)
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts().head(3), progress=False, live_check=live,
                                say=lambda line: None)
     profile = load_profile(config.output).profile
     assert [b.speculate for b in profile.settings.buckets] == published
@@ -155,7 +154,7 @@ def test_a_bucket_that_loses_on_one_slice_of_the_prompts_is_published_off(tmp_pa
     live = PlantedLive(store, lambda size, cast, plain, _: (1.13 * plain, plain) if size == 1 else (cast, plain),
                        slices={1: slices})
     config = config_for(tmp_path, live_margin=5.0)
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts().head(3), progress=False, live_check=live,
                                say=lambda line: None)
     profile = load_profile(config.output).profile
     assert [b.speculate for b in profile.settings.buckets] == published
@@ -175,7 +174,7 @@ def test_a_live_miss_beyond_the_margin_refits_the_overhead_once_and_publishes_it
     live = PlantedLive(store, lambda size, cast, plain, call: (0.5 * cast if call == 1 else cast, plain))
     said = []
     config = config_for(tmp_path)
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False, live_check=live,
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts().head(3), progress=False, live_check=live,
                                say=said.append)
     refit_lines = [line for line in said if "refitting" in line]
     assert len(refit_lines) == 1 and "bucket <= 1" in refit_lines[0] and "±15%" in refit_lines[0]
@@ -205,7 +204,7 @@ def test_a_refit_on_a_drifted_machine_fits_its_steps_at_the_profiles_speed(tmp_p
     live = PlantedLive(store, lambda size, cast, plain, call: ((0.5 if call == 1 else 1.0) * cast / speed,
                                                                plain / speed), speed=speed)
     said = []
-    tune_and_publish(pair, store, SETUP, config_for(tmp_path), load_prompts().head(3), progress=False,
+    tune_and_publish(pair, store, SETUP, config_for(tmp_path), tiny_prompts().head(3), progress=False,
                      live_check=live, say=said.append)
     assert sum("refitting" in line for line in said) == 1
     drift = [line for line in said if "off its profiled time" in line]
@@ -316,7 +315,7 @@ def test_confirm_live_interleaves_cast_and_plain_rounds_on_the_same_prompts(tmp_
     costs = measured_costs(store, SETUP).costs
     settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),), costs=costs)
     order = logged_runs(monkeypatch)
-    prompts = load_prompts().head(3)
+    prompts = tiny_prompts().head(3)
     check = confirm_live(pair, settings, prompts, 2, 6, 128, store.traces("tiny-target", "mirror-draft"), rounds=2)
     batch = tuple(pair.format_prompt(t) for t in prompts.texts[:2])
     warm = [(name, WARMUP_STEPS, batch) for name in ("cast", "vanilla")]
@@ -342,7 +341,7 @@ def test_confirm_live_decodes_each_slice_of_the_prompts_with_both_methods_every_
     settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),),
                               costs=measured_costs(store, SETUP).costs)
     order = logged_runs(monkeypatch)
-    prompts = load_prompts().head(5)
+    prompts = tiny_prompts().head(5)
     check = confirm_live(pair, settings, prompts, 2, 6, 128, store.traces("tiny-target", "mirror-draft"), rounds=2,
                          slices=2)
     first, second = (tuple(pair.format_prompt(t) for t in prompts.texts[i:i + 2]) for i in (0, 2))
@@ -371,7 +370,7 @@ def test_a_live_run_too_short_to_time_a_step_is_one_clear_error(tmp_path):
     settings = PolicySettings(buckets=(BucketSettings(2, TreeShape(2, 2, 5)),),
                               costs=measured_costs(store, SETUP).costs)
     with pytest.raises(AutotuneError, match=r"--confirm-max-new-tokens: the live gate at B=2 timed no CAST step"):
-        confirm_live(pair, settings, load_prompts().head(2), 2, 1, 128, store.traces("tiny-target", "mirror-draft"),
+        confirm_live(pair, settings, tiny_prompts().head(2), 2, 1, 128, store.traces("tiny-target", "mirror-draft"),
                      rounds=2)
 
 

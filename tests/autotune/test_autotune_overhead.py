@@ -10,10 +10,9 @@ import torch
 from autotune.costs import measured_costs
 from autotune.grid import ProfileGrid
 from autotune.overhead import PLAIN, PROFILE, NativeStepTimer, StepDesign, run_step_profile, shape_key, step_charge_ms
-from autotune.prompts import load_prompts
 from autotune.store import Store, TimedStep
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape, charge, charged_ms, grow_tree, make_policy
-from support.autotune import GRID, SETUP, ChainDraft, chain_costs, fill, tiny_pair
+from support.autotune import GRID, SETUP, ChainDraft, chain_costs, fill, tiny_pair, tiny_prompts
 from support.costs import overhead
 
 
@@ -58,7 +57,7 @@ def test_profile_times_plain_and_every_shape_at_every_batch_size_and_resumes(tmp
     store, pair = fill(Store(tmp_path / "a.db")), tiny_pair()
     design = StepDesign((TreeShape(1, 2, 3), TreeShape(3, 1, 4)), warmup=1, steps=3)
     forwards = measured_costs(store, SETUP, overhead=False).costs
-    prompts = load_prompts().head(1)  # fewer prompts than B=2: they are cycled
+    prompts = tiny_prompts().head(1)  # fewer prompts than B=2: they are cycled
     report = run_step_profile(NativeStepTimer(pair, forwards), store, SETUP, GRID, design, prompts, progress=False)
     keys = {PLAIN, "k1-d2-m3", "k3-d1-m4"}
     assert (report.runs, report.skipped, report.steps) == (6, 0, 18)
@@ -153,7 +152,7 @@ def test_a_run_with_a_stall_inside_it_is_timed_again_and_the_steady_attempt_stor
     stalled, steady = [25.0, 540.0, 120.0, 26.0], [25.0, 26.0, 27.0, 25.5]
     assert max(stalled) / min(stalled) > UNSTEADY_RATIO >= max(steady) / min(steady)
     timer = PlantedTimer([stalled, steady])
-    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), load_prompts().head(1), progress=False)
+    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), tiny_prompts().head(1), progress=False)
     assert timer.calls == 2 and (report.retimed, report.unsteady) == (1, 0)
     assert stored_ms(store) == sorted(steady)
     assert report.stalls().startswith("runs with a stall, timed again: 1;")
@@ -166,11 +165,11 @@ def test_a_run_that_stalls_every_time_is_stored_once_at_its_steadiest_and_report
     grid = replace(GRID, batch_sizes=(1,))
     attempts = [[25.0, 500.0], [25.0, 80.0], [25.0, 300.0], [25.0, 26.0]]  # the last would be steady: never asked for
     timer = PlantedTimer(attempts)
-    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), load_prompts().head(1), progress=False)
+    report = run_step_profile(timer, store, SETUP, grid, StepDesign(()), tiny_prompts().head(1), progress=False)
     assert timer.calls == 1 + RETIMES == 3
     assert (report.retimed, report.unsteady) == (1, 1) and stored_ms(store) == [25.0, 80.0]
     quiet = run_step_profile(PlantedTimer([[25.0, 26.0]]), Store(tmp_path / "b.db"), SETUP, grid, StepDesign(()),
-                             load_prompts().head(1), progress=False)
+                             tiny_prompts().head(1), progress=False)
     assert quiet.stalls() == ""
 
 

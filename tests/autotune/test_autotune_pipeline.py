@@ -14,7 +14,6 @@ from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
 from autotune.profiler import run_profile
-from autotune.prompts import load_prompts
 from autotune.space import Grid, SearchSpace
 from autotune.store import Store
 from autotune.tuner import BucketResult
@@ -22,7 +21,7 @@ from autotune.workflow import TuneConfig, larger_batches_note, tune_and_publish
 from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.profile import load_profile
 from support import ROOT
-from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair
+from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair, tiny_prompts
 
 def test_profile_resumes_after_an_interruption(tmp_path):
     store, pair = Store(tmp_path / "a.db"), tiny_pair()
@@ -57,7 +56,7 @@ def test_collect_tune_and_publish(tmp_path):
     fill(store)
     stored = store.traces("tiny-target", "mirror-draft")
     assert stored and {s.trace.top_k for s in stored} == {SPACE.top_k}
-    prompts = load_prompts().head(3)
+    prompts = tiny_prompts().head(3)
     assert all(set(s.prompt_ids) <= set(prompts.ids) and len(s.prompt_ids) == s.batch_size for s in stored)
     config = TuneConfig(label="tiny", output=tmp_path / "profiles" / "tiny.yaml", buckets=(1, 2), trials=4,
                         space=SPACE, confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
@@ -107,7 +106,7 @@ def test_tune_refuses_a_space_larger_than_the_recording(tmp_path):
         config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=2, space=space,
                             confirm_prompts=0)
         with pytest.raises(AutotuneError, match=recorded):
-            tune_and_publish(pair, store, SETUP, config, load_prompts(), progress=False)
+            tune_and_publish(pair, store, SETUP, config, tiny_prompts(), progress=False)
         assert not config.output.exists()
 
 
@@ -118,8 +117,8 @@ def test_bench_compares_the_tuner_with_the_exhaustive_grid_and_runs_live(tmp_pat
     config = BenchConfig(1, 1, grid, trials=3, seeds=(0,), max_traces=4, confirm_prompts=1,
                          confirm_max_new_tokens=6, context_length=128, study_prefix="bench-test")
     with pytest.raises(AutotuneError, match="--trials: at most 3"):
-        run_bench(pair, store, SETUP, replace(config, trials=4), load_prompts(), progress=False)
-    result = run_bench(pair, store, SETUP, config, load_prompts(), progress=False)
+        run_bench(pair, store, SETUP, replace(config, trials=4), tiny_prompts(), progress=False)
+    result = run_bench(pair, store, SETUP, config, tiny_prompts(), progress=False)
     assert result["grid"]["size"] == 32 and result["goals"]["evaluations_fraction"] == 3 / 32
     assert 0 < result["goals"]["tuned_over_grid_best_min"] <= 1.0 + 1e-9  # the grid holds the corners
     assert result["live_confirmation"]["timed_steps"]["cast"] > 0 and result["live_confirmation"]["rounds"] == 3
@@ -146,7 +145,7 @@ def test_a_profile_from_another_machine_is_re_tuned_here_without_profiling_or_re
     costs = calibrated_costs("other.yaml", foreign, served.fit, served.report(foreign))
     config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1, 2), trials=3, space=SPACE,
                         confirm_prompts=1, confirm_max_new_tokens=6, context_length=128)
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts().head(3), progress=False,
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts().head(3), progress=False,
                                format_costs={"fp32": costs})
     provenance = load_profile(config.output).profile.provenance
     assert provenance["cost_tables"]["calibrated_from"]["profile"] == "other.yaml"

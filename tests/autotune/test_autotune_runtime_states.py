@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from autotune.errors import AutotuneError
-from autotune.prompts import load_prompts
 from autotune.sglang_backend import (SGLANG, PairIds, RuntimeStateSizing, cpu_state_sizing, runtime_state_sizing,
                                      sglang_models, states_report)
 from autotune.store import Store
@@ -22,7 +21,7 @@ from sglang_cast.sglang_plugin.memory_plan import (GIB, MIB, ModelShape, capture
                                                    state_memory)
 from sglang_cast.sglang_plugin.plugin_config import ParallelLayout, SGLangSection, StaticShape, require_layout
 from sglang_cast.sglang_plugin.state_cover import StateCap
-from support.autotune import SETUP, SPACE, fill, llama_dirs
+from support.autotune import SETUP, SPACE, fill, llama_dirs, tiny_prompts
 
 SGLANG_TP2 = replace(SETUP, backend=SGLANG, tp_size=2)
 
@@ -54,7 +53,7 @@ def tune(tmp_path, store: Store, sizing: RuntimeStateSizing):
                         confirm_prompts=0, runtime_states=sizing)
     # No live gate (--confirm-prompts 0), so the pair is its ids, as `tune --backend sglang` passes it.
     pair = PairIds(SETUP.target_model, SETUP.draft_model, "float32", torch.device("cpu"))
-    return config, tune_and_publish(pair, store, SGLANG_TP2, config, load_prompts().head(3), progress=False,
+    return config, tune_and_publish(pair, store, SGLANG_TP2, config, tiny_prompts().head(3), progress=False,
                                      say=lambda line: None)
 
 

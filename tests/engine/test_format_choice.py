@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from autotune.prompts import load_prompts
 from autotune.store import Setup, Store
 from autotune.tuner import BucketResult
 from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and_publish
@@ -20,7 +19,7 @@ from sglang_cast.engine.format_choice import (CANDIDATES, DRAFT_CANDIDATES, choo
 from sglang_cast.engine.timing import Timing
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
-from support.autotune import FORMAT_SETTINGS, profile
+from support.autotune import FORMAT_SETTINGS, profile, tiny_prompts
 
 # ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too.
 PLANTED = {"fp32": {1: 32.0, 16: 64.0}, "bf16": {1: 37.0, 16: 46.0}, "int8": {1: 20.0, 16: 70.0},
@@ -228,7 +227,7 @@ def test_tune_publishes_the_format_whose_trees_replay_fastest(tmp_path, factor, 
     config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=3, space=SPACE,
                         confirm_prompts=1, confirm_max_new_tokens=16, context_length=128,
                         weight_formats=("fp32", "int8", "bf16"))
-    outcome = tune_and_publish(pair, store, SETUP, config, load_prompts(), load_format=load_format, progress=False)
+    outcome = tune_and_publish(pair, store, SETUP, config, tiny_prompts(), load_format=load_format, progress=False)
     rates = {t.weight_format: t.score for t in outcome.formats}
     assert (rates["int8"] > rates["fp32"]) == (factor < 1)
     assert outcome.weight_format == published and outcome.not_profiled == ("bf16",)
@@ -255,7 +254,7 @@ def test_a_tune_without_a_live_gate_publishes_another_format_without_loading_it(
     plant_format(store, SETUP, "int8", 0.5)
     config = TuneConfig(label="tiny", output=tmp_path / "tiny.yaml", buckets=(1,), trials=3, space=SPACE,
                         confirm_prompts=0, weight_formats=("fp32", "int8"))
-    outcome = tune_and_publish(tiny_pair(), store, SETUP, config, load_prompts(), load_format=None, progress=False)
+    outcome = tune_and_publish(tiny_pair(), store, SETUP, config, tiny_prompts(), load_format=None, progress=False)
     assert outcome.weight_format == "int8" and outcome.confirmations == {}
     assert load_profile(config.output).profile.weight_format == "int8"
 

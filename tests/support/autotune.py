@@ -18,7 +18,7 @@ from autotune.collect import CollectConfig, collect, full_shape
 from autotune.grid import ProfileGrid
 from autotune.models import ModelPair
 from autotune.profiler import run_profile
-from autotune.prompts import load_prompts
+from autotune.prompts import PromptSet, load_prompts
 from autotune.space import Grid, SearchSpace
 from autotune.store import Setup, Store
 from sglang_cast.cast import (CostModel, CostTable, DraftTree, PolicySettings, RecordingExpander, TreeShape, grow_tree,
@@ -41,6 +41,15 @@ def tiny_pair() -> ModelPair:
                      chat_template=False)
 
 
+def tiny_prompts() -> PromptSet:
+    """The default tuning prompts that fit the tiny models' 128-token context: their
+    tokenizer spends a token per character, and the default set alternates short
+    requests with ones of 180-290 characters."""
+    every = load_prompts()
+    keep = [i for i, text in enumerate(every.texts) if len(text) < 100]
+    return PromptSet(every.name, tuple(every.ids[i] for i in keep), tuple(every.texts[i] for i in keep))
+
+
 @functools.cache
 def _template(prompts: int, batch_sizes: tuple[int, ...]) -> Path:
     """A database with the tiny grid measured and traces recorded, built once per
@@ -50,7 +59,7 @@ def _template(prompts: int, batch_sizes: tuple[int, ...]) -> Path:
     run_profile(pair, store, SETUP, GRID, progress=False)
     config = CollectConfig(full_shape(SPACE.top_k, SPACE.max_depth), batch_sizes, max_new_tokens=12,
                            context_length=128)
-    collect(pair, store, "test-device", load_prompts().head(prompts), config, progress=False)
+    collect(pair, store, "test-device", tiny_prompts().head(prompts), config, progress=False)
     store.close()
     return path
 

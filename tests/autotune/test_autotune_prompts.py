@@ -1,0 +1,37 @@
+"""The tuning prompt sets: the default one's shape and how prompts are identified."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.confirm import prompt_slices
+from autotune.prompts import load_prompts
+
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+
+
+def test_the_default_prompts_share_none_with_the_benchmark_sets():
+    tuning = set(load_prompts().texts)
+    for dataset in sorted(DATASETS.glob("*.jsonl")):
+        assert not tuning & set(load_prompts(dataset).texts), dataset.name
+
+
+def test_every_slice_the_gate_cuts_from_the_default_prompts_holds_long_prompts():
+    """The live gate decodes whole batches from the head of the set; a gate on short
+    requests only missed what chat-length prompts cost (2026-11-30)."""
+    texts = list(load_prompts().texts)
+    for batch in (1, 2, 4, 8, 16, 32):
+        per_slice = max(16, batch)  # tune.sh's --confirm-prompts 16, three slices
+        for part in prompt_slices(texts[:per_slice * 3], batch, 3):
+            long = [t for t in part if len(t) >= 150]
+            assert len(long) >= len(part) // 3, (batch, len(long), len(part))
+
+
+def test_a_text_file_prompt_keeps_its_id_when_lines_are_added_above_it(tmp_path):
+    before, after = tmp_path / "p.txt", tmp_path / "q.txt"
+    before.write_text("Say hi.\nCount to three.\n")
+    after.write_text("# a comment\nName a colour.\nSay hi.\n\nCount to three.\n")
+    old, new = load_prompts(before), load_prompts(after)
+    ids = dict(zip(new.texts, (i.split(":", 1)[1] for i in new.ids)))
+    assert [ids[t] for t in old.texts] == [i.split(":", 1)[1] for i in old.ids]
+    assert len(set(new.ids)) == 3
