@@ -192,6 +192,12 @@ def prompt_slices(texts: list[str], batch_size: int, wanted: int) -> list[list[s
     return [texts[i * size:(i + 1) * size] for i in range(count)]
 
 
+def gate_prompts(prompts: PromptSet, batch_size: int, per_slice: int, slices: int) -> PromptSet:
+    """The head of ``prompts`` the live gate decodes at ``batch_size``: ``slices`` slices
+    of ``per_slice`` prompts each, a whole batch at least (cut by ``prompt_slices``)."""
+    return prompts.head(max(per_slice, batch_size) * slices)
+
+
 def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, batch_size: int,
                  max_new_tokens: int, context_length: int, traces: list[StoredTrace],
                  rounds: int = 3, progress: bool = False, slices: int = 1) -> Confirmation:

@@ -38,7 +38,7 @@ from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 
 from sglang_cast.cast import CostModel
 
-from .confirm import Confirmation, confirm_live
+from .confirm import Confirmation, confirm_live, gate_prompts
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
 from .gate import GateOutcome, LiveCheck, live_gate
@@ -230,8 +230,8 @@ def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
     def confirm(settings, size: int) -> Confirmation:
         bucket_traces = by_bucket[size]
         batch = max(s.batch_size for s in bucket_traces)
-        per_slice = max(config.confirm_prompts, batch)
-        return confirm_live(live_pair, settings, prompts.head(per_slice * config.confirm_sets), batch,
+        return confirm_live(live_pair, settings, gate_prompts(prompts, batch, config.confirm_prompts,
+                                                              config.confirm_sets), batch,
                             config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
                             progress, slices=config.confirm_sets)
     return confirm

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.confirm import prompt_slices
+from autotune.confirm import gate_prompts, prompt_slices
 from autotune.prompts import load_prompts
+from autotune.workflow import TuneConfig
 
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
@@ -19,12 +20,13 @@ def test_the_default_prompts_share_none_with_the_benchmark_sets():
 def test_every_slice_the_gate_cuts_from_the_default_prompts_holds_long_prompts():
     """The live gate decodes whole batches from the head of the set; a gate on short
     requests only missed what chat-length prompts cost (2026-11-30)."""
-    texts = list(load_prompts().texts)
-    for batch in (1, 2, 4, 8, 16, 32):
-        per_slice = max(16, batch)  # tune.sh's --confirm-prompts 16, three slices
-        for part in prompt_slices(texts[:per_slice * 3], batch, 3):
-            long = [t for t in part if len(t) >= 150]
-            assert len(long) >= len(part) // 3, (batch, len(long), len(part))
+    default = TuneConfig(label="cpu", output=Path("cpu.yaml"))  # the gate's defaults
+    for per_slice in (default.confirm_prompts, 16):  # the default, and profiles/cpu.yaml's tune
+        for batch in (1, 2, 4, 8, 16, 32):
+            head = gate_prompts(load_prompts(), batch, per_slice, default.confirm_sets)
+            for part in prompt_slices(list(head.texts), batch, default.confirm_sets):
+                long = [t for t in part if len(t) >= 150]
+                assert len(long) >= len(part) // 3, (per_slice, batch, len(long), len(part))
 
 
 def test_a_text_file_prompt_keeps_its_id_when_lines_are_added_above_it(tmp_path):
