@@ -23,7 +23,8 @@ from sglang_cast.engine.build import DTYPES, LoadedModels, default_draft_path, l
 from sglang_cast.models import ModelConfig
 from sglang_cast.models.weights import WeightFormat, apply_draft_format
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
-from sglang_cast.models.loader import CACHE_ENV, EMBEDDED_NAME, cache_root
+from sglang_cast.models.cache import CACHE_ENV, cache_root
+from sglang_cast.models.loader import EMBEDDED_NAME
 
 from .errors import AutotuneError
 

@@ -46,7 +46,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sglang_cast.cast import TRACE_FORMAT, StepSample, TraceIteration
 from sglang_cast.engine.timing import Timing
-from sglang_cast.models.loader import cache_root
+from sglang_cast.models.cache import cache_root
 
 from .errors import RUNTIME, AutotuneError
 
@@ -56,7 +56,7 @@ BACKENDS = (NATIVE, "sglang")
 
 
 def default_db_path() -> Path:
-    """``autotune.db`` in the project's cache (`loader.cache_root`: ``$SGLANG_CAST_CACHE``
+    """``autotune.db`` in the project's cache (`cache.cache_root`: ``$SGLANG_CAST_CACHE``
     or ``~/.cache/sglang_cast``)."""
     return cache_root() / "autotune.db"
 

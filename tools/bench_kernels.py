@@ -175,7 +175,7 @@ def build_variants(fp32: LlamaModel, specs: list[str]) -> dict[str, LlamaModel]:
             models[spec] = fp32
             continue
         model = copy.deepcopy(fp32).to(dtype)
-        int4_blocks = exact if fmt.linears == Format.INT4 else None
+        int4_blocks = exact if fmt.linears.is_int4 else None
         models[spec] = apply_weight_format(model, fmt, int4_blocks)
     return models
 

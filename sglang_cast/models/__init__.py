@@ -13,7 +13,8 @@ from .eagle import (
 )
 from .kv_cache import KVCache
 from .llama import LlamaModel, ModelOutput, eagle3_feature_layers
-from .loader import cache_root, embedded_gguf_path, hf_to_internal, load_target
+from .cache import cache_root
+from .loader import embedded_gguf_path, hf_to_internal, load_target
 from .numerics import (
     Divergence,
     KernelPaths,

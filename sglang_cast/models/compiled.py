@@ -28,7 +28,7 @@ the graphs is no faster than eager: 31 compiled calls per forward cost about wha
 fused elementwise work saves, so engines default to ``off``.
 
 Inductor's on-disk caches (FX graph and generated C++) live in
-``$TORCHINDUCTOR_CACHE_DIR``, by default ``<cache_root>/inductor`` (`loader.cache_root`).
+``$TORCHINDUCTOR_CACHE_DIR``, by default ``<cache_root>/inductor`` (`cache.cache_root`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from .attention import AttentionBatch, causal_tree_mask
 from .kv_cache import KVCache
-from .loader import cache_root
+from .cache import cache_root
 from .weights import Format
 
 if TYPE_CHECKING:

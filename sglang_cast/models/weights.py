@@ -9,6 +9,10 @@ Formats (``Format``), what each stores and which kernel runs it:
 * ``int4``  weight-only int4, groups of ``GROUP_SIZE`` = 32 inputs per output row:
             ``w = (q - 8) · scale[n, g] + zero[n, g]``, ``q`` in [0, 15];
             ``torch.ops.aten._weight_int4pack_mm_for_cpu``, bf16 activations.
+* ``int4amx`` the same int4 weights, multiplied by torch's kernel below
+            `int4_tiles.TILES_FROM` rows and by our AMX tile kernel from there on
+            (models/int4_tiles.py: torch's kernel dequantises once per 4 rows, ours once
+            for up to 16); AMX CPUs only.
 
 Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is
 ``w = d · q + m``, which is the layout above with ``scale = d`` and ``zero = m + 8d``.
@@ -45,6 +49,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from . import int4_tiles
+
 Model = TypeVar("Model", bound=nn.Module)
 
 GROUP_SIZE = 32
@@ -63,6 +69,12 @@ class Format(str, Enum):
     BF16 = "bf16"
     INT8 = "int8"
     INT4 = "int4"
+    INT4_AMX = "int4amx"
+
+    @property
+    def is_int4(self) -> bool:
+        """Int4 codes in groups (`Int4Groups`): a GGUF's Q4_1 blocks load into them bit-exact."""
+        return self in (Format.INT4, Format.INT4_AMX)
 
 
 _FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
@@ -323,6 +335,23 @@ class Int4Linear(PackedLinear):
         )
 
 
+class Int4AmxLinear(Int4Linear):
+    """`Int4Linear` whose forwards of `int4_tiles.TILES_FROM` rows or more run on AMX
+    tiles (the same codes, scales and zeros, in the tile kernel's own layout: the int4
+    weights are held twice).  The tile kernel keeps scales and zeros in fp32, so its
+    results are nearer the fp32 weights than torch's bf16-scaled kernel's."""
+
+    def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
+        int4_tiles.ensure_loaded()
+        super().__init__(groups, bias)
+        self.tiled = int4_tiles.TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        if x.shape[0] < int4_tiles.TILES_FROM:
+            return super()._matmul(x)
+        return self.tiled.matmul(x)
+
+
 class SharedLinear(nn.Module):
     """``F.linear`` over a weight ``[N, K]`` the model already holds (no copy): the dense
     side of a ``:dense<N>`` format in the model's own dtype."""
@@ -368,8 +397,9 @@ def pack_linear(
         return Bf16Linear(weight, bias)
     if fmt == Format.INT8:
         return Int8Linear(weight, bias)
-    if fmt == Format.INT4:
-        return Int4Linear(exact_int4 if exact_int4 is not None else int4_quantize(weight), bias)
+    if fmt.is_int4:
+        kernel = Int4AmxLinear if fmt == Format.INT4_AMX else Int4Linear
+        return kernel(exact_int4 if exact_int4 is not None else int4_quantize(weight), bias)
     raise ValueError(f"pack_linear: format {fmt.value!r} is not a packed format")
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
-from sglang_cast.models.loader import cache_root
+from sglang_cast.models.cache import cache_root
 
 PACKAGE = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = PACKAGE / "assets" / "smollm2-135m-eagle"

@@ -1,0 +1,126 @@
+"""The ``int4amx`` kernel: weight-only int4 multiplied on AMX tiles (csrc/int4_tiles.cpp).
+
+Why a kernel of our own: torch's CPU int4 kernel dequantises its weights once per block
+of 4 activation rows, so on a 2-core AMX Xeon the model's linears cost 2.9x a decode
+step's at 8 rows and 5.7x at 16 (docs/precision.md).  A speculative verify runs exactly
+those widths.  This kernel dequantises each 16 x 32 weight block once into an AMX tile
+and multiplies it with up to 16 rows at once, so 16 rows cost about 1.5x one row.  At 1-4
+rows torch's kernel is cheaper (it streams the weights with less work per byte), so the
+``int4amx`` format (weights.py) runs torch's kernel below `TILES_FROM` rows and this one
+from there on, over the same codes, scales and zeros.
+
+The C++ source is compiled on first use with torch's extension builder (g++ and ninja)
+into ``<cache_root>/extensions/``; later processes load the built library.  It needs a
+CPU with AMX-BF16 (and AVX512-BF16) on Linux: `unavailable_reason` says why not here.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..hardware import cpu_flags
+from .cache import cache_root
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).parent / "csrc" / "int4_tiles.cpp"
+REQUIRED_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
+COMPILE_FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16")
+TILES_FROM = 5  # rows: torch's kernel dequantises once per 4 rows, so from 5 on it pays twice
+_TILE_COLS, _GROUP, _CHUNK = 16, 32, 4  # columns per tile; inputs per scale group; inputs per code chunk
+_TILES = 4  # column tiles per block (csrc: kTilesPerBlock)
+
+
+def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
+    """Why the kernel cannot run on this machine (``None``: it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"it needs Linux (AMX tile state is granted by arch_prctl), not {sys.platform}"
+    missing = REQUIRED_FLAGS - (cpu_flags() if flags is None else flags)
+    if missing:
+        return f"this CPU lacks {', '.join(sorted(missing))} (AMX-BF16 tiles are required)"
+    return None
+
+
+@functools.cache
+def load_kernel() -> None:
+    """Build (first time, ~10 s) or load the kernel, registering ``torch.ops.sglang_cast_int4``.
+    Raises ``ValueError`` naming the format and why when the CPU or the toolchain cannot
+    (the entry points report a bad ``weight_format`` that way)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise ValueError(f"weight_format: int4amx cannot run here: {reason}; use int4")
+    from torch.utils import cpp_extension
+
+    build = cache_root() / "extensions" / f"int4_tiles-torch{torch.__version__}"
+    build.mkdir(parents=True, exist_ok=True)
+    try:
+        cpp_extension.load(name="sglang_cast_int4_tiles", sources=[str(SOURCE)], extra_cflags=list(COMPILE_FLAGS),
+                           build_directory=str(build), is_python_module=False, verbose=False)
+    except (OSError, RuntimeError, SystemError) as err:  # no compiler, no ninja, a failed build
+        raise ValueError(f"weight_format: int4amx: building its kernel ({SOURCE.name}) in {build} failed; it needs "
+                         f"g++ with AMX support (GCC >= 11) and ninja: {err}") from err
+    log.info("int4amx kernel loaded from %s", build)
+
+
+@dataclass(frozen=True)
+class TiledInt4:
+    """int4 weights in the tile kernel's layout (csrc/int4_tiles.cpp's header): ``blocks``
+    ``[N/64, K/32, 1280]`` uint8, one record per block of four 16-column tiles and group
+    of 32 inputs (the tiles' codes, four per 16-bit lane, then their fp16 scales and
+    mins), in the order the kernel streams them; ``w[n, k] = code · scale + min``."""
+
+    blocks: Tensor
+
+    @property
+    def out_features(self) -> int:
+        return self.blocks.shape[0] * _TILES * _TILE_COLS
+
+    @classmethod
+    def pack(cls, codes: Tensor, scales: Tensor, zeros: Tensor) -> TiledInt4:
+        """From `weights.Int4Groups`' tensors (``w = (code - 8) · scale + zero``): ``codes``
+        ``[N, K]`` (0-15), ``scales`` and ``zeros`` ``[N, K/32]``; N a multiple of 64, K of 32.
+        The min ``zero - 8 · scale`` is GGUF Q4_1's ``m``, so a GGUF's fp16 ``d`` and ``m``
+        come back exactly."""
+        n, k = codes.shape
+        if n % (_TILES * _TILE_COLS) or k % _GROUP:
+            raise ValueError(f"weight_format: int4amx: a linear of {n} outputs x {k} inputs cannot be tiled: "
+                             f"outputs must be a multiple of {_TILES * _TILE_COLS} and inputs of {_GROUP}")
+        blocks, groups = n // (_TILES * _TILE_COLS), k // _GROUP
+        # input k = 32 g + 8 i + 2 r + p: load i of a group, nibble r of a 16-bit lane, parity p
+        split = codes.to(torch.int32).reshape(blocks, _TILES, _TILE_COLS, groups, 4, 4, 2)
+        lanes = sum(split[:, :, :, :, :, r, :] << (4 * r) for r in range(4))  # [block, tile, column, g, i, p]
+        lanes = lanes.permute(0, 3, 1, 4, 2, 5).to(torch.int16)  # [block, g, tile, i, column, p]: 32 lanes per load
+        code_bytes = lanes.contiguous().view(torch.uint8).reshape(blocks, groups, -1)  # [block, group, 1024]
+        mins = zeros.double() - 8 * scales.double()
+
+        def per_record(values: Tensor) -> Tensor:  # [N, G] -> [block, group, tile, 16] fp16
+            return values.to(torch.float16).reshape(blocks, _TILES, _TILE_COLS, groups).permute(0, 3, 1, 2)
+
+        meta = torch.stack((per_record(scales), per_record(mins)), dim=2)  # [block, group, 2, tile, 16]
+        meta_bytes = meta.contiguous().view(torch.uint8).reshape(blocks, groups, -1)  # [block, group, 256]
+        return cls(torch.cat((code_bytes, meta_bytes), dim=-1).contiguous())
+
+    def matmul(self, x: Tensor) -> Tensor:
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
+        return torch.ops.sglang_cast_int4.tiles_mm(x.contiguous(), self.blocks)
+
+
+@functools.cache
+def _register_fake() -> None:
+    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
+    @torch.library.register_fake("sglang_cast_int4::tiles_mm")
+    def _(x: Tensor, blocks: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], blocks.shape[0] * _TILES * _TILE_COLS))
+
+
+def ensure_loaded() -> None:
+    """Load the kernel and its tracing shapes once per process (`load_kernel`)."""
+    load_kernel()
+    _register_fake()

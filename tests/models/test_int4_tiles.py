@@ -1,0 +1,133 @@
+"""The ``int4amx`` format: the tile layout (checked everywhere) and the AMX kernel (on CPUs
+that have AMX-BF16; skipped elsewhere with the reason)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sglang_cast.models import int4_tiles
+from sglang_cast.models.int4_tiles import TiledInt4, unavailable_reason
+from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, WeightFormat, int4_from_q4_1, int4_quantize,
+                                        pack_linear)
+
+AMX_MISSING = unavailable_reason()
+needs_amx = pytest.mark.skipif(AMX_MISSING is not None, reason=f"int4amx kernel: {AMX_MISSING}")
+
+
+def unpack(tiled: TiledInt4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """codes [N, K], scales and mins [N, K/32] read back from the blocks, written
+    independently of `TiledInt4.pack` from the layout csrc/int4_tiles.cpp documents."""
+    blocks = tiled.blocks.numpy()
+    num_blocks, groups, _ = blocks.shape
+    n, k = num_blocks * 64, groups * 32
+    codes = np.zeros((n, k), dtype=np.int64)
+    scales, mins = np.zeros((n, groups), np.float32), np.zeros((n, groups), np.float32)
+    for b in range(num_blocks):
+        for g in range(groups):
+            record = blocks[b, g]
+            lanes = record[:1024].view(np.uint16).reshape(4, 4, 32)  # [tile, load i, lane j]
+            meta = record[1024:].view(np.float16).reshape(2, 4, 16)  # [scale or min, tile, column]
+            for t in range(4):
+                for i in range(4):
+                    for j in range(32):
+                        for r in range(4):
+                            codes[64 * b + 16 * t + j // 2, 32 * g + 8 * i + 2 * r + j % 2] = \
+                                (int(lanes[t, i, j]) >> (4 * r)) & 0xF
+                scales[64 * b + 16 * t:64 * b + 16 * t + 16, g] = meta[0, t]
+                mins[64 * b + 16 * t:64 * b + 16 * t + 16, g] = meta[1, t]
+    return torch.from_numpy(codes), torch.from_numpy(scales), torch.from_numpy(mins)
+
+
+def q4_1_blocks(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Random GGUF Q4_1 rows [rows, cols/32 · 20]: fp16 d, fp16 m, 16 bytes of nibbles."""
+    rng = np.random.default_rng(seed)
+    blocks = np.zeros((rows, cols // 32, 20), np.uint8)
+    blocks[..., 0:2] = rng.uniform(1e-3, 2e-2, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
+    blocks[..., 2:4] = rng.uniform(-0.2, 0.0, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
+    blocks[..., 4:] = rng.integers(0, 256, (rows, cols // 32, 16), dtype=np.uint8)
+    return blocks.reshape(rows, -1)
+
+
+def test_pack_writes_the_documented_layout_and_keeps_gguf_scales_and_mins_exact() -> None:
+    groups = int4_from_q4_1(q4_1_blocks(128, 96, seed=1))
+    codes, scales, mins = unpack(TiledInt4.pack(groups.codes, groups.scales, groups.zeros))
+    assert torch.equal(codes, groups.codes.long())
+    assert torch.equal(scales, groups.scales)  # fp16 d, exactly
+    assert torch.equal(mins.double(), groups.zeros.double() - 8 * groups.scales.double())  # fp16 m, exactly
+
+
+def test_pack_refuses_shapes_the_kernel_cannot_tile() -> None:
+    groups = int4_quantize(torch.randn(96, 64))
+    with pytest.raises(ValueError, match="weight_format: int4amx: a linear of 96 outputs x 64 inputs"):
+        TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
+
+
+def test_unavailable_reason_names_the_missing_flags() -> None:
+    assert "amx_bf16, amx_tile" in unavailable_reason(frozenset({"avx512bw", "avx512_bf16"}))
+    assert unavailable_reason(frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})) is None
+
+
+def test_an_int4amx_format_on_a_cpu_without_amx_is_a_clear_value_error(monkeypatch) -> None:
+    monkeypatch.setattr(int4_tiles, "cpu_flags", lambda: frozenset({"avx2"}))
+    int4_tiles.load_kernel.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="weight_format: int4amx cannot run here: this CPU lacks .*use int4"):
+            pack_linear(Format.INT4_AMX, torch.randn(64, 64), None)
+    finally:
+        int4_tiles.load_kernel.cache_clear()
+
+
+def test_int4amx_parses_as_a_format_of_its_own() -> None:
+    fmt = WeightFormat.parse("int4amx/int8:dense32:bf16+int8")
+    assert fmt.linears == Format.INT4_AMX and fmt.lm_head == Format.INT8
+    assert str(fmt) == "int4amx/int8:dense32:bf16+int8"
+    assert Format.INT4_AMX.is_int4 and Format.INT4.is_int4 and not Format.INT8.is_int4
+
+
+@pytest.fixture
+def kernel() -> None:
+    int4_tiles.ensure_loaded()
+
+
+def reference(x: torch.Tensor, groups: Int4Groups) -> torch.Tensor:
+    return x.double() @ groups.dequantize().double().T
+
+
+@needs_amx
+@pytest.mark.parametrize("rows", [1, 5, 8, 16, 17, 40])
+@pytest.mark.parametrize("shape", [(192, 576), (576, 1536), (64, 32)])
+def test_the_tile_kernel_matches_the_dequantised_weights(kernel, rows: int, shape: tuple[int, int]) -> None:
+    torch.manual_seed(rows)
+    groups = int4_from_q4_1(q4_1_blocks(*shape, seed=rows))
+    x = torch.randn(rows, shape[1]).bfloat16()
+    want = reference(x, groups)
+    got = TiledInt4.pack(groups.codes, groups.scales, groups.zeros).matmul(x).double()
+    torch_kernel = Int4Linear(groups)._matmul(x).double()
+    scale = want.abs().max()
+    # one bf16 rounding of the output (2^-8 relative) at most; torch's own kernel, which
+    # rounds scales to bf16 too, is no closer
+    assert ((got - want).abs().max() / scale).item() < 2 ** -8
+    assert (got - want).abs().max() <= (torch_kernel - want).abs().max() * 1.5
+
+
+@needs_amx
+def test_int4amx_linear_runs_torch_kernel_below_tiles_from_rows_and_the_tiles_from_there() -> None:
+    weight = torch.randn(128, 64) * 0.05
+    tiled = pack_linear(Format.INT4_AMX, weight, None)
+    plain = pack_linear(Format.INT4, weight, None)
+    few = torch.randn(int4_tiles.TILES_FROM - 1, 64)
+    many = torch.randn(int4_tiles.TILES_FROM, 64)
+    assert torch.equal(tiled(few), plain(few))
+    assert torch.equal(tiled(many), tiled.tiled.matmul(many.bfloat16()).float())
+    assert not torch.equal(tiled(many), plain(many))  # a different kernel ran
+
+
+@needs_amx
+def test_the_tile_kernel_traces_under_torch_compile(kernel) -> None:
+    groups = int4_quantize(torch.randn(64, 64))
+    tiled = TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
+    x = torch.randn(8, 64).bfloat16()
+    compiled = torch.compile(tiled.matmul, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(x), tiled.matmul(x))
