@@ -1,11 +1,11 @@
 """The ``int4amx`` kernel: weight-only int4 multiplied on AMX tiles (csrc/int4_tiles.cpp).
 
 Why a kernel of our own: torch's CPU int4 kernel dequantises its weights once per block
-of 4 activation rows, so on a 2-core AMX Xeon the model's linears cost 2.9x a decode
-step's at 8 rows and 5.7x at 16 (docs/precision.md).  A speculative verify runs exactly
-those widths.  This kernel dequantises each 16 x 32 weight block once into an AMX tile
-and multiplies it with up to 16 rows at once, so 16 rows cost about 1.5x one row.  At 1-4
-rows torch's kernel is cheaper (it streams the weights with less work per byte), so the
+of 4 activation rows, so on a 2-core AMX Xeon the model's int4 linears cost 3.0x a
+decode step's at 8 rows and 5.1x at 16 (docs/precision.md).  A speculative verify runs
+exactly those widths.  This kernel dequantises each 16 x 32 weight block once into an AMX
+tile and multiplies it with up to 16 rows at once: 8 rows 0.77x and 16 rows 0.53x torch's
+time.  At 1-4 rows torch's kernel is cheaper (one row: 0.53x this one's), so the
 ``int4amx`` format (weights.py) runs torch's kernel below `TILES_FROM` rows and this one
 from there on, over the same codes, scales and zeros.
 
@@ -34,7 +34,7 @@ SOURCE = Path(__file__).parent / "csrc" / "int4_tiles.cpp"
 REQUIRED_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
 COMPILE_FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16")
 TILES_FROM = 5  # rows: torch's kernel dequantises once per 4 rows, so from 5 on it pays twice
-_TILE_COLS, _GROUP, _CHUNK = 16, 32, 4  # columns per tile; inputs per scale group; inputs per code chunk
+_TILE_COLS, _GROUP = 16, 32  # columns per tile; inputs per scale group
 _TILES = 4  # column tiles per block (csrc: kTilesPerBlock)
 
 
