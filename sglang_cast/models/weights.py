@@ -338,8 +338,9 @@ class Int4Linear(PackedLinear):
 class Int4AmxLinear(Int4Linear):
     """`Int4Linear` whose forwards of `int4_tiles.TILES_FROM` rows or more run on AMX
     tiles (the same codes, scales and zeros, in the tile kernel's own layout: the int4
-    weights are held twice).  The tile kernel keeps scales and zeros in fp32, so its
-    results are nearer the fp32 weights than torch's bf16-scaled kernel's."""
+    weights are held twice).  The tile kernel keeps each group's scale and min in fp16
+    (GGUF's own ``d`` and ``m``, exact) and applies them in fp32, so its results are
+    nearer the fp32 weights than torch's bf16-scaled kernel's."""
 
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
         int4_tiles.ensure_loaded()

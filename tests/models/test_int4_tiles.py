@@ -11,6 +11,7 @@ from sglang_cast.models import int4_tiles
 from sglang_cast.models.int4_tiles import TiledInt4, unavailable_reason
 from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, WeightFormat, int4_from_q4_1, int4_quantize,
                                         pack_linear)
+from support.models import random_q4_1
 
 AMX_MISSING = unavailable_reason()
 needs_amx = pytest.mark.skipif(AMX_MISSING is not None, reason=f"int4amx kernel: {AMX_MISSING}")
@@ -40,18 +41,8 @@ def unpack(tiled: TiledInt4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.from_numpy(codes), torch.from_numpy(scales), torch.from_numpy(mins)
 
 
-def q4_1_blocks(rows: int, cols: int, seed: int) -> np.ndarray:
-    """Random GGUF Q4_1 rows [rows, cols/32 · 20]: fp16 d, fp16 m, 16 bytes of nibbles."""
-    rng = np.random.default_rng(seed)
-    blocks = np.zeros((rows, cols // 32, 20), np.uint8)
-    blocks[..., 0:2] = rng.uniform(1e-3, 2e-2, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
-    blocks[..., 2:4] = rng.uniform(-0.2, 0.0, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
-    blocks[..., 4:] = rng.integers(0, 256, (rows, cols // 32, 16), dtype=np.uint8)
-    return blocks.reshape(rows, -1)
-
-
 def test_pack_writes_the_documented_layout_and_keeps_gguf_scales_and_mins_exact() -> None:
-    groups = int4_from_q4_1(q4_1_blocks(128, 96, seed=1))
+    groups = int4_from_q4_1(random_q4_1(128, 96, seed=1))
     codes, scales, mins = unpack(TiledInt4.pack(groups.codes, groups.scales, groups.zeros))
     assert torch.equal(codes, groups.codes.long())
     assert torch.equal(scales, groups.scales)  # fp16 d, exactly
@@ -100,7 +91,7 @@ def reference(x: torch.Tensor, groups: Int4Groups) -> torch.Tensor:
 @pytest.mark.parametrize("shape", [(192, 576), (576, 1536), (64, 32)])
 def test_the_tile_kernel_matches_the_dequantised_weights(kernel, rows: int, shape: tuple[int, int]) -> None:
     torch.manual_seed(rows)
-    groups = int4_from_q4_1(q4_1_blocks(*shape, seed=rows))
+    groups = int4_from_q4_1(random_q4_1(*shape, seed=rows))
     x = torch.randn(rows, shape[1]).bfloat16()
     want = reference(x, groups)
     got = TiledInt4.pack(groups.codes, groups.scales, groups.zeros).matmul(x).double()

@@ -27,20 +27,9 @@ from sglang_cast.models.weights import (
     int4_from_q4_1,
     int4_quantize,
 )
-from support.models import make_pair
+from support.models import make_pair, random_q4_1
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
-
-
-def random_q4_1(rows: int, cols: int, seed: int) -> np.ndarray:
-    """Raw GGUF Q4_1 bytes ``[rows, cols/32 · 20]``: random fp16 d, m and nibbles."""
-    rng = np.random.default_rng(seed)
-    blocks = cols // GROUP_SIZE
-    d = rng.uniform(0.001, 0.05, (rows, blocks, 1)).astype(np.float16)
-    m = rng.uniform(-0.4, 0.0, (rows, blocks, 1)).astype(np.float16)
-    nibbles = rng.integers(0, 256, (rows, blocks, 16), dtype=np.uint8)
-    raw = np.concatenate((d.view(np.uint8), m.view(np.uint8), nibbles), axis=-1)
-    return raw.reshape(rows, blocks * 20)
 
 
 def test_q4_1_blocks_decode_exactly_like_gguf() -> None:

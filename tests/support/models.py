@@ -1,16 +1,19 @@
 """Tiny models for the model tests: a transformers model and ours holding the same
 weights (`make_pair`, large random weights, so a mistake shows in the logits), random
 EAGLE / EAGLE-3 heads on them and their inputs, the cache commit a prefix needs, and
-a random head for the real embedded model (`random_head`)."""
+a random head for the real embedded model (`random_head`), raw GGUF Q4_1 blocks
+(`random_q4_1`)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from sglang_cast.models import (DraftConfig, Eagle3Draft, EagleDraft, KVCache, LlamaModel, ModelConfig,
                                 causal_tree_mask, hf_to_internal)
 from sglang_cast.models.loader import build_model
+from sglang_cast.models.weights import GROUP_SIZE
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 TINY = dict(
@@ -99,3 +102,14 @@ def random_head(target: LlamaModel, config: ModelConfig) -> EagleDraft:
         for param in head.parameters():
             param.normal_(0.0, 0.05)
     return head.eval()
+
+
+def random_q4_1(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Raw GGUF Q4_1 bytes ``[rows, cols/32 · 20]``: random fp16 d, m and nibbles."""
+    rng = np.random.default_rng(seed)
+    blocks = cols // GROUP_SIZE
+    d = rng.uniform(0.001, 0.05, (rows, blocks, 1)).astype(np.float16)
+    m = rng.uniform(-0.4, 0.0, (rows, blocks, 1)).astype(np.float16)
+    nibbles = rng.integers(0, 256, (rows, blocks, 16), dtype=np.uint8)
+    raw = np.concatenate((d.view(np.uint8), m.view(np.uint8), nibbles), axis=-1)
+    return raw.reshape(rows, blocks * 20)
