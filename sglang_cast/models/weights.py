@@ -9,9 +9,9 @@ Formats (``Format``), what each stores and which kernel runs it:
 * ``int4``  weight-only int4, groups of ``GROUP_SIZE`` = 32 inputs per output row:
             ``w = (q - 8) · scale[n, g] + zero[n, g]``, ``q`` in [0, 15];
             ``torch.ops.aten._weight_int4pack_mm_for_cpu``, bf16 activations.
-* ``int4amx`` the same int4 weights, multiplied by torch's kernel below
-            `int4_tiles.TILES_FROM` rows and by our AMX tile kernel from there on
-            (models/int4_tiles.py: torch's kernel dequantises once per 4 rows, ours once
+* ``int4amx``, ``int8amx`` the same int4 or int8 weights, multiplied by torch's kernel
+            below `amx_tiles.TILES_FROM` rows and by our AMX tile kernels from there on
+            (models/amx_tiles.py: torch's kernels dequantise once per 4 rows, ours once
             for up to 16); AMX CPUs only.
 
 Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is
@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import int4_tiles
+from . import amx_tiles
 
 Model = TypeVar("Model", bound=nn.Module)
 
@@ -70,6 +70,7 @@ class Format(str, Enum):
     INT8 = "int8"
     INT4 = "int4"
     INT4_AMX = "int4amx"
+    INT8_AMX = "int8amx"
 
     @property
     def is_int4(self) -> bool:
@@ -336,19 +337,35 @@ class Int4Linear(PackedLinear):
 
 
 class Int4AmxLinear(Int4Linear):
-    """`Int4Linear` whose forwards of `int4_tiles.TILES_FROM` rows or more run on AMX
+    """`Int4Linear` whose forwards of `amx_tiles.TILES_FROM` rows or more run on AMX
     tiles (the same codes, scales and zeros, in the tile kernel's own layout: the int4
     weights are held twice).  The tile kernel keeps each group's scale and min in fp16
     (GGUF's own ``d`` and ``m``, exact) and applies them in fp32, so its results are
     nearer the fp32 weights than torch's bf16-scaled kernel's."""
 
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
-        int4_tiles.ensure_loaded()
+        amx_tiles.ensure_loaded(Format.INT4_AMX.value, Format.INT4.value)
         super().__init__(groups, bias)
-        self.tiled = int4_tiles.TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
+        self.tiled = amx_tiles.TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
 
     def _matmul(self, x: Tensor) -> Tensor:
-        if x.shape[0] < int4_tiles.TILES_FROM:
+        if x.shape[0] < amx_tiles.TILES_FROM:
+            return super()._matmul(x)
+        return self.tiled.matmul(x)
+
+
+class Int8AmxLinear(Int8Linear):
+    """`Int8Linear` whose forwards of `amx_tiles.TILES_FROM` rows or more run on AMX tiles
+    (the same codes and bf16 scales, in the tile kernel's layout: the int8 weights are held
+    twice).  The tiles sum each output over all inputs in fp32 before its scale applies."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        amx_tiles.ensure_loaded(Format.INT8_AMX.value, Format.INT8.value)
+        super().__init__(weight, bias)
+        self.tiled = amx_tiles.TiledInt8.pack(self.codes, self.scales)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        if x.shape[0] < amx_tiles.TILES_FROM:
             return super()._matmul(x)
         return self.tiled.matmul(x)
 
@@ -394,10 +411,9 @@ def pack_linear(
     ``exact_int4`` (blocks read straight from a GGUF file) is used as-is for ``int4``;
     without it the weight is re-quantised group-wise (`int4_quantize`).
     """
-    if fmt == Format.BF16:
-        return Bf16Linear(weight, bias)
-    if fmt == Format.INT8:
-        return Int8Linear(weight, bias)
+    packed_from_weight = {Format.BF16: Bf16Linear, Format.INT8: Int8Linear, Format.INT8_AMX: Int8AmxLinear}
+    if fmt in packed_from_weight:
+        return packed_from_weight[fmt](weight, bias)
     if fmt.is_int4:
         kernel = Int4AmxLinear if fmt == Format.INT4_AMX else Int4Linear
         return kernel(exact_int4 if exact_int4 is not None else int4_quantize(weight), bias)

@@ -116,8 +116,8 @@ def build_parser() -> OneLineParser:
                             "(default: float32)")
     model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
                        help="native engine on the CPU: how the target's linears / LM head are stored, one of "
-                            "fp32, bf16, int8, int4, int4amx (int4 whose forwards of 5+ rows run our AMX tile kernel; AMX "
-                            "CPUs), or '<linears>/<lm_head>' such as int4/int8, either optionally with "
+                            "fp32, bf16, int8, int4, int4amx or int8amx (int4 or int8 whose forwards of 5+ rows run our "
+                            "AMX tile kernels; AMX CPUs), or '<linears>/<lm_head>' such as int4/int8, either optionally with "
                             "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32; "
                             "':dense<N>:bf16' keeps them as a bf16 copy, AMX's fastest large GEMM) "
                             "and with '+<draft>' for the draft head's linears such as int4/int8+int8, which takes "

@@ -3,7 +3,7 @@ memory as in a forward) by torch's kernel and by the int4amx tile kernel, ms per
 import sys, time, statistics, torch; sys.path.insert(0,'.')
 torch.set_num_threads(2)
 from sglang_cast.models.weights import int4_quantize, Int4Linear, Int4AmxLinear
-from sglang_cast.models import int4_tiles
+from sglang_cast.models import amx_tiles
 shapes = [(576,576),(576,192),(576,192),(576,576),(576,1536),(576,1536),(1536,576)]
 layers = []
 for l in range(30):

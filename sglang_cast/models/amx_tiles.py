@@ -1,0 +1,165 @@
+"""The ``int4amx`` and ``int8amx`` kernels: weight-only int4 and int8 multiplied on AMX
+tiles (csrc/amx_tiles.cpp).
+
+Why kernels of our own: torch's CPU int4 and int8 kernels dequantise their weights once
+per block of 4 activation rows, so on a 2-core AMX Xeon the model's int4 linears cost 3.0x
+a decode step's at 8 rows and 5.1x at 16, and its int8 LM head 3.4x at 8 rows
+(docs/precision.md).  A speculative verify runs exactly those widths.  These kernels widen
+each 16 x 32 weight block once into an AMX tile and multiply it with up to 16 rows at
+once: the int4 linears at 8 rows 0.77x and at 16 rows 0.53x torch's time.  At 1-4 rows
+torch's kernels are cheaper (int4, one row: 0.53x this one's), so the ``int4amx`` and
+``int8amx`` formats (weights.py) run torch's kernel below `TILES_FROM` rows and these from
+there on, over the same codes and scales.
+
+The C++ source is compiled on first use with torch's extension builder (g++ and ninja)
+into ``<cache_root>/extensions/``; later processes load the built library.  It needs a
+CPU with AMX-BF16 (and AVX512-BF16) on Linux: `unavailable_reason` says why not here.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..hardware import cpu_flags
+from .cache import cache_root
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).parent / "csrc" / "amx_tiles.cpp"
+REQUIRED_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
+COMPILE_FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16")
+TILES_FROM = 5  # rows: torch's kernels dequantise once per 4 rows, so from 5 on they pay twice
+_TILE_COLS, _GROUP = 16, 32  # columns per tile; inputs per B tile (and per int4 scale group)
+_TILES = 4  # column tiles per block (csrc: kTilesPerBlock)
+_BLOCK_COLS = _TILES * _TILE_COLS
+
+
+def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
+    """Why the kernel cannot run on this machine (``None``: it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"it needs Linux (AMX tile state is granted by arch_prctl), not {sys.platform}"
+    missing = REQUIRED_FLAGS - (cpu_flags() if flags is None else flags)
+    if missing:
+        return f"this CPU lacks {', '.join(sorted(missing))} (AMX-BF16 tiles are required)"
+    return None
+
+
+@functools.cache
+def load_kernel() -> None:
+    """Build (first time, ~10 s) or load the kernels, registering ``torch.ops.sglang_cast_amx``.
+    Raises ``RuntimeError`` saying why when the CPU or the toolchain cannot (`ensure_loaded`
+    turns that into the format's error)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(reason)
+    from torch.utils import cpp_extension
+
+    build = cache_root() / "extensions" / f"amx_tiles-torch{torch.__version__}"
+    build.mkdir(parents=True, exist_ok=True)
+    try:
+        cpp_extension.load(name="sglang_cast_amx_tiles", sources=[str(SOURCE)], extra_cflags=list(COMPILE_FLAGS),
+                           build_directory=str(build), is_python_module=False, verbose=False)
+    except (OSError, RuntimeError, SystemError) as err:  # no compiler, no ninja, a failed build
+        raise RuntimeError(f"building its kernel ({SOURCE.name}) in {build} failed; it needs g++ with AMX support "
+                           f"(GCC >= 11) and ninja: {err}") from err
+    log.info("AMX tile kernels loaded from %s", build)
+
+
+def check_tileable(fmt: str, out_features: int, in_features: int) -> None:
+    """Refuse, naming the format, a linear the kernels cannot tile."""
+    if out_features % _BLOCK_COLS or in_features % _GROUP:
+        raise ValueError(f"weight_format: {fmt}: a linear of {out_features} outputs x {in_features} inputs cannot "
+                         f"be tiled: outputs must be a multiple of {_BLOCK_COLS} and inputs of {_GROUP}")
+
+
+@dataclass(frozen=True)
+class TiledInt4:
+    """int4 weights in the int4 kernel's layout (csrc/amx_tiles.cpp's header): ``blocks``
+    ``[N/64, K/32, 1280]`` uint8, one record per block of four 16-column tiles and group
+    of 32 inputs (the tiles' codes, four per 16-bit lane, then their fp16 scales and
+    mins), in the order the kernel streams them; ``w[n, k] = code · scale + min``."""
+
+    blocks: Tensor
+
+    @classmethod
+    def pack(cls, codes: Tensor, scales: Tensor, zeros: Tensor) -> TiledInt4:
+        """From `weights.Int4Groups`' tensors (``w = (code - 8) · scale + zero``): ``codes``
+        ``[N, K]`` (0-15), ``scales`` and ``zeros`` ``[N, K/32]``; N a multiple of 64, K of 32.
+        The min ``zero - 8 · scale`` is GGUF Q4_1's ``m``, so a GGUF's fp16 ``d`` and ``m``
+        come back exactly."""
+        n, k = codes.shape
+        check_tileable("int4amx", n, k)
+        blocks, groups = n // _BLOCK_COLS, k // _GROUP
+        # input k = 32 g + 8 i + 2 r + p: load i of a group, nibble r of a 16-bit lane, parity p
+        split = codes.to(torch.int32).reshape(blocks, _TILES, _TILE_COLS, groups, 4, 4, 2)
+        lanes = sum(split[:, :, :, :, :, r, :] << (4 * r) for r in range(4))  # [block, tile, column, g, i, p]
+        lanes = lanes.permute(0, 3, 1, 4, 2, 5).to(torch.int16)  # [block, g, tile, i, column, p]: 32 lanes per load
+        code_bytes = lanes.contiguous().view(torch.uint8).reshape(blocks, groups, -1)  # [block, group, 1024]
+        mins = zeros.double() - 8 * scales.double()
+
+        def per_record(values: Tensor) -> Tensor:  # [N, G] -> [block, group, tile, 16] fp16
+            return values.to(torch.float16).reshape(blocks, _TILES, _TILE_COLS, groups).permute(0, 3, 1, 2)
+
+        meta = torch.stack((per_record(scales), per_record(mins)), dim=2)  # [block, group, 2, tile, 16]
+        meta_bytes = meta.contiguous().view(torch.uint8).reshape(blocks, groups, -1)  # [block, group, 256]
+        return cls(torch.cat((code_bytes, meta_bytes), dim=-1).contiguous())
+
+    def matmul(self, x: Tensor) -> Tensor:
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
+        return torch.ops.sglang_cast_amx.int4_mm(x.contiguous(), self.blocks)
+
+
+@dataclass(frozen=True)
+class TiledInt8:
+    """int8 weights in the int8 kernel's layout (csrc/amx_tiles.cpp's header): ``blocks``
+    ``[N/64, K/32, 2048]`` int8, one record per block of four 16-column tiles and 32
+    inputs, each tile's codes in AMX's VNNI order (a pair of inputs per column); ``scales``
+    ``[N]`` fp32; ``w[n, k] = code · scale[n]``."""
+
+    blocks: Tensor
+    scales: Tensor
+
+    @classmethod
+    def pack(cls, codes: Tensor, scales: Tensor) -> TiledInt8:
+        """From `weights.Int8Linear`'s tensors: ``codes`` ``[N, K]`` int8, ``scales`` ``[N]``
+        (any float dtype; kept as fp32, so bf16 scales stay exact)."""
+        n, k = codes.shape
+        check_tileable("int8amx", n, k)
+        # input k = 32 g + 2 r + p: row r of a group's B tile, parity p
+        split = codes.reshape(n // _BLOCK_COLS, _TILES, _TILE_COLS, k // _GROUP, _GROUP // 2, 2)
+        blocks = split.permute(0, 3, 1, 4, 2, 5)  # [block, g, tile, r, column, p]
+        return cls(blocks.reshape(n // _BLOCK_COLS, k // _GROUP, -1).contiguous(), scales.float().contiguous())
+
+    def matmul(self, x: Tensor) -> Tensor:
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
+        return torch.ops.sglang_cast_amx.int8_mm(x.contiguous(), self.blocks, self.scales)
+
+
+@functools.cache
+def _register_fake() -> None:
+    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
+    @torch.library.register_fake("sglang_cast_amx::int4_mm")
+    def _(x: Tensor, blocks: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], blocks.shape[0] * _BLOCK_COLS))
+
+    @torch.library.register_fake("sglang_cast_amx::int8_mm")
+    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], scales.shape[0]))
+
+
+def ensure_loaded(fmt: str, fallback: str) -> None:
+    """Load the kernels and their tracing shapes once per process (`load_kernel`); a CPU or
+    toolchain that cannot run them is a ``ValueError`` naming ``fmt`` and the ``fallback``
+    format to use instead."""
+    try:
+        load_kernel()
+    except RuntimeError as err:
+        raise ValueError(f"weight_format: {fmt} cannot run here: {err}; use {fallback}") from err
+    _register_fake()
