@@ -15,7 +15,7 @@ import torch
 
 from sglang_cast import hardware
 from sglang_cast.engine.build import DTYPES
-from sglang_cast.engine.format_choice import CANDIDATES, DENSE, running_format
+from sglang_cast.engine.format_choice import DENSE, candidates, running_format
 from sglang_cast.profile import PROFILE_DIR
 
 from ..errors import USAGE, AutotuneError
@@ -49,7 +49,7 @@ def formats_for(options: WeightFormatOptions, device: str) -> tuple[str, ...]:
         if device != "cpu" and options.weight_formats != (DENSE,):
             raise AutotuneError(f"--weight-format: packed formats run on the CPU only; use auto or {DENSE} on {device}")
         return options.weight_formats
-    return CANDIDATES if device == "cpu" else (DENSE,)
+    return candidates() if device == "cpu" else (DENSE,)
 
 
 def format_name(options: ModelOptions, weight_format: str) -> str:

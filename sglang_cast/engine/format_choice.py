@@ -12,7 +12,8 @@ never from the CPU's name:
    cost tables were tuned for that format.  If the profile records another ISA class
    than this CPU's, one warning names both and the fix;
 4. otherwise (no profile, an analytic profile, an old profile without a format) a few
-   target forwards of every candidate are timed at M = 1 and, when the policy
+   target forwards of every candidate (`candidates`: the AMX tile formats join on CPUs
+   that can run them) are timed at M = 1 and, when the policy
    speculates, at the largest verify size; the format with the lowest summed cost
    wins (M = 1 is what a non-speculating bucket and plain decoding pay, the verify
    size what a speculating iteration pays; a format must be cheap at both).
@@ -20,7 +21,7 @@ never from the CPU's name:
    on a shared machine hits all of them alike; the measurement stops starting new
    rounds after ``MEASURE_BUDGET_S``.  When a draft head runs (``draft_sizes``), its
    format (``WeightFormat.draft``) is chosen the same way next: draft forwards of every
-   ``DRAFT_CANDIDATES`` format on the chosen target, at one token and at a layer's
+   `draft_candidates` format on the chosen target, at one token and at a layer's
    rows (the largest top-k).
 """
 
@@ -35,6 +36,7 @@ import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
+from ..models.amx_tiles import unavailable_reason as amx_unavailable
 from ..models.weights import DraftFormat, WeightFormat
 from .timing import round_robin_medians
 
@@ -43,6 +45,8 @@ DENSE = str(WeightFormat())  # "fp32": the model's own dtype, no packing
 DENSE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}  # a dense weight, by dtype
 CANDIDATES = ("fp32", "bf16", "int8", "int4/int8")
 DRAFT_CANDIDATES = ("fp32", "bf16", "int8")  # the draft head's linears (int4 re-quantises a trained head)
+AMX_CANDIDATES = ("int4amx/int8amx",)  # timed too where the AMX tile kernels run (models/amx_tiles.py)
+AMX_DRAFT_CANDIDATES = ("int8amx",)
 MEASURE_CONTEXT = 256  # committed tokens the timed forwards attend to
 MEASURE_ROUNDS = 5  # timed rounds per (format, M); the median is kept
 MEASURE_WARMUP = 2  # untimed rounds first (allocator growth, kernel selection)
@@ -134,6 +138,16 @@ def profile_format(profile, this_isa: str) -> str | None:
     return profile.weight_format
 
 
+def candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
+    """The target formats ``auto`` times on this CPU (``flags``: another CPU's, for tests)."""
+    return CANDIDATES + (AMX_CANDIDATES if amx_unavailable(flags) is None else ())
+
+
+def draft_candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
+    """The draft head formats ``auto`` times on this CPU, as `candidates`."""
+    return DRAFT_CANDIDATES + (AMX_DRAFT_CANDIDATES if amx_unavailable(flags) is None else ())
+
+
 def measure_costs(time_once: TimeOnce, candidates: Sequence[str], sizes: Sequence[int], *,
                   rounds: int = MEASURE_ROUNDS, warmup: int = MEASURE_WARMUP, budget_s: float = MEASURE_BUDGET_S,
                   clock: Callable[[], float] = time.monotonic) -> dict[str, dict[int, float]]:
@@ -201,13 +215,13 @@ def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Se
         log.info("weight format %s, as measured and tuned in CAST profile %r", recorded, profile.label)
         return choice
     began = time.monotonic()
-    timer = time_once or target_timer(model_path, dtype, CANDIDATES, MEASURE_CONTEXT + max(sizes))
-    costs = measure_costs(timer, CANDIDATES, sizes)
+    timer = time_once or target_timer(model_path, dtype, candidates(), MEASURE_CONTEXT + max(sizes))
+    costs = measure_costs(timer, candidates(), sizes)
     chosen, draft_costs = WeightFormat.parse(cheapest(costs)), {}
     if draft_rows and (draft_path is not None or time_draft is not None):
-        timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), DRAFT_CANDIDATES,
+        timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), draft_candidates(),
                                           MEASURE_CONTEXT + max(draft_rows))
-        draft_costs = measure_costs(timer, DRAFT_CANDIDATES, draft_rows)
+        draft_costs = measure_costs(timer, draft_candidates(), draft_rows)
         chosen = replace(chosen, draft=DraftFormat.parse(cheapest(draft_costs)))
     choice = FormatChoice(str(chosen), "measured", costs, draft_costs)
     log.info("%s; chosen in %.1f s (no measured profile records a format)", choice.describe(),

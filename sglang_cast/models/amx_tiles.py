@@ -72,9 +72,15 @@ def load_kernel() -> None:
     log.info("AMX tile kernels loaded from %s", build)
 
 
+def tileable(out_features: int, in_features: int) -> bool:
+    """Whether the kernels can hold a linear of this shape (whole blocks of 64 outputs and
+    32 inputs: every linear of a model whose hidden sizes are multiples of 64)."""
+    return out_features % _BLOCK_COLS == 0 and in_features % _GROUP == 0
+
+
 def check_tileable(fmt: str, out_features: int, in_features: int) -> None:
     """Refuse, naming the format, a linear the kernels cannot tile."""
-    if out_features % _BLOCK_COLS or in_features % _GROUP:
+    if not tileable(out_features, in_features):
         raise ValueError(f"weight_format: {fmt}: a linear of {out_features} outputs x {in_features} inputs cannot "
                          f"be tiled: outputs must be a multiple of {_BLOCK_COLS} and inputs of {_GROUP}")
 

@@ -12,7 +12,8 @@ Formats (``Format``), what each stores and which kernel runs it:
 * ``int4amx``, ``int8amx`` the same int4 or int8 weights, multiplied by torch's kernel
             below `amx_tiles.TILES_FROM` rows and by our AMX tile kernels from there on
             (models/amx_tiles.py: torch's kernels dequantise once per 4 rows, ours once
-            for up to 16); AMX CPUs only.
+            for up to 16); AMX CPUs only.  A linear the tiles cannot hold (outputs not a
+            multiple of 64, inputs of 32: only in toy models) runs torch's kernel alone.
 
 Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is
 ``w = d · q + m``, which is the layout above with ``scale = d`` and ``zero = m + 8d``.
@@ -78,6 +79,7 @@ class Format(str, Enum):
         return self in (Format.INT4, Format.INT4_AMX)
 
 
+_TORCH_KERNEL_OF = {Format.INT4_AMX: Format.INT4, Format.INT8_AMX: Format.INT8}  # a tile format's weights alone
 _FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
 _DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]"
 
@@ -409,8 +411,11 @@ def pack_linear(
     """A `PackedLinear` of format ``fmt`` (not ``fp32``) for ``weight`` ``[N, K]``.
 
     ``exact_int4`` (blocks read straight from a GGUF file) is used as-is for ``int4``;
-    without it the weight is re-quantised group-wise (`int4_quantize`).
+    without it the weight is re-quantised group-wise (`int4_quantize`).  An AMX tile format
+    on a linear the tiles cannot hold (`amx_tiles.tileable`) packs for torch's kernel alone.
     """
+    if fmt in _TORCH_KERNEL_OF and not amx_tiles.tileable(*weight.shape):
+        fmt = _TORCH_KERNEL_OF[fmt]
     packed_from_weight = {Format.BF16: Bf16Linear, Format.INT8: Int8Linear, Format.INT8_AMX: Int8AmxLinear}
     if fmt in packed_from_weight:
         return packed_from_weight[fmt](weight, bias)

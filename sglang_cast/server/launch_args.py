@@ -124,8 +124,8 @@ def build_parser() -> OneLineParser:
                             "its own ':dense<N>[:bf16]' (int4/int8+int8:dense8:bf16: draft forwards of 8+ rows on a "
                             "bf16 copy; packed formats run bf16 activations; docs/precision.md has their measured "
                             "costs), or auto: the format the "
-                            "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8 and "
-                            "int4/int8 in a few timed forwards at startup (default: auto; on CUDA auto is the "
+                            "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8, "
+                            "int4/int8 (and int4amx/int8amx on AMX CPUs) in a few timed forwards at startup (default: auto; on CUDA auto is the "
                             "--dtype weights)")
     model.add_argument("--compile", metavar="{off,auto,on}", type=_compile_mode, default="off",
                        help="native engine: compile the target's and draft head's layers with torch.compile at "

@@ -80,11 +80,11 @@ def test_bad_flags_are_one_line_errors_naming_the_flag(argv, expected, capsys):
 
 def test_weight_formats_auto_is_every_cpu_candidate_and_lists_are_canonical(capsys):
     from autotune.commands.common import formats_for
-    from sglang_cast.engine.format_choice import CANDIDATES
+    from sglang_cast.engine.format_choice import candidates
 
     parser = build_parser()
     profile = parser.parse_args(["profile", "--gpu", "cpu"])
-    assert profile.weight_formats == "auto" and formats_for(profile, "cpu") == CANDIDATES
+    assert profile.weight_formats == "auto" and formats_for(profile, "cpu") == candidates()
     assert formats_for(profile, "cuda") == ("fp32",)
     listed = parser.parse_args(["tune", "--gpu", "cpu", "--weight-format", "int4/int8,fp32,int4/int8,int8/int8"])
     assert formats_for(listed, "cpu") == ("int4/int8", "fp32", "int8")

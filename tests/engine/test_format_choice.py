@@ -13,7 +13,8 @@ from autotune.tuner import BucketResult
 from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and_publish
 from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.engine import build
-from sglang_cast.engine.format_choice import (CANDIDATES, DRAFT_CANDIDATES, choose_weight_format, cheapest,
+from sglang_cast.engine.format_choice import (AMX_CANDIDATES, AMX_DRAFT_CANDIDATES, CANDIDATES, DRAFT_CANDIDATES,
+                                              candidates, choose_weight_format, cheapest, draft_candidates,
                                               draft_sizes, measure_costs, parse_requested, running_format,
                                               verify_sizes)
 from sglang_cast.engine.timing import Timing
@@ -21,9 +22,11 @@ from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
 from support.autotune import FORMAT_SETTINGS, profile, tiny_prompts
 
-# ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too.
+# ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too
+# (the AMX formats, timed on AMX CPUs only, never win here).
 PLANTED = {"fp32": {1: 32.0, 16: 64.0}, "bf16": {1: 37.0, 16: 46.0}, "int8": {1: 20.0, 16: 70.0},
-           "int4/int8": {1: 15.0, 16: 45.0 + 30.0}}
+           "int4/int8": {1: 15.0, 16: 45.0 + 30.0}, "int4amx/int8amx": {1: 40.0, 16: 80.0}}
+AMX_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
 
 
 def planted_timer(calls=None):
@@ -44,11 +47,19 @@ def test_measured_choice_is_the_cheapest_summed_over_the_timed_sizes(caplog):
         at_1 = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(calls))
         at_16 = choose_weight_format("auto", device="cpu", sizes=(1, 16), time_once=planted_timer())
     assert (at_1.weight_format, at_1.reason) == ("int4/int8", "measured")
-    assert at_16.weight_format == "bf16" and at_16.costs_ms == PLANTED
-    assert {fmt for fmt, _ in calls} == set(CANDIDATES) and {m for _, m in calls} == {1}
+    assert at_16.weight_format == "bf16" and at_16.costs_ms == {fmt: PLANTED[fmt] for fmt in candidates()}
+    assert {fmt for fmt, _ in calls} == set(candidates()) and {m for _, m in calls} == {1}
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and all("measured" in line for line in lines)
-    assert "weight format bf16" in lines[1] and all(f"{fmt} M=1" in lines[1] for fmt in CANDIDATES)
+    assert "weight format bf16" in lines[1] and all(f"{fmt} M=1" in lines[1] for fmt in candidates())
+
+
+def test_the_amx_tile_formats_are_candidates_only_where_their_kernels_run():
+    assert candidates(AMX_FLAGS) == CANDIDATES + AMX_CANDIDATES == ("fp32", "bf16", "int8", "int4/int8",
+                                                                    "int4amx/int8amx")
+    assert draft_candidates(AMX_FLAGS) == DRAFT_CANDIDATES + AMX_DRAFT_CANDIDATES
+    without = AMX_FLAGS - {"amx_bf16"}
+    assert candidates(without) == CANDIDATES and draft_candidates(without) == DRAFT_CANDIDATES
 
 
 def test_candidates_are_timed_round_robin_and_the_budget_stops_new_rounds():
@@ -91,7 +102,8 @@ def test_a_profile_from_another_isa_class_warns_once_naming_both_and_the_fix(cap
 
 
 # ms of one batch-1 draft-head forward per draft format and row count: int8 cheapest at both.
-DRAFT_PLANTED = {"fp32": {1: 1.3, 4: 1.9}, "bf16": {1: 1.5, 4: 1.6}, "int8": {1: 0.9, 4: 1.2}}
+DRAFT_PLANTED = {"fp32": {1: 1.3, 4: 1.9}, "bf16": {1: 1.5, 4: 1.6}, "int8": {1: 0.9, 4: 1.2},
+                 "int8amx": {1: 1.4, 4: 1.3}}
 
 
 def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):
@@ -104,8 +116,9 @@ def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):
     with caplog.at_level(logging.INFO, logger="sglang_cast.engine.format_choice"):
         drafting = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(),
                                         draft_rows=(1, 4), time_draft=time_draft)
-    assert drafting.weight_format == "int4/int8+int8" and drafting.draft_costs_ms == DRAFT_PLANTED
-    assert {fmt for fmt, _ in calls} == set(DRAFT_CANDIDATES) and {m for _, m in calls} == {1, 4}
+    assert drafting.weight_format == "int4/int8+int8"
+    assert drafting.draft_costs_ms == {fmt: DRAFT_PLANTED[fmt] for fmt in draft_candidates()}
+    assert {fmt for fmt, _ in calls} == set(draft_candidates()) and {m for _, m in calls} == {1, 4}
     assert "draft head: fp32 M=1 1.3 ms" in caplog.records[-1].getMessage()
     plain = choose_weight_format("auto", device="cpu", sizes=(1,), time_once=planted_timer(), draft_rows=(),
                                  time_draft=refusing_timer)
@@ -353,11 +366,12 @@ def test_the_real_timers_load_and_time_every_candidate_of_a_checkpoint(tmp_path,
     choice = choose_weight_format("auto", device="cpu", sizes=(1, 4), model_path=str(tmp_path / "target"),
                                   draft_path=tmp_path / "draft", draft_rows=(1, 3))
     assert choice.reason == "measured"
-    assert loaded[:len(CANDIDATES)] == [("target", fmt) for fmt in CANDIDATES]
-    assert loaded[len(CANDIDATES):] == [("target", cheapest(choice.costs_ms))] + [
-        ("draft", fmt) for fmt in DRAFT_CANDIDATES]  # the head on the chosen target, in each of its formats
-    assert set(choice.costs_ms) == set(CANDIDATES) and set(choice.draft_costs_ms) == set(DRAFT_CANDIDATES)
+    targets, drafts = candidates(), draft_candidates()
+    assert loaded[:len(targets)] == [("target", fmt) for fmt in targets]
+    assert loaded[len(targets):] == [("target", cheapest(choice.costs_ms))] + [
+        ("draft", fmt) for fmt in drafts]  # the head on the chosen target, in each of its formats
+    assert set(choice.costs_ms) == set(targets) and set(choice.draft_costs_ms) == set(drafts)
     timed = [ms for costs in (choice.costs_ms, choice.draft_costs_ms) for row in costs.values() for ms in row.values()]
-    assert all(ms > 0 for ms in timed) and len(timed) == 2 * len(CANDIDATES) + 2 * len(DRAFT_CANDIDATES)
+    assert all(ms > 0 for ms in timed) and len(timed) == 2 * len(targets) + 2 * len(drafts)
     expected = WeightFormat.parse(cheapest(choice.costs_ms))
     assert choice.weight_format == str(replace(expected, draft=DraftFormat.parse(cheapest(choice.draft_costs_ms))))

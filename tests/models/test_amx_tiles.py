@@ -82,6 +82,11 @@ def test_pack_refuses_shapes_the_kernel_cannot_tile() -> None:
         TiledInt8.pack(linear.codes, linear.scales)
 
 
+def test_a_linear_the_tiles_cannot_hold_runs_torch_kernel_alone() -> None:
+    assert type(pack_linear(Format.INT8_AMX, torch.randn(96, 64), None)) is Int8Linear
+    assert type(pack_linear(Format.INT4_AMX, torch.randn(96, 64), None)) is Int4Linear
+
+
 def test_unavailable_reason_names_the_missing_flags() -> None:
     assert "amx_bf16, amx_tile" in unavailable_reason(frozenset({"avx512bw", "avx512_bf16"}))
     assert unavailable_reason(frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})) is None
