@@ -122,10 +122,12 @@ def draft_sizes(settings: PolicySettings | None, drafts: bool) -> tuple[int, ...
     return (1, max(widths)) if max(widths) > 1 else (1,)
 
 
-def profile_format(profile, this_isa: str) -> str | None:
+def profile_format(profile, this_isa: str, flags: frozenset[str] | None = None) -> str | None:
     """The format a measured profile was tuned with, or None if it records none.
 
-    Warns once when the profile was measured on another ISA class than ``this_isa``.
+    Warns once when the profile was measured on another ISA class than ``this_isa``; an
+    AMX tile format on a CPU without AMX (``flags``: another CPU's, for tests) runs its
+    parts on torch's kernels instead, with a warning, rather than refusing to start.
     ``profile`` is a ``sglang_cast.profile.Profile``.
     """
     if profile is None or profile.source != "measured" or profile.weight_format is None:
@@ -135,6 +137,13 @@ def profile_format(profile, this_isa: str) -> str | None:
         log.warning("CAST profile %r was measured on a %s CPU, this one is %s: its weight format (%s) and trees "
                     "may not be the fastest here; run `cast-autotune profile` and `cast-autotune tune` on this "
                     "machine", profile.label, recorded, this_isa, profile.weight_format)
+    tuned = WeightFormat.parse(profile.weight_format)
+    runnable = tuned.on_torch_kernels()
+    reason = amx_unavailable(flags)
+    if runnable != tuned and reason is not None:
+        log.warning("CAST profile %r runs weight format %s, whose AMX tile kernels cannot run here (%s): running "
+                    "%s, the same weights on torch's kernels", profile.label, tuned, reason, runnable)
+        return str(runnable)
     return profile.weight_format
 
 

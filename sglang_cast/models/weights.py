@@ -42,7 +42,7 @@ never touches them; apply a format after the model is built and cast.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TypeVar
 
@@ -78,8 +78,13 @@ class Format(str, Enum):
         """Int4 codes in groups (`Int4Groups`): a GGUF's Q4_1 blocks load into them bit-exact."""
         return self in (Format.INT4, Format.INT4_AMX)
 
+    @property
+    def on_torch_kernels(self) -> Format:
+        """The same weights on torch's kernels alone: an AMX tile format's twin, what runs
+        where the tiles cannot; any other format itself."""
+        return {Format.INT4_AMX: Format.INT4, Format.INT8_AMX: Format.INT8}.get(self, self)
 
-_TORCH_KERNEL_OF = {Format.INT4_AMX: Format.INT4, Format.INT8_AMX: Format.INT8}  # a tile format's weights alone
+
 _FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
 _DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]"
 
@@ -198,6 +203,11 @@ class WeightFormat:
 
     def __str__(self) -> str:
         return self.spelled(self.linears.value, self.lm_head.value)
+
+    def on_torch_kernels(self) -> WeightFormat:
+        """This format with every AMX tile part on torch's kernel instead (`Format.on_torch_kernels`)."""
+        draft = replace(self.draft, linears=self.draft.linears.on_torch_kernels)
+        return replace(self, linears=self.linears.on_torch_kernels, lm_head=self.lm_head.on_torch_kernels, draft=draft)
 
     def spelled(self, linears: str, lm_head: str) -> str:
         """This format's spec with its target parts named ``linears`` and ``lm_head``
@@ -414,8 +424,8 @@ def pack_linear(
     without it the weight is re-quantised group-wise (`int4_quantize`).  An AMX tile format
     on a linear the tiles cannot hold (`amx_tiles.tileable`) packs for torch's kernel alone.
     """
-    if fmt in _TORCH_KERNEL_OF and not amx_tiles.tileable(*weight.shape):
-        fmt = _TORCH_KERNEL_OF[fmt]
+    if not amx_tiles.tileable(*weight.shape):
+        fmt = fmt.on_torch_kernels
     packed_from_weight = {Format.BF16: Bf16Linear, Format.INT8: Int8Linear, Format.INT8_AMX: Int8AmxLinear}
     if fmt in packed_from_weight:
         return packed_from_weight[fmt](weight, bias)

@@ -15,8 +15,8 @@ from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.engine import build
 from sglang_cast.engine.format_choice import (AMX_CANDIDATES, AMX_DRAFT_CANDIDATES, CANDIDATES, DRAFT_CANDIDATES,
                                               candidates, choose_weight_format, cheapest, draft_candidates,
-                                              draft_sizes, measure_costs, parse_requested, running_format,
-                                              verify_sizes)
+                                              draft_sizes, measure_costs, parse_requested, profile_format,
+                                              running_format, verify_sizes)
 from sglang_cast.engine.timing import Timing
 from sglang_cast.hardware import isa_class
 from sglang_cast.profile import Profile, ProfileError, find_profile, load_profile, save_profile
@@ -78,6 +78,18 @@ def test_a_measured_profile_that_records_its_format_decides():
     choice = choose_weight_format("auto", device="cpu", profile=profile(), time_once=refusing_timer,
                                   this_isa="amx")
     assert (choice.weight_format, choice.reason) == ("int8", "profile")
+
+
+def test_a_profile_in_an_amx_tile_format_runs_torch_kernels_where_amx_is_missing(caplog):
+    tiles = profile(weight_format="int4amx/int8amx:dense32:bf16+int8amx")
+    with caplog.at_level(logging.WARNING, logger="sglang_cast.engine.format_choice"):
+        assert profile_format(tiles, "amx", AMX_FLAGS) == "int4amx/int8amx:dense32:bf16+int8amx"
+        assert not caplog.records
+        assert profile_format(tiles, "amx", frozenset({"avx2"})) == "int4/int8:dense32:bf16+int8"
+        assert profile_format(profile(weight_format="int4/int8+int8"), "amx", frozenset({"avx2"})) == "int4/int8+int8"
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "int4amx/int8amx:dense32:bf16+int8amx" in warning and "lacks amx_bf16" in warning
+    assert "running int4/int8:dense32:bf16+int8" in warning
 
 
 @pytest.mark.parametrize("source,weight_format", [("analytic", "int8"), ("measured", None)])
