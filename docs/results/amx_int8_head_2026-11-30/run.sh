@@ -11,7 +11,7 @@ NEW=int4amx/int8amx:dense32:bf16+int8amx
 step=${1:-all}
 quiet() { grep -v "USDT\|it/s\]$\|s/it\]$"; }
 if [ $step = fwd ] || [ $step = all ]; then
-.venv/bin/python $D/fwd_formats.py "int4/int8:dense16:bf16,int4amx/int8:dense32:bf16,int4amx/int8amx:dense32:bf16" \
+.venv/bin/python docs/results/int4_tiles_2026-11-30/fwd_formats.py "int4/int8:dense16:bf16,int4amx/int8:dense32:bf16,int4amx/int8amx:dense32:bf16" \
     1,2,4,5,6,8,12,16,24 4 $D/fwd_formats.json 2>&1 | quiet | tee $D/fwd_formats.log
 fi
 if [ $step = profile ] || [ $step = all ]; then  # the shipped profile's flags (verify_width_amx_2026-11-29/run.sh)
