@@ -224,13 +224,15 @@ def choose_weight_format(requested: str, *, device: str, profile=None, sizes: Se
         log.info("weight format %s, as measured and tuned in CAST profile %r", recorded, profile.label)
         return choice
     began = time.monotonic()
-    timer = time_once or target_timer(model_path, dtype, candidates(), MEASURE_CONTEXT + max(sizes))
-    costs = measure_costs(timer, candidates(), sizes)
+    targets = candidates()
+    timer = time_once or target_timer(model_path, dtype, targets, MEASURE_CONTEXT + max(sizes))
+    costs = measure_costs(timer, targets, sizes)
     chosen, draft_costs = WeightFormat.parse(cheapest(costs)), {}
     if draft_rows and (draft_path is not None or time_draft is not None):
-        timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), draft_candidates(),
+        drafts = draft_candidates()
+        timer = time_draft or draft_timer(model_path, draft_path, dtype, str(chosen), drafts,
                                           MEASURE_CONTEXT + max(draft_rows))
-        draft_costs = measure_costs(timer, draft_candidates(), draft_rows)
+        draft_costs = measure_costs(timer, drafts, draft_rows)
         chosen = replace(chosen, draft=DraftFormat.parse(cheapest(draft_costs)))
     choice = FormatChoice(str(chosen), "measured", costs, draft_costs)
     log.info("%s; chosen in %.1f s (no measured profile records a format)", choice.describe(),

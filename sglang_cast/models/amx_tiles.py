@@ -3,7 +3,7 @@ tiles (csrc/amx_tiles.cpp).
 
 Why kernels of our own: torch's CPU int4 and int8 kernels dequantise their weights once
 per block of 4 activation rows, so on a 2-core AMX Xeon the model's int4 linears cost 3.0x
-a decode step's at 8 rows and 5.1x at 16, and its int8 LM head 3.4x at 8 rows
+a decode step's at 8 rows and 5.1x at 16, and its int8 LM head 3.7x at 8 rows
 (docs/precision.md).  A speculative verify runs exactly those widths.  These kernels widen
 each 16 x 32 weight block once into an AMX tile and multiply it with up to 16 rows at
 once: the int4 linears at 8 rows 0.77x and at 16 rows 0.53x torch's time.  At 1-4 rows

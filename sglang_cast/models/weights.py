@@ -348,38 +348,49 @@ class Int4Linear(PackedLinear):
         )
 
 
-class Int4AmxLinear(Int4Linear):
+class _TilesFromRows:
+    """Mixed into a torch-kernel linear whose weights `__init__` also packs as ``tiled``
+    (`amx_tiles.TiledInt4` / `TiledInt8`): forwards below `amx_tiles.TILES_FROM` rows run
+    torch's kernel, the rest the tiles.  ``FORMAT`` names the tile format in errors."""
+
+    FORMAT: Format
+
+    @classmethod
+    def _load_kernels(cls) -> None:
+        amx_tiles.ensure_loaded(cls.FORMAT.value, cls.FORMAT.on_torch_kernels.value)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        if x.shape[0] < amx_tiles.TILES_FROM:
+            return super()._matmul(x)
+        return self.tiled.matmul(x)
+
+
+class Int4AmxLinear(_TilesFromRows, Int4Linear):
     """`Int4Linear` whose forwards of `amx_tiles.TILES_FROM` rows or more run on AMX
     tiles (the same codes, scales and zeros, in the tile kernel's own layout: the int4
     weights are held twice).  The tile kernel keeps each group's scale and min in fp16
     (GGUF's own ``d`` and ``m``, exact) and applies them in fp32, so its results are
     nearer the fp32 weights than torch's bf16-scaled kernel's."""
 
+    FORMAT = Format.INT4_AMX
+
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
-        amx_tiles.ensure_loaded(Format.INT4_AMX.value, Format.INT4.value)
+        self._load_kernels()
         super().__init__(groups, bias)
         self.tiled = amx_tiles.TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
 
-    def _matmul(self, x: Tensor) -> Tensor:
-        if x.shape[0] < amx_tiles.TILES_FROM:
-            return super()._matmul(x)
-        return self.tiled.matmul(x)
 
-
-class Int8AmxLinear(Int8Linear):
+class Int8AmxLinear(_TilesFromRows, Int8Linear):
     """`Int8Linear` whose forwards of `amx_tiles.TILES_FROM` rows or more run on AMX tiles
     (the same codes and bf16 scales, in the tile kernel's layout: the int8 weights are held
     twice).  The tiles sum each output over all inputs in fp32 before its scale applies."""
 
+    FORMAT = Format.INT8_AMX
+
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
-        amx_tiles.ensure_loaded(Format.INT8_AMX.value, Format.INT8.value)
+        self._load_kernels()
         super().__init__(weight, bias)
         self.tiled = amx_tiles.TiledInt8.pack(self.codes, self.scales)
-
-    def _matmul(self, x: Tensor) -> Tensor:
-        if x.shape[0] < amx_tiles.TILES_FROM:
-            return super()._matmul(x)
-        return self.tiled.matmul(x)
 
 
 class SharedLinear(nn.Module):
