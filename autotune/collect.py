@@ -8,6 +8,14 @@ branch onto it, and verifies every node, so any CAST tree with ``top_k <= K``,
 therefore stay inside ``shape``; ``tune`` checks it.  Greedy decoding only:
 replay is defined for greedy verification.
 
+The recording run commits all that its tree accepted, the branch's tokens included
+(`recording_settings`).  Replay judges a policy at the recording's iterations, so
+where they start matters: a recording that ignored the branch advanced slowly where
+the context repeats itself, sampled those easy stretches densely and replayed
+policies with the branch 11-21 % above their live τ (AMX Xeon, 2026-11-30,
+docs/results/2026-11-30_replay_sampling_amx.md); committing through the branch
+brought six policies, with and without it, within -2 % / +3.4 % of live.
+
 Each iteration is stored with the prompts that were in its batch and committed
 as soon as it is recorded.
 """
@@ -19,7 +27,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from sglang_cast.cast import ContextLookup, SamplingParams, TreeShape, make_policy
+from sglang_cast.cast import ContextLookup, PolicySettings, SamplingParams, TreeShape, make_policy
 from sglang_cast.cast.policies import Eagle2Policy
 from sglang_cast.engine.build import resolve_settings
 
@@ -43,6 +51,15 @@ class CollectConfig:
     lookup_depth: int = ContextLookup().depth  # the prompt-lookup branch grafted onto every recorded tree; 0: none
 
 
+def recording_settings(config: CollectConfig) -> PolicySettings:
+    """What the recording run decodes by: EAGLE-2 verifying its whole recorded tree,
+    the rerank pool and the lookup branch, so each iteration commits the longest
+    accepted path of either (module docstring: where replay's iterations start)."""
+    shape = config.shape
+    whole = TreeShape(shape.top_k, shape.max_depth, shape.num_verify_tokens + config.lookup_depth)
+    return resolve_settings(Eagle2Policy, None).with_shape(whole).with_lookup(config.lookup_depth)
+
+
 @dataclass(frozen=True)
 class CollectReport:
     run_ids: tuple[str, ...]
@@ -53,7 +70,7 @@ class CollectReport:
 def collect(pair: ModelPair, store: Store, device: str, prompts: PromptSet, config: CollectConfig, *,
             progress: bool = True, should_stop=lambda: False) -> CollectReport:
     """Decode ``prompts`` once per batch size with trace recording on."""
-    settings = resolve_settings(Eagle2Policy, None).with_shape(config.shape)
+    settings = recording_settings(config)
     params = SamplingParams(max_new_tokens=config.max_new_tokens)
     run_ids, iterations, tokens = [], 0, 0
     for batch_size in config.batch_sizes:

@@ -433,8 +433,9 @@ class Store:
             stale = self.trace_count(target_model, draft_model, dataset, current=False)
             if stale:
                 raise AutotuneError(f"{self.path} holds {stale} trace(s) for {target_model} + {draft_model} in an "
-                                    f"older trace format (before format {TRACE_FORMAT}, the full candidate pool); "
-                                    "they cannot be replayed: record new ones with `cast-autotune collect`")
+                                    f"older trace format (before format {TRACE_FORMAT}, sglang_cast.cast.trace explains "
+                                    "what changed); they cannot be replayed: record new ones with `cast-autotune "
+                                    "collect`")
         return [StoredTrace(r.batch_size, r.run_id, tuple(json.loads(r.prompt_ids)), r.iteration,
                             TraceIteration.from_dict(json.loads(r.data))) for r in rows]
 

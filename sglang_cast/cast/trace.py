@@ -40,9 +40,11 @@ NO_MATCH = -2  # target "argmax" that no draft token equals
 # What a stored trace means.  1: the tree held only the kept top-K nodes of each
 # layer, and the recording run could commit only what those verified.  2: it holds
 # every drafted child (the full rerank pool), all verified, so the run commits what
-# the policy accepts from the pool.  The two record different iterations of the
-# same prompts, so they are never mixed: only the current format is read.
-TRACE_FORMAT = 2
+# the policy accepts from the pool.  3: the run commits what the whole tree accepts,
+# its prompt-lookup branch included (``autotune.collect``: where the iterations start
+# decides what replay predicts).  Each records different iterations of the same
+# prompts, so they are never mixed: only the current format is read.
+TRACE_FORMAT = 3
 
 
 @dataclass
@@ -101,9 +103,10 @@ class TraceIteration:
     def from_dict(cls, data: dict[str, Any]) -> TraceIteration:
         found = data.get("format", 1) if isinstance(data, dict) else None
         if found != TRACE_FORMAT:
-            raise ValueError(f"trace iteration: format must be {TRACE_FORMAT} (every drafted child recorded), "
-                             f"got {found!r}; traces recorded before the full candidate pool cannot be "
-                             "replayed: record them again (`cast-autotune collect`)")
+            raise ValueError(f"trace iteration: format must be {TRACE_FORMAT} (every drafted child recorded, "
+                             f"the run committing through the lookup branch), got {found!r}; traces of an older "
+                             "format start their iterations elsewhere and are not replayed: record them again "
+                             "(`cast-autotune collect`)")
         missing = {"context_lens", "tokens", "parents", "values", "child_tokens", "child_probs",
                    "target_argmax"} - set(data)
         if missing:

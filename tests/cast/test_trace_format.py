@@ -1,5 +1,6 @@
 """Traces are versioned (sglang_cast.cast.TRACE_FORMAT): a trace recorded before
-the full candidate pool is refused with a clear error, never replayed or mixed in."""
+the full candidate pool, or by a run that did not commit through its lookup branch,
+is refused with a clear error, never replayed or mixed in."""
 
 import sqlite3
 
@@ -13,18 +14,18 @@ from support.autotune import make_trace
 
 def test_a_trace_round_trips_with_its_format():
     data = make_trace().to_dict()
-    assert data["format"] == TRACE_FORMAT == 2
+    assert data["format"] == TRACE_FORMAT == 3
     assert TraceIteration.from_dict(data).tree.size == make_trace().tree.size
 
 
-@pytest.mark.parametrize("old", [None, 1])
+@pytest.mark.parametrize("old", [None, 1, 2])
 def test_an_older_trace_is_refused_naming_the_format_and_the_fix(old):
     data = make_trace().to_dict()
     if old is None:
         del data["format"]  # what format 1 wrote
     else:
         data["format"] = old
-    with pytest.raises(ValueError, match=r"format must be 2 .* got 1; .*cast-autotune collect"):
+    with pytest.raises(ValueError, match=rf"format must be 3 .* got {old or 1}; .*cast-autotune collect"):
         TraceIteration.from_dict(data)
 
 
