@@ -22,3 +22,6 @@ after)
   .venv/bin/python $D/replay_vs_live.py $DB $RUN $P > $D/after.log ;;
 *) echo "usage: run.sh before DB | after [DB]"; exit 2 ;;
 esac
+# The SGLang tune of docs/results/sglang_cpu/2026-11-30_amx re-run on format-3 traces (same
+# 16 prompts at B = 1 and 4, same flags; sglang_collect.log, sglang_retune.log, sglang_cpu_retuned.yaml):
+#   bash docs/results/sglang_cpu/2026-11-30_amx/run.sh collect   (then tune with --output into this folder)
