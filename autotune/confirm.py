@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 from tqdm import tqdm
 
-from sglang_cast.cast import PolicySettings, SamplingParams, make_policy
+from sglang_cast.cast import PolicySettings, ReplayResult, SamplingParams, make_policy
 
 from .errors import AutotuneError
 from .models import ModelPair
@@ -198,6 +198,31 @@ def gate_prompts(prompts: PromptSet, batch_size: int, per_slice: int, slices: in
     return prompts.head(max(per_slice, batch_size) * slices)
 
 
+# runs[method][round][slice]: the timed steps of one decode of one slice; method 0 is
+# CAST, method 1 plain decoding
+Runs = tuple[list[list[list[TimedStep]]], list[list[list[TimedStep]]]]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Replay's rates for a bucket's live run: CAST's and plain decoding's over the
+    stored iterations whose whole batch is among the run's prompts (all of the
+    bucket's when none are), and the context most of them ran at."""
+
+    traces: int
+    cast: ReplayResult
+    plain: ReplayResult
+    context: int  # median of the iterations' longest contexts
+
+    @classmethod
+    def of(cls, settings: PolicySettings, prompt_ids: list[str], traces: list[StoredTrace]) -> Prediction:
+        wanted = set(prompt_ids)
+        own = [s.trace for s in traces if set(s.prompt_ids) <= wanted]
+        chosen = own or [s.trace for s in traces]
+        return cls(len(chosen), replay_settings(chosen, settings), replay_settings(chosen, settings, "vanilla"),
+                   int(statistics.median(int(t.context_lens.max()) for t in chosen)))
+
+
 def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, batch_size: int,
                  max_new_tokens: int, context_length: int, traces: list[StoredTrace],
                  rounds: int = 3, progress: bool = False, slices: int = 1) -> Confirmation:
@@ -206,14 +231,9 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     ``slices``: the prompts are decoded as that many disjoint slices (``prompt_slices``),
     CAST and plain decoding back to back on each slice in every round, and each slice's
     speedup is kept beside the pooled rates."""
-    wanted = set(prompts.ids)
-    own = [s.trace for s in traces if set(s.prompt_ids) <= wanted]
-    chosen = own or [s.trace for s in traces]
-    predicted = replay_settings(chosen, settings)
-    predicted_plain = replay_settings(chosen, settings, "vanilla")
+    predicted = Prediction.of(settings, prompts.ids, traces)
     # The bucket boundary most iterations are charged at: where the reference forward is timed.
-    context, table_ms = reference_point(settings.costs.target, batch_size,
-                                        int(statistics.median(int(t.context_lens.max()) for t in chosen)))
+    context, table_ms = reference_point(settings.costs.target, batch_size, predicted.context)
     before = reference_ms(pair, batch_size, context)
 
     texts = [pair.format_prompt(t) for t in prompts.texts]
@@ -223,8 +243,7 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
     params = SamplingParams(max_new_tokens=max_new_tokens)
     for engine in engines:  # first use of the shapes, excluded
         run_steps(engine, texts[:batch_size], params, limit=WARMUP_STEPS)
-    # runs[method][round][slice]: the timed steps of one decode of one slice
-    runs: tuple[list[list[list[TimedStep]]], ...] = ([], [])
+    runs: Runs = ([], [])
     bar = tqdm(total=2 * rounds * len(parts), desc=f"live gate B={batch_size}", unit="run", disable=not progress)
     for _ in range(rounds):
         for per_round in runs:
@@ -236,7 +255,16 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
                 bar.update(1)
     bar.close()
     after = reference_ms(pair, batch_size, context)
+    return judged(batch_size, sum(len(part) for part in parts), settings, predicted, runs,
+                  speed_factor(before, after, table_ms), max_new_tokens)
 
+
+def judged(batch_size: int, prompts: int, settings: PolicySettings, predicted: Prediction, runs: Runs,
+           speed: float, max_new_tokens: int) -> Confirmation:
+    """The confirmation of a bucket's live ``runs`` (every round decoded the same
+    slices, ``prompts`` in all), any engine's: the native one's (``confirm_live``) or
+    SGLang's (``sglang_gate``).  ``speed``: the machine's drift since profiling (1.0:
+    not timed)."""
     cast_steps = [s for one_round in runs[0] for s in pooled(one_round)]
     plain_steps = [s for one_round in runs[1] for s in pooled(one_round)]
     for name, steps in (("CAST", cast_steps), ("plain decoding", plain_steps)):
@@ -245,16 +273,18 @@ def confirm_live(pair: ModelPair, settings: PolicySettings, prompts: PromptSet, 
                                 f"without a prefill (every request finished in the step that admitted it); raise "
                                 f"it above {max_new_tokens}")
     return Confirmation(
-        batch_size=batch_size, prompts=sum(len(part) for part in parts), rounds=rounds, predicted_traces=len(chosen),
-        predicted_cast_tokens_per_s=predicted.tokens_per_s, predicted_plain_tokens_per_s=predicted_plain.tokens_per_s,
+        batch_size=batch_size, prompts=prompts, rounds=len(runs[0]),
+        predicted_traces=predicted.traces, predicted_cast_tokens_per_s=predicted.cast.tokens_per_s,
+        predicted_plain_tokens_per_s=predicted.plain.tokens_per_s,
         live_cast_rounds=tuple(round_rate(pooled(one_round)) for one_round in runs[0]),
         live_plain_rounds=tuple(round_rate(pooled(one_round)) for one_round in runs[1]),
-        predicted_tau=predicted.tau, live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
-        speed_factor=speed_factor(before, after, table_ms),
+        predicted_tau=predicted.cast.tau,
+        live_tau=sum(s.tokens for s in cast_steps) / sum(s.batch_size for s in cast_steps),
+        speed_factor=speed,
         charged_cast_ms=sum(step_charge_ms(s, settings.costs) for s in cast_steps),
         charged_plain_ms=sum(step_charge_ms(s, settings.costs) for s in plain_steps),
         cast_steps=tuple(cast_steps), plain_steps=tuple(plain_steps),
-        slice_speedups=tuple(slice_speedup(runs, index) for index in range(len(parts))))
+        slice_speedups=tuple(slice_speedup(runs, index) for index in range(len(runs[0][0]))))
 
 
 def pooled(one_round: list[list[TimedStep]]) -> list[TimedStep]:

@@ -43,8 +43,11 @@ from .confirm import Confirmation
 from .costs import MeasuredCosts
 from .tuner import BucketResult, switched_off
 
-# (settings of every bucket, the bucket's max_batch_size) -> its live confirmation
-LiveCheck = Callable[[PolicySettings, int], Confirmation]
+# (settings of every bucket, the buckets' max_batch_sizes) -> each one's live confirmation, by
+# max_batch_size: all at once, so an engine that starts slowly (SGLang's) serves every bucket
+LiveCheck = Callable[[PolicySettings, list[int]], dict[int, Confirmation]]
+# (settings of every bucket, one bucket's max_batch_size) -> its live confirmation
+BucketCheck = Callable[[PolicySettings, int], Confirmation]
 # every live confirmation of the first pass -> the cost model refitted with their steps added
 Refit = Callable[[list[Confirmation]], MeasuredCosts]
 # (bucket max_batch_size, refitted costs) -> the bucket tuned again (replay-filtered)
@@ -69,10 +72,15 @@ class GateOutcome:
         return out
 
 
+def per_bucket(check: BucketCheck) -> LiveCheck:
+    """A live check that runs one bucket after the other (the native engine's)."""
+    return lambda settings, sizes: {size: check(settings, size) for size in sizes}
+
+
 def confirm_all(results: list[BucketResult], costs: CostModel, check: LiveCheck) -> dict[int, Confirmation]:
     """Run every bucket live with the settings that would be published."""
     settings = PolicySettings(buckets=tuple(r.settings for r in results), costs=costs)
-    return {r.settings.max_batch_size: check(settings, r.settings.max_batch_size) for r in results}
+    return check(settings, [r.settings.max_batch_size for r in results])
 
 
 def drift_line(drifted: dict[int, float], margin: float) -> str:

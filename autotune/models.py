@@ -53,10 +53,13 @@ class ModelPair(LoadedModels):
         return feature_width(self.target, self.draft)
 
     def format_prompt(self, text: str) -> str:
-        if not self.chat_template:
-            return text
-        return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                  tokenize=False)
+        return chat_prompt(self.tokenizer, text) if self.chat_template else text
+
+
+def chat_prompt(tokenizer, text: str) -> str:
+    """``text`` as one user turn in the tokenizer's chat template, the reply to come."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                         tokenize=False)
 
 
 

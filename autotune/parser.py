@@ -337,7 +337,8 @@ def build_parser() -> Parser:
     add_space(p)
     add_db(p)
     add_backend(p, "whose measured cost curves to tune on (as `profile --backend` recorded them); 'sglang' also "
-                   "writes the profile's runtime states and parallel layout")
+                   "writes the profile's runtime states and parallel layout, and runs the live gate on SGLang's "
+                   "engine with the CAST worker (run with .venv-sglang/bin/python)")
     add_tp_size(p, "--backend sglang: the --tp-size the rows were profiled at and the profile will serve")
     add_runtime_states(p)
     p.add_argument("--calibrate-from", type=Path, default=None, metavar="PROFILE",

@@ -322,3 +322,40 @@ def runtime_state_sizing(models: SGLangModels, gpu_memory_gib: float, context_le
                  f"GPU, --tp-size {tp_size}")
     return RuntimeStateSizing(state_bytes_for(target, draft, launch, eagle3), int(gpu_memory_gib * GIB), cap,
                               captures_per_state(graph_bs), described)
+
+
+def sglang_live_gate(models: SGLangModels, dtype: str, tp_size: int, on_cpu: bool, texts: Sequence[str],
+                     max_new_tokens: int, max_batch_size: int, space: SearchSpace, engine_factory=None):
+    """``tune --backend sglang``'s live gate (``sglang_gate.SGLangGate``): SGLang engines
+    on ``models`` serving up to ``max_batch_size`` requests of the chat-formatted
+    ``texts``, each context holding the longest of them, ``max_new_tokens`` and what a
+    speculative step of any tree of ``space`` takes ahead (``speculative_reserve``).
+    ``engine_factory``: tests pass a stand-in for ``sglang.Engine``.  Call after
+    :func:`enter_sglang_cpu_engine` on the CPU."""
+    from sglang_cast.models.loader import load_tokenizer
+    from sglang_cast.sglang_plugin.live_runs import SGLangLiveRuns
+    from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
+    from sglang_cast.sglang_plugin.profile_steps import start_engine
+
+    from .models import chat_prompt
+    from .sglang_gate import SGLangGate
+
+    tokenizer = load_tokenizer(Path(models.model_path))
+    longest = max(len(tokenizer.encode(chat_prompt(tokenizer, text))) for text in texts)
+    launch = SGLangProfileLaunch(models.model_path, models.draft_path, dtype,
+                                 context_length=longest + max_new_tokens + speculative_reserve(space),
+                                 max_batch_size=max_batch_size, topk=space.top_k, max_n=space.max_tokens,
+                                 tp_size=tp_size, on_cpu=on_cpu)
+    return SGLangGate(SGLangLiveRuns(launch, engine_factory=engine_factory or start_engine),
+                      lambda text: chat_prompt(tokenizer, text))
+
+
+def speculative_reserve(space: SearchSpace) -> int:
+    """Context a request needs beyond its tokens for a speculative step of any tree in
+    ``space``: SGLang reserves twice ``max(top-k x draft layers, verified tokens)`` ahead
+    of every decode step (``mem_cache/allocation_sizing.py:64``; the lookup branch's
+    layers are draft layers of the startup shape), and a step commits up to its
+    verified tokens past ``max_new_tokens``.  A context without it overflowed SGLang's
+    ``req_to_token`` row on the first gate run (2026-12-01)."""
+    layers = space.max_depth + space.lookup_depth
+    return 2 * max(space.top_k * layers, space.max_tokens) + space.max_tokens

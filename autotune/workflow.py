@@ -41,12 +41,13 @@ from sglang_cast.cast import CostModel
 from .confirm import Confirmation, confirm_live, gate_prompts
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
-from .gate import GateOutcome, LiveCheck, live_gate
+from .gate import GateOutcome, LiveCheck, live_gate, per_bucket
 from .models import ModelPair, format_target_id, portable_ref, reference_target_id
 from .overhead import LIVE, PLAIN
 from .prompts import PromptSet
 from .publish import publish
-from .sglang_backend import RuntimeStateSizing
+from .sglang_backend import SGLANG, RuntimeStateSizing
+from .sglang_gate import GateLoad, SGLangGate
 from .space import SearchSpace
 from .store import NATIVE, Setup, StoredTrace, Store, package_version
 from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
@@ -159,13 +160,13 @@ def format_setups(store: Store, setup: Setup, formats: tuple[str, ...]) -> tuple
 
 
 def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket: dict, config: TuneConfig,
-                  prefix: str, check: LiveCheck, say: Callable[[str], None], progress: bool) -> GateOutcome:
+                  prefix: str, check: LiveCheck, live_backend: str, say: Callable[[str], None],
+                  progress: bool) -> GateOutcome:
     """The live gate over ``best``'s buckets: a refit stores the live steps under the
     format's setup (source ``live``, at the profile's speed: each confirmation's drift
     divided out) and refits from everything stored; a re-tune is
-    a new study ``<prefix>-b<size>-refit`` on the same traces.  The live runs are the
-    native engine's, so a setup of another backend (``tune --backend sglang``) is
-    never refitted from them."""
+    a new study ``<prefix>-b<size>-refit`` on the same traces.  ``live_backend``: the
+    engine ``check`` runs; a setup of another backend is never refitted from its steps."""
     def refit(confirmations: list[Confirmation]) -> MeasuredCosts:
         load = os.getloadavg()[0]
         for c in confirmations:
@@ -179,9 +180,9 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
         return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
                                          config.space, config.trials, config.seed, progress=progress))
 
-    # The live runs time the native engine: only its measured setup may refit (not another
-    # backend's, nor tables calibrated from another machine's profile, which have no measurements).
-    measured = fmt_setup.backend == NATIVE and best.costs.calibrated_from is None
+    # Only the measured setup of the engine the live runs time may refit (not another backend's,
+    # nor tables calibrated from another machine's profile, which have no measurements).
+    measured = fmt_setup.backend == live_backend and best.costs.calibrated_from is None
     return live_gate(best.results, best.costs, check, refit if measured else None, retune, config.live_margin, say,
                      min_speedup=config.live_min_speedup)
 
@@ -219,8 +220,9 @@ def format_tables(store: Store, setup: Setup, config: TuneConfig, given: dict[st
 def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
                       load_format: Callable[[str], ModelPair] | None, by_bucket: dict, config: TuneConfig,
                       prompts: PromptSet, progress: bool) -> LiveCheck:
-    """The live gate's check: a bucket's tree against plain decoding on the pair in the
-    published format (loaded by ``load_format`` when that is not ``pair``'s)."""
+    """The native live gate's check: each bucket's tree against plain decoding on the
+    pair in the published format (loaded by ``load_format`` when that is not ``pair``'s),
+    one bucket after the other."""
     live_pair = pair
     if format_target_id(reference_id, weight_format) != pair.target_id:
         if load_format is None:
@@ -234,7 +236,11 @@ def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
                                                               config.confirm_sets), batch,
                             config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
                             progress, slices=config.confirm_sets)
-    return confirm
+    return per_bucket(confirm)
+
+
+def gate_load(config: TuneConfig) -> GateLoad:
+    return GateLoad(config.confirm_prompts, config.confirm_sets, config.confirm_max_new_tokens, config.live_rounds)
 
 
 def search_space_summary(config: TuneConfig) -> dict:
@@ -244,9 +250,11 @@ def search_space_summary(config: TuneConfig) -> dict:
             "trials_per_bucket": config.trials}
 
 
-def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None) -> dict:
+def live_gate_summary(config: TuneConfig, results: list[BucketResult], gate: GateOutcome | None,
+                      engine: str) -> dict:
     return {"rule": "a bucket speculates only if its best tree beats plain decoding in replay, then live by "
                     "min_speedup over all slices of the prompts and no loss on any one (interleaved rounds, medians)",
+            "engine": engine,
             "rounds": config.live_rounds, "slices": config.confirm_sets, "margin": config.live_margin,
             "min_speedup": config.live_min_speedup,
             "off_by_replay": [r.settings.max_batch_size for r in results if r.off_by == "replay"],
@@ -283,7 +291,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
                      load_format: Callable[[str], ModelPair] | None = None, stop: threading.Event | None = None,
                      progress: bool = True, live_check: LiveCheck | None = None,
                      say: Callable[[str], None] = print,
-                     format_costs: dict[str, MeasuredCosts] | None = None) -> TuneOutcome | None:
+                     format_costs: dict[str, MeasuredCosts] | None = None,
+                     sglang_gate: SGLangGate | None = None) -> TuneOutcome | None:
     """Tune every bucket of every profiled format, gate the fastest live against plain
     decoding, publish it.
 
@@ -292,6 +301,8 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     (``tune --calibrate-from``: another machine's profile fitted here; the live gate then
     refits nothing, there being no measurements to refit with);
     ``load_format`` loads the pair in another format for the live runs;
+    ``sglang_gate``: the live gate runs SGLang's engine instead of the native one
+    (``tune --backend sglang``; ``pair`` may then be its ids only);
     ``live_check`` replaces the live runs (tests plant their rates); ``say`` gets
     the gate's one-line notices.  Returns ``None`` (and publishes nothing) when
     ``stop`` is set before the end."""
@@ -312,12 +323,31 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
                 "costs are the forwards' alone; `cast-autotune profile` measures it")
     best = fastest_format(tunings)
 
+    model = {"target": portable_ref(format_target_id(reference_id, best.weight_format)),
+             "draft": portable_ref(pair.draft_id), "dtype": pair.dtype, "weight_format": best.weight_format}
+
+    def with_states(profile: Profile) -> Profile:
+        """``profile`` with the runtime states SGLang builds for it (``--backend sglang``)."""
+        if config.runtime_states is None:
+            return profile
+        replayed = [trace for size in by_bucket for trace in bucket_sample(by_bucket[size], config)]
+        return config.runtime_states.size(profile, setup.tp_size, replayed,
+                                          f"{len(replayed)} iterations tune replayed (at most "
+                                          f"{config.max_traces} per bucket)")
+
     gate = None
+    live_backend = SGLANG if sglang_gate is not None else NATIVE  # the engine the live gate runs
     if config.confirm_prompts > 0:
-        confirm = live_confirmation(pair, reference_id, best.weight_format, load_format, by_bucket, config, prompts,
-                                    progress)
-        gate = run_live_gate(store, setups[best.weight_format], best, by_bucket, config, prefix,
-                             live_check or confirm, say, progress)
+        if live_check is None and sglang_gate is not None:
+            live_check = sglang_gate.check(
+                by_bucket, lambda settings: with_states(Profile(config.label, setup.device, "measured", settings,
+                                                                model=model)),
+                prompts, gate_load(config), progress)
+        elif live_check is None:
+            live_check = live_confirmation(pair, reference_id, best.weight_format, load_format, by_bucket, config,
+                                           prompts, progress)
+        gate = run_live_gate(store, setups[best.weight_format], best, by_bucket, config, prefix, live_check,
+                             live_backend, say, progress)
         if stop is not None and stop.is_set():
             return None
     results, costs = (gate.results, gate.costs) if gate else (best.results, best.costs)
@@ -348,19 +378,11 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
                            "not_profiled": list(not_profiled)},
         "tuning": [r.summary() for r in results],
         "live_confirmation": live if gate else "skipped (--confirm-prompts 0): no bucket was run live",
-        "live_gate": live_gate_summary(config, results, gate),
+        "live_gate": live_gate_summary(config, results, gate, live_backend),
         "notes": notes,
     }
-    profile = Profile(label=config.label, device=setup.device, source="measured", settings=settings,
-                      model={"target": portable_ref(format_target_id(reference_id, best.weight_format)),
-                             "draft": portable_ref(pair.draft_id),
-                             "dtype": pair.dtype, "weight_format": best.weight_format},
-                      provenance=provenance)
-    if config.runtime_states is not None:
-        replayed = [trace for size in by_bucket for trace in bucket_sample(by_bucket[size], config)]
-        profile = config.runtime_states.size(profile, setup.tp_size, replayed,
-                                             f"{len(replayed)} iterations tune replayed (at most "
-                                             f"{config.max_traces} per bucket)")
+    profile = with_states(Profile(label=config.label, device=setup.device, source="measured", settings=settings,
+                                  model=model, provenance=provenance))
     published = publish(profile, config.output, store, results[0].study, results[0].trial, live)
     for result in results[1:]:
         store.record_publication(published.path.resolve(), config.label, published.version, "measured",

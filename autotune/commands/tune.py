@@ -3,8 +3,9 @@ the published profile YAML.
 
     the flags (autotune/parser.py, ``tune``)
     → `TuneOptions`, here: the device, the label checked against it, the weight
-      formats (with ``--backend sglang`` the dense one and the runtime states'
-      sizing; with ``--calibrate-from`` another profile's tables fitted here)
+      formats (with ``--backend sglang`` the dense one, the runtime states' sizing
+      and SGLang's engines for the live gate; with ``--calibrate-from`` another
+      profile's tables fitted here)
     → `workflow.TuneConfig` (`common.tune_config`)
     → `workflow.tune_and_publish`: Optuna over trace replay per bucket and format,
       the fastest format, its live gate against plain decoding, and
@@ -33,8 +34,9 @@ from ..errors import USAGE, AutotuneError
 from ..models import ModelPair
 from ..options import (BackendOptions, DbOptions, LabelOptions, ModelOptions, RuntimeStateOptions, SpaceOptions,
                        WeightFormatOptions)
-from ..prompts import load_prompts
+from ..prompts import PromptSet, load_prompts
 from ..sglang_backend import PairIds, RuntimeStateSizing
+from ..sglang_gate import SGLangGate
 from .common import (checked_label, current_setup, dense_format_only, format_name, formats_for, load_pair, open_store,
                      require_one_device, resolve_device, tune_config)
 
@@ -67,21 +69,34 @@ def run(args: argparse.Namespace) -> int:
     prompts = load_prompts(options.dataset)
     store = open_store(options)
     pair = tuned_pair(options, device)
+    gate = sglang_gate(options, config, prompts) if options.backend == "sglang" and config.confirm_prompts else None
     outcome = workflow.tune_and_publish(pair, store, current_setup(pair, device, options.backend, options.tp_size),
                                         config, prompts, load_format=lambda fmt: load_pair(options, device, fmt),
-                                        progress=not options.quiet, format_costs=format_costs)
+                                        progress=not options.quiet, format_costs=format_costs, sglang_gate=gate)
     states = None if sizing is None else sglang_backend.states_report(outcome.published.profile, sizing)
     print(report.tuned(outcome, lambda fmt: format_name(options, fmt), states))
     return 0
 
 
 def tuned_pair(options: TuneOptions, device: str) -> ModelPair | PairIds:
-    """The pair ``tune`` keys traces and rows by: loaded in the native engine when
-    its live gate runs, else (``--backend sglang --confirm-prompts 0``) its ids only."""
-    if options.backend == "sglang" and options.confirm_prompts == 0:
+    """The pair ``tune`` keys traces and rows by: loaded in the native engine, or with
+    ``--backend sglang`` its ids only (its live gate runs SGLang's engine)."""
+    if options.backend == "sglang":
         models = sglang_backend.sglang_models(options.model_path, options.draft_path)
         return sglang_backend.pair_ids(models, options.dtype, device)
     return load_pair(options, device)
+
+
+def sglang_gate(options: TuneOptions, config: workflow.TuneConfig, prompts: PromptSet) -> SGLangGate:
+    """``--backend sglang``: the live gate's SGLang engines (its CPU engine without a
+    GPU), refused in one line when SGLang's runtime does not import here."""
+    models = sglang_backend.check_sglang_backend(options.model_path, options.draft_path, options.device,
+                                                 torch.cuda.is_available(), options.tp_size, torch.cuda.device_count())
+    on_cpu = sglang_backend.sglang_on_cpu(options.device, torch.cuda.is_available())
+    if on_cpu:
+        sglang_backend.enter_sglang_cpu_engine()
+    return sglang_backend.sglang_live_gate(models, options.dtype, options.tp_size, on_cpu, prompts.texts,
+                                           config.confirm_max_new_tokens, max(config.buckets), config.space)
 
 
 def state_sizing(options: TuneOptions, device: str) -> RuntimeStateSizing:

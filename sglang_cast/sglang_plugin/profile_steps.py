@@ -123,6 +123,13 @@ def start_engine(argv: list[str]):
     return Engine(server_args=prepare_server_args(argv))  # engine.py:278 takes ready server_args
 
 
+def decode(engine, prompts: Sequence[str], max_new_tokens: int) -> None:
+    """One batch on ``engine``: ``prompts`` sent together, greedy, each to
+    ``max_new_tokens`` (EOS ignored, so the batch stays whole to its end)."""
+    engine.generate(prompt=list(prompts),
+                    sampling_params={"max_new_tokens": max_new_tokens, "ignore_eos": True, "temperature": 0.0})
+
+
 class SGLangStepTimer:
     """Times the design's runs through SGLang engines, one engine per run, reused
     for every batch size of that run.  ``engine_factory(argv)`` starts an engine
@@ -143,8 +150,7 @@ class SGLangStepTimer:
         """Decode ``prompts`` (one batch, sent together) for ``new_tokens`` each at
         ``shape`` (``None``: plain) and return the batch's kept iterations."""
         self._use(StepRun(shape))
-        self._engine.generate(prompt=list(prompts),
-                              sampling_params={"max_new_tokens": new_tokens, "ignore_eos": True, "temperature": 0.0})
+        decode(self._engine, prompts, new_tokens)
         logged, self._offset = read_steps(self._log, self._offset)
         return logged[warmup: warmup + steps]
 

@@ -11,7 +11,7 @@ import pytest
 from autotune.confirm import Confirmation, confirm_live, prompt_slices
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
-from autotune.gate import live_gate
+from autotune.gate import live_gate, per_bucket
 from autotune.overhead import LIVE, step_charge_ms
 from autotune.report import show, tuned
 from autotune.store import Store, TimedStep
@@ -92,7 +92,10 @@ class PlantedLive:
         self.slices = slices or {}  # bucket -> its planted per-slice speedups
         self.calls: list[tuple[int, PolicySettings]] = []
 
-    def __call__(self, settings: PolicySettings, size: int) -> Confirmation:
+    def __call__(self, settings: PolicySettings, sizes: list[int]) -> dict[int, Confirmation]:
+        return {size: self.confirm(settings, size) for size in sizes}
+
+    def confirm(self, settings: PolicySettings, size: int) -> Confirmation:
         mine = [s.trace for s in self.traces if settings.for_batch(s.batch_size).max_batch_size == size]
         cast, plain = (replay_settings(mine, settings, p).tokens_per_s for p in ("cast", "vanilla"))
         self.calls.append((size, settings))
@@ -217,7 +220,8 @@ def test_a_uniformly_slower_machine_is_drift_not_a_miss():
     said = []
     slower = 1.3
     gate = live_gate([tuned_bucket(1)], StandInCosts(),
-                     lambda settings, size: planted(size, 100.0, 50.0, 100.0 / slower, 50.0 / slower, speed=slower),
+                     per_bucket(lambda settings, size: planted(size, 100.0, 50.0, 100.0 / slower, 50.0 / slower,
+                                                               speed=slower)),
                      lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15, said.append,
                      min_speedup=1.05)
     assert gate.refit is None and len(said) == 1 and "1.30x" in said[0]
@@ -231,7 +235,7 @@ def test_no_refit_and_no_gate_when_live_matches_and_cast_wins():
     def check(settings, size):
         return planted(size, 100.0, 50.0, 110.0, 52.0)
 
-    gate = live_gate(results, StandInCosts(), check, refits.append, lambda *a: pytest.fail("no re-tune"), 0.15,
+    gate = live_gate(results, StandInCosts(), per_bucket(check), refits.append, lambda *a: pytest.fail("no re-tune"), 0.15,
                      said.append, min_speedup=1.05)
     assert gate.results == results and gate.refit is None and not said and not refits
     assert gate.live_summaries()[0]["speculate"] is True
@@ -251,7 +255,7 @@ def test_rates_off_their_replayed_prediction_with_steps_at_their_charge_are_no_m
     assert mix.plain_measured_over_charged == pytest.approx(1.0)
     assert mix.cast_measured_over_charged == pytest.approx(1.0, abs=0.01)
     assert not mix.beyond(0.15)
-    gate = live_gate([tuned_bucket(16)], StandInCosts(), lambda settings, size: mix,
+    gate = live_gate([tuned_bucket(16)], StandInCosts(), per_bucket(lambda settings, size: mix),
                      lambda c: pytest.fail("no refit"), lambda *a: pytest.fail("no re-tune"), 0.15,
                      lambda line: pytest.fail(line), min_speedup=1.05)
     assert gate.refit is None and gate.results[0].off_by == "live"  # CAST lost live: off, all the same
@@ -282,7 +286,7 @@ def test_an_off_bucket_is_confirmed_live_and_its_plain_miss_refits_but_live_neve
         return off
 
     said = []
-    gate = live_gate([on, off], StandInCosts(), check, refit, retune, 0.15, said.append, min_speedup=1.05)
+    gate = live_gate([on, off], StandInCosts(), per_bucket(check), refit, retune, 0.15, said.append, min_speedup=1.05)
     assert calls == [1, 2, 1, 2]  # both buckets confirmed, then both again after the refit
     assert refits == [[1, 2]] and retuned == [2]
     assert len(said) == 1 and "bucket <= 2" in said[0] and "plain decoding's 4 200%" in said[0]
@@ -374,11 +378,12 @@ def test_a_live_run_too_short_to_time_a_step_is_one_clear_error(tmp_path):
                      rounds=2)
 
 
-def test_a_miss_on_another_backends_costs_is_reported_and_not_refitted():
-    """``tune --backend sglang``: the live runs time the native engine, so their steps
-    must not refit the SGLang setup's overhead; the miss is one line, the gate still decides."""
+def test_a_miss_on_costs_without_measurements_is_reported_and_not_refitted():
+    """Tables calibrated from another machine's profile (or another engine's than the
+    live runs time) have no measurements a refit could add to: the miss is one line,
+    the gate still decides."""
     said = []
-    gate = live_gate([tuned_bucket(1)], StandInCosts(), lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0),
-                     None, lambda *a: pytest.fail("no re-tune"), 0.15, said.append, min_speedup=1.05)
+    gate = live_gate([tuned_bucket(1)], StandInCosts(),
+                     per_bucket(lambda settings, size: planted(size, 100.0, 50.0, 40.0, 50.0)), None, lambda *a: pytest.fail("no re-tune"), 0.15, said.append, min_speedup=1.05)
     assert len(said) == 1 and "not refitted" in said[0] and gate.refit is None
     assert gate.results[0].settings.speculate is False and gate.results[0].off_by == "live"

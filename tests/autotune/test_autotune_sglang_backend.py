@@ -247,18 +247,21 @@ def test_tune_builds_its_setup_and_state_sizing_for_the_backend_it_is_given(monk
         target_id="t", draft_id="d", dtype="float32"))())
     import autotune.workflow as workflow
 
-    def tune_and_publish(pair, store, setup, config, prompts, **_):
-        captured["setup"], captured["config"] = setup, config
+    def tune_and_publish(pair, store, setup, config, prompts, **kwargs):
+        captured["setup"], captured["config"], captured["gate"] = setup, config, kwargs["sglang_gate"]
         raise AutotuneError("stop here")
     monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
+    monkeypatch.setattr(tune_command, "sglang_gate", lambda options, config, prompts: "SGLang's live gate")
     assert cli.main(["tune", "--gpu", "cpu", "--quiet"]) == 2
     assert (captured["setup"].backend, captured["setup"].tp_size, captured["config"].runtime_states) == (
         "native", 1, None)
+    assert captured["gate"] is None  # the native engine's live gate
     target, head = llama_dirs(tmp_path)
     assert cli.main(["tune", "--gpu", "cpu", "--backend", SGLANG, "--quiet", "--model-path", target, "--draft-path",
                      head, "--tp-size", "2", "--gpu-memory-gb", "80", "--max-states", "6",
                      "--max-state-memory", "0.05", "--state-coverage", "0.9"]) == 2
     assert (captured["setup"].backend, captured["setup"].tp_size) == (SGLANG, 2)
+    assert captured["gate"] == "SGLang's live gate"
     sizing = captured["config"].runtime_states
     assert (sizing.cap.max_states, sizing.cap.max_memory_share, sizing.cap.coverage) == (6, 0.05, 0.9)
     assert sizing.gpu_bytes == 80 * 2**30 and "--tp-size 2" in sizing.described
@@ -334,9 +337,10 @@ def test_a_lost_tp_rank_ends_the_profile_in_one_line_keeping_what_was_measured(m
     assert {(m.role, m.batch_size) for m in rows} == {("target", 1)} and len(rows) == 5  # the row done before
 
 
-def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp_path):
-    """`--confirm-prompts 0`: the pair is its ids (those `profile --backend sglang` and
-    `collect` key rows and traces by); with the live gate the native engine loads it."""
+def test_tune_on_sglang_rows_loads_no_model_and_gates_on_sglangs_engines(monkeypatch, tmp_path):
+    """The pair is its ids (those `profile --backend sglang` and `collect` key rows and
+    traces by), with or without the live gate: the gate runs SGLang's engines, never
+    the native one (`--confirm-prompts 0` builds none)."""
     from autotune.models import draft_model_id, target_model_id
 
     captured, loaded = {}, []
@@ -347,20 +351,25 @@ def test_tune_on_sglang_rows_without_a_live_gate_loads_no_model(monkeypatch, tmp
         "Pair", (), dict(target_id="t", draft_id="d", dtype="float32"))())
     import autotune.workflow as workflow
 
-    def tune_and_publish(pair, store, setup, config, prompts, **_):
-        captured["pair"], captured["setup"] = pair, setup
+    def tune_and_publish(pair, store, setup, config, prompts, **kwargs):
+        captured["pair"], captured["setup"], captured["gate"] = pair, setup, kwargs["sglang_gate"]
         raise AutotuneError("stop here")
     monkeypatch.setattr(workflow, "tune_and_publish", tune_and_publish)
+    gates = []
+    monkeypatch.setattr(tune_command, "sglang_gate", lambda options, config, prompts: gates.append(
+        config.confirm_prompts) or "SGLang's live gate")
     target, head = llama_dirs(tmp_path)
     argv = ["tune", "--gpu", "h100", "--backend", SGLANG, "--quiet", "--model-path", target, "--draft-path", head,
             "--gpu-memory-gb", "80", "--dtype", "bfloat16"]
     assert cli.main([*argv, "--confirm-prompts", "0"]) == 2
     pair = captured["pair"]
     assert loaded == [] and (pair.target_id, pair.draft_id) == (target_model_id(target), draft_model_id(Path(head)))
+    assert gates == [] and captured["gate"] is None
     assert (pair.dtype, pair.device.type, pair.random_draft) == ("bfloat16", "cpu", False)
     assert (captured["setup"].target_model, captured["setup"].dtype) == (pair.target_id, "bfloat16")
     assert cli.main([*argv, "--confirm-prompts", "1"]) == 2
-    assert loaded == ["cpu"] and captured["pair"].target_id == "t"
+    assert loaded == [] and captured["pair"] == pair
+    assert gates == [1] and captured["gate"] == "SGLang's live gate"
 
 
 # ------------------------------------------- whole SGLang iterations (item 4)

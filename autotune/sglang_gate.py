@@ -1,0 +1,95 @@
+"""The live gate of ``cast-autotune tune --backend sglang``: the candidate profile
+against plain decoding, both served by SGLang's engine with the CAST worker
+(``sglang_plugin.live_runs``), judged as the native gate judges (``confirm.judged``).
+
+The gate's rules are the native ones (gate.py); what differs is where the steps come
+from.  Every bucket is run at once, one engine per (round, method) — an SGLang engine
+takes ~25 s to start on a 2-core CPU, so one per bucket would cost minutes —
+CAST and plain decoding alternating, ``live_rounds`` each.  Each bucket decodes the
+prompts the native gate would (``gate_prompts``, the chat template applied, cut into
+``confirm_sets`` slices of whole batches) at its largest traced batch size.  Rates are
+committed tokens over the worker's logged decode-iteration ms (``step_log``), and
+those same iterations are what the cost model's charges are set against, so a miss
+refits the SGLang setup's host overhead from SGLang's own steps.  The reference
+forward is not re-timed around the runs (no SGLang forward runs outside the
+engines): ``speed_factor`` is 1.0, the machine's drift is not divided out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from tqdm import tqdm
+
+from sglang_cast.cast import PolicySettings
+from sglang_cast.profile import Profile
+
+from .confirm import Confirmation, Prediction, Runs, gate_prompts, judged, prompt_slices
+from .gate import LiveCheck
+from .prompts import PromptSet
+from .store import StoredTrace, TimedStep
+
+NOT_RETIMED = 1.0  # speed_factor of an SGLang run: the reference forward is not timed around it
+
+
+class LiveRunner(Protocol):
+    """``sglang_plugin.live_runs.SGLangLiveRuns``: one engine per call."""
+
+    def run(self, profile: Profile, plain: bool, slices: dict[int, list[list[str]]],
+            max_new_tokens: int) -> dict: ...
+
+
+@dataclass(frozen=True)
+class GateLoad:
+    """What the gate decodes: per slice, how many, for how long, how often."""
+
+    per_slice: int  # prompts per slice (a whole batch at least)
+    slices: int
+    max_new_tokens: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class SGLangGate:
+    """The pieces ``tune --backend sglang`` builds before tuning: the engines' runner
+    and the prompt formatting of the served model (its chat template)."""
+
+    runner: LiveRunner
+    format_prompt: Callable[[str], str]
+
+    def check(self, by_bucket: dict[int, list[StoredTrace]], candidate: Callable[[PolicySettings], Profile],
+              prompts: PromptSet, load: GateLoad, progress: bool = False) -> LiveCheck:
+        """The live check over the buckets of ``by_bucket`` (their stored traces):
+        ``candidate(settings)`` is the profile those settings would be published as
+        (its runtime states sized), which the CAST runs serve."""
+        def confirm(settings: PolicySettings, sizes: list[int]) -> dict[int, Confirmation]:
+            batches = {size: max(s.batch_size for s in by_bucket[size]) for size in sizes}
+            chosen = {size: gate_prompts(prompts, batch, load.per_slice, load.slices)
+                      for size, batch in batches.items()}
+            slices = {batches[size]: prompt_slices([self.format_prompt(t) for t in chosen[size].texts],
+                                                   batches[size], load.slices) for size in sizes}
+            runs = self.decode(candidate(settings), slices, load, progress)
+            return {size: judged(batch, sum(map(len, slices[batch])), settings,
+                                 Prediction.of(settings, chosen[size].ids, by_bucket[size]), runs[batch],
+                                 NOT_RETIMED, load.max_new_tokens)
+                    for size, batch in batches.items()}
+        return confirm
+
+    def decode(self, profile: Profile, slices: dict[int, list[list[str]]], load: GateLoad,
+               progress: bool) -> dict[int, Runs]:
+        """``load.rounds`` rounds of a CAST engine then a plain one over every batch
+        size's slices; per batch size its runs (``confirm.Runs``)."""
+        runs: dict[int, Runs] = {batch: ([], []) for batch in slices}
+        bar = tqdm(total=2 * load.rounds, desc="live gate (SGLang)", unit="engine", disable=not progress)
+        for _ in range(load.rounds):
+            for method, plain in enumerate((False, True)):
+                bar.set_postfix_str("plain" if plain else "cast")
+                logged = self.runner.run(profile, plain, slices, load.max_new_tokens)
+                for batch, per_slice in logged.items():
+                    runs[batch][method].append([[TimedStep(**asdict(step)) for step in steps]
+                                                for steps in per_slice])
+                bar.update(1)
+        bar.close()
+        return runs
