@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from autotune.space import SearchSpace
 from sglang_cast.cast import BucketSettings, PolicySettings, TreeShape
 from sglang_cast.profile import Profile, load_profile
 from sglang_cast.sglang_plugin.live_runs import WARMUP_TOKENS, SGLangLiveRuns, plain_profile
@@ -75,3 +79,23 @@ def test_each_run_is_one_engine_at_the_candidates_startup_tree_over_every_bucket
             assert all(s.tokens <= WARMUP_TOKENS * s.batch_size for s in every[start:at])  # the warm-up, dropped
             start = at + len(block)
         assert start == len(every)
+
+
+@pytest.mark.requires_sglang("sglang.srt.mem_cache.allocation_sizing")
+@pytest.mark.parametrize("space", [SearchSpace(), SearchSpace(top_k=3, max_depth=2, max_tokens=16, lookup_depth=0),
+                                   SearchSpace(top_k=1, max_depth=6, max_tokens=40, lookup_depth=8)])
+def test_the_gates_context_holds_what_sglang_reserves_ahead_of_a_step_of_any_tree_in_the_space(monkeypatch, space):
+    """``speculative_reserve`` against SGLang's own rule (``get_alloc_reserve_per_decode``)
+    at the widest startup shape a tune in ``space`` can publish, plus one step's overshoot
+    past ``max_new_tokens``: a context short of it overflowed ``req_to_token``."""
+    import sglang.srt.mem_cache.allocation_sizing as sizing
+
+    from autotune.sglang_backend import speculative_reserve
+
+    widest = StaticShape(space.max_depth + space.lookup_depth, max(2, space.top_k), space.max_tokens)
+    spec = SimpleNamespace(speculative_algorithm="EAGLE", speculative_num_steps=widest.num_steps,
+                           speculative_eagle_topk=widest.topk)
+    monkeypatch.setattr(sizing, "get_spec", lambda: spec)
+    monkeypatch.setattr(sizing, "max_speculative_num_draft_tokens", lambda: widest.num_draft_tokens)
+    monkeypatch.setattr(sizing, "get_alloc_page_size", lambda: 1)
+    assert speculative_reserve(space) >= sizing.get_alloc_reserve_per_decode() + widest.num_draft_tokens
