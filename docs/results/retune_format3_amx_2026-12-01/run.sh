@@ -4,7 +4,7 @@
 # tune: on the shipped profile's cost tables (amx_int8_head_2026-11-30/run.sh profile); its gate found
 # the machine running the forwards 0.53-0.78x their tabled time, so: profile (re-timed, the same flags)
 # and retune (the same tune on the new tables, into cpu_reprofiled.yaml).
-# Run from the repository root: bash docs/results/retune_format3_amx_2026-12-01/run.sh [collect|tune|profile|retune|ab]
+# Run from the repository root: bash docs/results/retune_format3_amx_2026-12-01/run.sh [collect|tune|profile|retune|ab|ab2]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
 D=docs/results/retune_format3_amx_2026-12-01
@@ -44,4 +44,8 @@ fi
 if [ $step = ab ]; then  # the shipped profile against both re-tunes on benchmark prompts
 .venv/bin/python $D/ab_profiles.py mt_bench,humaneval 1,2,8 5 8 $D/ab_profiles.json $D/cpu_shipped_2026-11-30.yaml \
     $D/cpu.yaml $D/cpu_reprofiled.yaml 2>&1 | quiet | tee $D/ab_profiles.log
+fi
+if [ $step = ab2 ]; then  # B = 2 on mt_bench again, 16 prompts x 7 rounds
+.venv/bin/python $D/ab_profiles.py mt_bench 2 7 16 $D/ab_mt_bench_b2.json $D/cpu_shipped_2026-11-30.yaml \
+    $D/cpu_reprofiled.yaml 2>&1 | quiet | tee $D/ab_mt_bench_b2.log
 fi
