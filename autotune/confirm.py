@@ -192,6 +192,11 @@ def prompt_slices(texts: list[str], batch_size: int, wanted: int) -> list[list[s
     return [texts[i * size:(i + 1) * size] for i in range(count)]
 
 
+def gate_batch_size(bucket_traces: list[StoredTrace]) -> int:
+    """The batch size a bucket is gated at: the largest its stored traces ran."""
+    return max(s.batch_size for s in bucket_traces)
+
+
 def gate_prompts(prompts: PromptSet, batch_size: int, per_slice: int, slices: int) -> PromptSet:
     """The head of ``prompts`` the live gate decodes at ``batch_size``: ``slices`` slices
     of ``per_slice`` prompts each, a whole batch at least (cut by ``prompt_slices``)."""

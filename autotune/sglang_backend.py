@@ -325,17 +325,15 @@ def runtime_state_sizing(models: SGLangModels, gpu_memory_gib: float, context_le
 
 
 def sglang_live_gate(models: SGLangModels, dtype: str, tp_size: int, on_cpu: bool, texts: Sequence[str],
-                     max_new_tokens: int, max_batch_size: int, space: SearchSpace, engine_factory=None):
+                     max_new_tokens: int, max_batch_size: int, space: SearchSpace):
     """``tune --backend sglang``'s live gate (``sglang_gate.SGLangGate``): SGLang engines
     on ``models`` serving up to ``max_batch_size`` requests of the chat-formatted
     ``texts``, each context holding the longest of them, ``max_new_tokens`` and what a
     speculative step of any tree of ``space`` takes ahead (``speculative_reserve``).
-    ``engine_factory``: tests pass a stand-in for ``sglang.Engine``.  Call after
-    :func:`enter_sglang_cpu_engine` on the CPU."""
+    Call after :func:`enter_sglang_cpu_engine` on the CPU."""
     from sglang_cast.models.loader import load_tokenizer
     from sglang_cast.sglang_plugin.live_runs import SGLangLiveRuns
     from sglang_cast.sglang_plugin.profile_forwards import SGLangProfileLaunch
-    from sglang_cast.sglang_plugin.profile_steps import start_engine
 
     from .models import chat_prompt
     from .sglang_gate import SGLangGate
@@ -346,8 +344,7 @@ def sglang_live_gate(models: SGLangModels, dtype: str, tp_size: int, on_cpu: boo
                                  context_length=longest + max_new_tokens + speculative_reserve(space),
                                  max_batch_size=max_batch_size, topk=space.top_k, max_n=space.max_tokens,
                                  tp_size=tp_size, on_cpu=on_cpu)
-    return SGLangGate(SGLangLiveRuns(launch, engine_factory=engine_factory or start_engine),
-                      lambda text: chat_prompt(tokenizer, text))
+    return SGLangGate(SGLangLiveRuns(launch), lambda text: chat_prompt(tokenizer, text))
 
 
 def speculative_reserve(space: SearchSpace) -> int:

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from sglang_cast.cast import PolicySettings
 from sglang_cast.profile import Profile
 
-from .confirm import Confirmation, Prediction, Runs, gate_prompts, judged, prompt_slices
+from .confirm import Confirmation, Prediction, Runs, gate_batch_size, gate_prompts, judged, prompt_slices
 from .gate import LiveCheck
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
@@ -65,7 +65,7 @@ class SGLangGate:
         ``candidate(settings)`` is the profile those settings would be published as
         (its runtime states sized), which the CAST runs serve."""
         def confirm(settings: PolicySettings, sizes: list[int]) -> dict[int, Confirmation]:
-            batches = {size: max(s.batch_size for s in by_bucket[size]) for size in sizes}
+            batches = {size: gate_batch_size(by_bucket[size]) for size in sizes}
             chosen = {size: gate_prompts(prompts, batch, load.per_slice, load.slices)
                       for size, batch in batches.items()}
             slices = {batches[size]: prompt_slices([self.format_prompt(t) for t in chosen[size].texts],

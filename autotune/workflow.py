@@ -38,7 +38,7 @@ from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 
 from sglang_cast.cast import CostModel
 
-from .confirm import Confirmation, confirm_live, gate_prompts
+from .confirm import Confirmation, confirm_live, gate_batch_size, gate_prompts
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
 from .gate import GateOutcome, LiveCheck, live_gate, per_bucket
@@ -231,7 +231,7 @@ def live_confirmation(pair: ModelPair, reference_id: str, weight_format: str,
 
     def confirm(settings, size: int) -> Confirmation:
         bucket_traces = by_bucket[size]
-        batch = max(s.batch_size for s in bucket_traces)
+        batch = gate_batch_size(bucket_traces)
         return confirm_live(live_pair, settings, gate_prompts(prompts, batch, config.confirm_prompts,
                                                               config.confirm_sets), batch,
                             config.confirm_max_new_tokens, config.context_length, bucket_traces, config.live_rounds,
@@ -326,11 +326,15 @@ def tune_and_publish(pair: ModelPair, store: Store, setup: Setup, config: TuneCo
     model = {"target": portable_ref(format_target_id(reference_id, best.weight_format)),
              "draft": portable_ref(pair.draft_id), "dtype": pair.dtype, "weight_format": best.weight_format}
 
+    # What --backend sglang sizes runtime states on: the iterations tune replayed.
+    replayed = ([trace for size in by_bucket for trace in bucket_sample(by_bucket[size], config)]
+                if config.runtime_states is not None else [])
+
     def with_states(profile: Profile) -> Profile:
-        """``profile`` with the runtime states SGLang builds for it (``--backend sglang``)."""
+        """``profile`` with the runtime states SGLang builds for it (``--backend sglang``),
+        sized on the iterations tune replayed."""
         if config.runtime_states is None:
             return profile
-        replayed = [trace for size in by_bucket for trace in bucket_sample(by_bucket[size], config)]
         return config.runtime_states.size(profile, setup.tp_size, replayed,
                                           f"{len(replayed)} iterations tune replayed (at most "
                                           f"{config.max_traces} per bucket)")
