@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -217,7 +217,7 @@ class SGLangDesignTimer:
 
     def time(self, batch_size: int, shape, texts: list[str], new_tokens: int, design) -> list[TimedStep]:
         logged = self.timer.time(shape, texts, new_tokens, design.warmup, design.steps)
-        return [TimedStep(**asdict(step)) for step in logged]
+        return [TimedStep.of(step) for step in logged]
 
     def close(self) -> None:
         self.timer.close()

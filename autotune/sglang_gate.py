@@ -10,28 +10,45 @@ prompts the native gate would (``gate_prompts``, the chat template applied, cut 
 ``confirm_sets`` slices of whole batches) at its largest traced batch size.  Rates are
 committed tokens over the worker's logged decode-iteration ms (``step_log``), and
 those same iterations are what the cost model's charges are set against, so a miss
-refits the SGLang setup's host overhead from SGLang's own steps.  The reference
-forward is not re-timed around the runs (no SGLang forward runs outside the
-engines): ``speed_factor`` is 1.0, the machine's drift is not divided out.
+refits the SGLang setup's host overhead from SGLang's own steps.  The machine's drift
+since profiling (``speed_factor``) is read inside the runs, since no SGLang forward
+runs outside the engines: the worker times each iteration's verify forward on its own
+(``step_log``), and a bucket's factor is the median over its plain runs' steps of
+that forward, ``f_T(B, c, 1)``, over its table value: the native gate's reference
+forward, timed during the run instead of around it.  Without it the refit read a
+machine 15-25 % faster than its tables as negative host work (2026-12-01).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import dataclass
 from typing import Protocol
 
 from tqdm import tqdm
 
 from sglang_cast.cast import PolicySettings
 from sglang_cast.profile import Profile
+from sglang_cast.sglang_plugin.step_log import LoggedStep
 
 from .confirm import Confirmation, Prediction, Runs, gate_batch_size, gate_prompts, judged, prompt_slices
 from .gate import LiveCheck
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
 
-NOT_RETIMED = 1.0  # speed_factor of an SGLang run: the reference forward is not timed around it
+
+
+def plain_speed(batch_size: int, rounds: list[list[list[LoggedStep]]]) -> float:
+    """The median over the plain runs' steps (``rounds`` of slices) of the verify
+    forward's time over its table charge: how much slower than profiled the machine
+    ran ``f_T(B, c, 1)`` during the gate."""
+    speeds = [speed for one_round in rounds for steps in one_round for step in steps
+              if (speed := step.speed()) is not None]
+    if not speeds:
+        raise ValueError(f"the SGLang live gate at B={batch_size}: the worker logged no timed verify forward, so "
+                         "the machine's speed cannot be read (a worker older than its step log's verify_ms?)")
+    return statistics.median(speeds)
 
 
 class LiveRunner(Protocol):
@@ -70,26 +87,35 @@ class SGLangGate:
                       for size, batch in batches.items()}
             slices = {batches[size]: prompt_slices([self.format_prompt(t) for t in chosen[size].texts],
                                                    batches[size], load.slices) for size in sizes}
-            runs = self.decode(candidate(settings), slices, load, progress)
+            logged = self.decode(candidate(settings), slices, load, progress)
             return {size: judged(batch, sum(map(len, slices[batch])), settings,
-                                 Prediction.of(settings, chosen[size].ids, by_bucket[size]), runs[batch],
-                                 NOT_RETIMED, load.max_new_tokens)
+                                 Prediction.of(settings, chosen[size].ids, by_bucket[size]), stored(logged[batch]),
+                                 plain_speed(batch, logged[batch][1]), load.max_new_tokens)
                     for size, batch in batches.items()}
         return confirm
 
     def decode(self, profile: Profile, slices: dict[int, list[list[str]]], load: GateLoad,
-               progress: bool) -> dict[int, Runs]:
+               progress: bool) -> dict[int, LoggedRuns]:
         """``load.rounds`` rounds of a CAST engine then a plain one over every batch
-        size's slices; per batch size its runs (``confirm.Runs``)."""
-        runs: dict[int, Runs] = {batch: ([], []) for batch in slices}
+        size's slices; per batch size the steps each run logged, by method."""
+        runs: dict[int, LoggedRuns] = {batch: ([], []) for batch in slices}
         bar = tqdm(total=2 * load.rounds, desc="live gate (SGLang)", unit="engine", disable=not progress)
         for _ in range(load.rounds):
             for method, plain in enumerate((False, True)):
                 bar.set_postfix_str("plain" if plain else "cast")
                 logged = self.runner.run(profile, plain, slices, load.max_new_tokens)
                 for batch, per_slice in logged.items():
-                    runs[batch][method].append([[TimedStep(**asdict(step)) for step in steps]
-                                                for steps in per_slice])
+                    runs[batch][method].append(per_slice)
                 bar.update(1)
         bar.close()
         return runs
+
+
+LoggedRuns = tuple[list[list[list[LoggedStep]]], list[list[list[LoggedStep]]]]  # (CAST, plain) [round][slice][step]
+
+
+def stored(runs: LoggedRuns) -> Runs:
+    """The logged runs as the gate judges and stores them (``confirm.Runs``)."""
+    cast, plain = ([[[TimedStep.of(step) for step in steps] for steps in one_round] for one_round in method]
+                   for method in runs)
+    return cast, plain

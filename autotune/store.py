@@ -34,7 +34,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -143,6 +143,12 @@ class TimedStep:
     tokens: int  # committed by the step (accepted + one bonus per sequence)
     step_ms: float
     forward_ms: float
+
+    @classmethod
+    def of(cls, step) -> TimedStep:
+        """The fields of ``step`` that a stored step keeps (an SGLang worker's
+        ``LoggedStep`` also carries its verify forward's own timing)."""
+        return cls(*(getattr(step, f.name) for f in fields(cls)))
 
     def sample(self) -> StepSample:
         """The step as the overhead fit reads it: its residual is the ms the forwards do not explain."""

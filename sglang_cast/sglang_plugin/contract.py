@@ -149,6 +149,7 @@ CONTRACT: tuple[Signature | Fields | Present, ...] = (
     Signature(_V2, "EAGLEWorkerV2._build_trivial_verify_input", ("batch",)),
     # worker.py + step_log.py: the step log times every decode call (profile --backend sglang only)
     Signature(_V2, "EAGLEWorkerV2.forward_batch_generation", ("batch",)),
+    Signature("sglang.srt.managers.tp_worker", "TpModelWorker.forward_batch_generation", ("is_verify",)),
     Fields("sglang.srt.managers.utils", "GenerationBatchResult", ("accept_lens",)),
     Fields("sglang.srt.managers.schedule_batch", "ScheduleBatch", ("forward_mode", "is_extend_in_batch",
                                                                    "seq_lens_cpu")),

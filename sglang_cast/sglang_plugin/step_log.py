@@ -13,7 +13,12 @@ from its call to the next, read with a device-synchronised clock
 From each interval the forwards the profile's tables charge for the same
 iteration (``cast.charge(..., host=False)`` on the iteration's own plan) are
 subtracted by the fit (``autotune`` stores ``step_ms`` and ``forward_ms``), which
-leaves the host terms of ``cast.overhead``.  Logging is off unless the worker's
+leaves the host terms of ``cast.overhead``.  Inside the interval the target's verify
+forward is timed on its own (``StepLog.timed_verify``, synchronised around it) and
+logged with what the tables charge for it: the live gate reads the machine's drift
+from the plain steps' verify forward (``f_T(B, c, 1)``), as the native gate times its
+reference forward around a run, so a slower or faster machine is not read as host
+work.  Logging is off unless the worker's
 process has ``STEP_PROFILE_ENV`` set: ``cast-autotune profile --backend sglang``
 sets it when it launches SGLang to time its step design
 (``sglang_plugin.profile_steps``); a serving worker never syncs for it.
@@ -87,6 +92,15 @@ class LoggedStep:
     tokens: int  # committed: accepted drafts plus one bonus per sequence
     step_ms: float  # from this iteration's call to the next, synchronised on both sides
     forward_ms: float  # what the profile's forward tables charge for it
+    verify_ms: float | None = None  # the target's verify forward, timed on its own (None: not timed)
+    verify_charge_ms: float | None = None  # what the target table charges for it, f_T(B, c, verified + 1)
+
+    def speed(self) -> float | None:
+        """The verify forward's time over its table charge (how much slower the
+        machine ran than when profiled), ``None`` when it was not timed."""
+        if self.verify_ms is None or not self.verify_charge_ms:
+            return None
+        return self.verify_ms / self.verify_charge_ms
 
 
 @dataclass
@@ -98,6 +112,7 @@ class _OpenStep:
     depth: int = 0
     verified: int = 0
     accept_lens: torch.Tensor | None = None  # [B] committed tokens per sequence, bonus included
+    verify_ms: float | None = None  # the verify forward(s) timed inside the iteration
 
     def close(self, elapsed_ms: float) -> LoggedStep | None:
         """The finished iteration, or ``None`` if it never ran a decode (an idle batch)."""
@@ -105,9 +120,10 @@ class _OpenStep:
             return None
         accepted = [int(n) for n in self.accept_lens.tolist()]  # after the sync: no extra wait
         plan = self.plan
-        forwards = sum(charge(plan, self.verified, self.depth, max(accepted) - 1, host=False))
+        draft_ms, verify_charge_ms = charge(plan, self.verified, self.depth, max(accepted) - 1, host=False)
         return LoggedStep(plan.batch_size, plan.context_len, self.depth, self.verified, sum(accepted), elapsed_ms,
-                          forwards)
+                          draft_ms + verify_charge_ms, self.verify_ms,
+                          verify_charge_ms if self.verify_ms is not None else None)
 
 
 class StepLog:
@@ -135,6 +151,19 @@ class StepLog:
                 with self.path.open("a") as out:
                     out.write(json.dumps(asdict(finished)) + "\n")
         self._open = _OpenStep(stop) if decode else None
+
+    def timed_verify(self, forward: Callable) -> Callable:
+        """``forward`` (the target worker's ``forward_batch_generation``) with its verify
+        calls (``is_verify=True``) timed, synchronised on both sides, into the open
+        iteration; its other calls (prefills) run untimed."""
+        def timed(*args, **kwargs):
+            if not kwargs.get("is_verify") or self._open is None:
+                return forward(*args, **kwargs)
+            stop = self.clock(self.device)
+            output = forward(*args, **kwargs)
+            self._open.verify_ms = (self._open.verify_ms or 0.0) + stop()
+            return output
+        return timed
 
     def ran(self, plan: IterationPlan, depth: int, verified: int, accept_lens: torch.Tensor | None) -> None:
         """What the open iteration ran: its plan (charged at its batch size and

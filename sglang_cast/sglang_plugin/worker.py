@@ -280,6 +280,9 @@ class CastWorker(EAGLEWorkerV2):
                                    lookup_enabled=get_schedule().disable_overlap_schedule)
         self.step_log = (StepLog(step_mode.log, torch.device(self._draft_worker.device)) if step_mode is not None
                          else None)
+        if self.step_log is not None:  # each logged iteration's verify forward timed on its own
+            target = self._target_worker
+            target.forward_batch_generation = self.step_log.timed_verify(target.forward_batch_generation)
         self.drafted: tuple | None = None  # (plan, layers drafted, nodes verified) of the running iteration
         # Only TP rank 0 watches the file; every rank applies its versions at the same
         # iteration (rank_sync), before that iteration's first decision.

@@ -6,6 +6,8 @@ are tests/plugin/test_sglang_plugin_live_runs.py's)."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import pytest
 
 from autotune.costs import measured_costs
@@ -29,8 +31,10 @@ def cast_step(batch: int, step_ms: float = 12.0) -> LoggedStep:
     return LoggedStep(batch, 40, 2, 4, 3 * batch, step_ms, 10.0)
 
 
-def plain_step(batch: int) -> LoggedStep:
-    return LoggedStep(batch, 40, 0, 0, batch, 11.0 + PLAIN_HOST_MS, 11.0)
+def plain_step(batch: int, speed: float = 1.0) -> LoggedStep:
+    """A plain iteration whose verify forward ran ``speed`` times its 11 ms table charge."""
+    return LoggedStep(batch, 40, 0, 0, batch, 11.0 + PLAIN_HOST_MS, 11.0, verify_ms=11.0 * speed,
+                      verify_charge_ms=11.0)
 
 
 class PlantedRunner:
@@ -38,13 +42,16 @@ class PlantedRunner:
     iteration's ms at that batch size in the ``call``-th engine (1-based); four
     iterations per slice."""
 
-    def __init__(self, cast_ms=lambda batch, call: 12.0) -> None:
+    def __init__(self, cast_ms=lambda batch, call: 12.0, plain_speed=lambda batch, call: 1.0) -> None:
         self.cast_ms = cast_ms
+        self.plain_speed = plain_speed
         self.calls: list[tuple[Profile, bool, dict]] = []
 
     def run(self, profile, plain, slices, max_new_tokens):
         self.calls.append((profile, plain, slices))
-        step = (lambda b: plain_step(b)) if plain else (lambda b: cast_step(b, self.cast_ms(b, len(self.calls))))
+        call = len(self.calls)
+        step = (lambda b: plain_step(b, self.plain_speed(b, call))) if plain else (
+            lambda b: cast_step(b, self.cast_ms(b, call)))
         return {batch: [[step(batch)] * 4 for _ in parts] for batch, parts in slices.items()}
 
 
@@ -65,7 +72,8 @@ def planted_costs_model(store: Store):
 def test_every_bucket_is_judged_from_one_engine_per_round_and_method_on_its_logged_iterations(tmp_path):
     store = fill(Store(tmp_path / "a.db"))
     by_bucket = assign_buckets(store.traces("tiny-target", "mirror-draft"), (1, 2))
-    runner = PlantedRunner()
+    # The plain runs' verify forwards ran 0.8x their table charge at B = 1 (1.0x, 0.6x and 0.8x at B = 2).
+    runner = PlantedRunner(plain_speed=lambda batch, call: 0.8 if batch == 1 else {2: 1.0, 4: 0.6, 6: 0.8}[call])
     gate = SGLangGate(runner, lambda text: f"<user>{text}</user>")
     settings = PolicySettings((BucketSettings(1, TreeShape(2, 2, 4)), BucketSettings(2, TreeShape(2, 2, 4))),
                               planted_costs_model(store))
@@ -85,7 +93,8 @@ def test_every_bucket_is_judged_from_one_engine_per_round_and_method_on_its_logg
     texts = [f"<user>{t}</user>" for t in tiny_prompts().texts]
     assert slices == {1: [texts[0:2], texts[2:4]], 2: [texts[0:2], texts[2:4]]}  # whole batches, 2 slices
     for size, check_ in confirmations.items():
-        assert (check_.batch_size, check_.prompts, check_.rounds, check_.speed_factor) == (size, 4, 3, 1.0)
+        assert (check_.batch_size, check_.prompts, check_.rounds) == (size, 4, 3)
+        assert check_.speed_factor == pytest.approx(0.8)  # the median of the plain runs' verify speeds
         # Committed tokens over the logged iterations' ms: 3B tokens in 12 ms, B in 16 ms.
         assert check_.live_cast_tokens_per_s == pytest.approx(1000 * 3 * size / 12.0)
         assert check_.live_plain_tokens_per_s == pytest.approx(1000 * size / 16.0)
@@ -115,3 +124,19 @@ def test_tune_gated_on_sglang_refits_the_sglang_setup_from_its_steps_and_switche
     assert [b.speculate for b in published.settings.buckets] == [False, True]
     assert outcome.results[0].study.endswith("-b1-refit")  # re-tuned on SGLang's refitted costs: off
     assert published.provenance["live_gate"]["engine"] == SGLANG
+
+
+def test_a_gate_whose_worker_timed_no_verify_forward_says_the_speed_cannot_be_read(tmp_path):
+    store = fill(Store(tmp_path / "a.db"))
+    by_bucket = assign_buckets(store.traces("tiny-target", "mirror-draft"), (1,))
+
+    class Untimed(PlantedRunner):
+        def run(self, profile, plain, slices, max_new_tokens):
+            runs = super().run(profile, plain, slices, max_new_tokens)
+            return {b: [[LoggedStep(*astuple(s)[:7]) for s in steps] for steps in parts] for b, parts in runs.items()}
+
+    settings = PolicySettings((BucketSettings(1, TreeShape(2, 2, 4)),), planted_costs_model(store))
+    check = SGLangGate(Untimed(), str).check(by_bucket, lambda s: Profile("gate", "cpu", "measured", s),
+                                             tiny_prompts(), GateLoad(2, 1, 8, 1))
+    with pytest.raises(ValueError, match="B=2: the worker logged no timed verify forward"):
+        check(settings, [1])

@@ -67,6 +67,9 @@ def test_each_run_is_one_engine_at_the_candidates_startup_tree_over_every_bucket
             for part, prompts in zip(parts, SLICES[batch]):
                 assert 0 < sum(s.tokens for s in part) <= len(prompts) * (NEW_TOKENS + 8)
     assert all(s.depth == 0 and s.verified == 0 for parts in plain.values() for part in parts for s in part)
+    # Every iteration's verify forward was timed on its own: the stand-in runs its table's f_T(B, c, t).
+    assert all(s.speed() == pytest.approx(1.0) for logged in (cast, plain) for parts in logged.values()
+               for part in parts for s in part)
     assert any(s.depth > 0 for parts in cast.values() for part in parts for s in part)
 
     # The log holds, per batch size, the warm-up wave's iterations, then the slices' (in order).

@@ -81,6 +81,36 @@ def test_a_logged_step_is_charged_its_plans_forwards_without_the_profiles_host_w
     assert step.forward_ms < sum(charge(plan, 4, 2, 2))  # the host terms are the fit's to find, not charged
 
 
+def test_the_verify_forward_is_timed_on_its_own_and_set_against_its_target_charge(tmp_path):
+    clock, path = PlantedClock(), tmp_path / "steps.jsonl"
+    log = StepLog(path, torch.device("cpu"), clock)
+    calls = []
+
+    def forward(batch=None, forward_batch=None, is_verify=False):  # the target worker's, planted
+        calls.append(is_verify)
+        clock.now += 6.0 if is_verify else 50.0
+        return "output"
+
+    timed = log.timed_verify(forward)
+    assert timed(object()) == "output"  # a prefill before any decode: untimed, passed through
+    log.arrive(True)
+    clock.now += 1.0  # the worker's own host work
+    assert timed(batch=None, forward_batch=object(), is_verify=True) == "output"
+    timed(object())  # any other target call inside the iteration is not the verify
+    log.ran(plain_plan(), 0, 0, torch.tensor([1]))
+    clock.now += 2.0
+    log.arrive(True)
+    (step,), _ = read_steps(path)
+    assert calls == [False, True, False]
+    assert (step.step_ms, step.verify_ms) == (59.0, 6.0)
+    assert step.verify_charge_ms == pytest.approx(forward_tables().target(1, 20, 1))  # f_T(B, c, 1)
+    assert step.speed() == pytest.approx(6.0 / forward_tables().target(1, 20, 1))
+    log.ran(plain_plan(), 0, 0, torch.tensor([1]))  # an iteration whose verify was not timed
+    log.arrive(True)
+    (_, untimed), _ = read_steps(path)
+    assert (untimed.verify_ms, untimed.verify_charge_ms, untimed.speed()) == (None, None, None)
+
+
 def test_the_step_mode_comes_from_one_variable_and_names_what_is_wrong():
     assert StepProfileMode.from_env({}) is None
     mode = StepProfileMode("/tmp/log.jsonl", "eagle2")

@@ -221,7 +221,8 @@ class StandInEngine:
     decider, and serves each ``generate`` as one prefill call then decode calls until
     every request has its tokens — each decode call drafting as ``CastDraftWorker.draft``
     does, logged by the plugin's ``StepLog``, the clock advanced by the iteration's
-    forwards (the profile's tables) plus ``PLANTED`` host work."""
+    forwards (the profile's tables; the verify through the log's ``timed_verify``, as
+    the worker wraps its target's) plus ``PLANTED`` host work."""
 
     def __init__(self, argv: list[str], clock: PlantedClock, model: PathModel | None = None) -> None:
         assert argv[argv.index("--speculative-algorithm") + 1] == "CAST"
@@ -232,6 +233,7 @@ class StandInEngine:
         self.decider = CastDecider(make_policy(self.mode.policy or "cast", loaded.profile.settings), self.shape,
                                    SGLangSection.of(loaded.profile).runtime_states)
         self.log = StepLog(self.mode.log, torch.device("cpu"), clock)
+        self.verify_forward = self.log.timed_verify(self.target_forward)
         self.rng = random.Random(0)
         self.shut = False
 
@@ -255,12 +257,17 @@ class StandInEngine:
             else:
                 plan, depth, verified = self.decider.begin(batch, context), 0, 0
             accepted = [min(self.rng.randint(1, depth + 1), left[i]) for i in active]  # a path of the tree
-            self.clock.now += (sum(charge(plan, verified, depth, max(accepted) - 1, host=False))
-                               + PLANTED.iteration_ms(depth, verified))
+            draft_ms, verify_ms = charge(plan, verified, depth, max(accepted) - 1, host=False)
+            self.clock.now += draft_ms + PLANTED.iteration_ms(depth, verified)
+            self.verify_forward(verify_ms, is_verify=True)  # timed on its own, as the worker's target calls
             self.log.ran(plan, depth, verified, torch.tensor(accepted))
             for i, n in zip(active, accepted):
                 contexts[i] += n
                 left[i] -= n
+
+    def target_forward(self, ms: float, is_verify: bool = False) -> None:
+        """The target worker's ``forward_batch_generation``: it takes its table's ``ms``."""
+        self.clock.now += ms
 
     def shutdown(self) -> None:
         self.shut = True
