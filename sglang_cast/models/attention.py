@@ -161,9 +161,10 @@ class AttentionBatch:
 # On a GPU, masked attention over at most this many grouped query rows (decode steps, draft
 # layers, small verifies) runs as three plain kernels (`three_kernel_attention`), the path the
 # H200 measurements of docs/native_gpu.md ran.  On a CPU the fused SDPA kernel runs at every
-# size.  It computes each query row over its visible keys exactly as a one-token step does
-# (masked keys add exact zeros), so a short verify's rows are plain decoding's bit for bit
-# and greedy speculation flips fewer near-ties; and it is no slower (torch 2.13, 2-core AMX
+# size.  It computes each query row over its visible keys as a one-token step does (masked
+# keys add exact zeros): on the AMX Xeon a short verify's rows are plain decoding's bit for
+# bit, so greedy speculation flips fewer near-ties (on the AVX-512 EPYC without AMX they
+# differ by fp32 rounding, 1-2e-7, 2026-12-01); and it is no slower (torch 2.13, 2-core AMX
 # Xeon: 0.53-0.94x the three kernels' time alone at B = 1-16, a whole B = 1 verify forward
 # 0.94-0.99x, engine tokens/s a wash; docs/results/2026-11-30_sdpa_cpu_amx.md).
 SMALL_QUERY_ROWS = 64
