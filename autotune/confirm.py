@@ -268,8 +268,8 @@ def judged(batch_size: int, prompts: int, settings: PolicySettings, predicted: P
            speed: float, max_new_tokens: int) -> Confirmation:
     """The confirmation of a bucket's live ``runs`` (every round decoded the same
     slices, ``prompts`` in all), any engine's: the native one's (``confirm_live``) or
-    SGLang's (``sglang_gate``).  ``speed``: the machine's drift since profiling (1.0:
-    not timed)."""
+    SGLang's (``sglang_gate``).  ``speed``: the machine's drift since profiling (the
+    reference forward timed around the runs, or SGLang's plain verify forwards inside them)."""
     cast_steps = [s for one_round in runs[0] for s in pooled(one_round)]
     plain_steps = [s for one_round in runs[1] for s in pooled(one_round)]
     for name, steps in (("CAST", cast_steps), ("plain decoding", plain_steps)):

@@ -16,13 +16,13 @@ runs outside the engines: the worker times each iteration's verify forward on it
 (``step_log``), and a bucket's factor is the median over its plain runs' steps of
 that forward, ``f_T(B, c, 1)``, over its table value: the native gate's reference
 forward, timed during the run instead of around it.  Without it the refit read a
-machine 15-25 % faster than its tables as negative host work (2026-12-01).
+machine 15-25 % faster than its tables as no host work at all (2026-12-01).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from .gate import LiveCheck
 from .prompts import PromptSet
 from .store import StoredTrace, TimedStep
 
+LoggedRuns = tuple[list[list[list[LoggedStep]]], list[list[list[LoggedStep]]]]  # (CAST, plain) [round][slice][step]
 
 
 def plain_speed(batch_size: int, rounds: list[list[list[LoggedStep]]]) -> float:
@@ -109,9 +110,6 @@ class SGLangGate:
                 bar.update(1)
         bar.close()
         return runs
-
-
-LoggedRuns = tuple[list[list[list[LoggedStep]]], list[list[list[LoggedStep]]]]  # (CAST, plain) [round][slice][step]
 
 
 def stored(runs: LoggedRuns) -> Runs:
