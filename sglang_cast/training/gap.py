@@ -3,7 +3,8 @@ per benchmark category, against data like its training data that it never saw.
 
 Chain α on a benchmark can be low because the head fits its kind of data poorly, or
 because the benchmark's answers look unlike that data.  This measures both with the
-training code's own scoring (`ttt.ttt_loss`, unrolled steps 0–3):
+training code's own scoring (`ttt.ttt_loss`, unrolled steps 0–3 by default; a head
+trained with more steps is judged on as many with ``--ttt-steps``):
 
 - per benchmark and category (mt_bench's writing, roleplay, …): the target's greedy
   answers to the first-turn prompts, their features captured as in training; the
@@ -68,7 +69,7 @@ class GapConfig:
     chain_depth: int = 0  # > 0: also the engine's chain α per depth (batch 1; minutes per benchmark)
     tau_prompts: int = 0  # > 0: also EAGLE-2's tree τ on this many held-out prompts (batch 1)
     benchmark_tau: int = 0  # > 0: also EAGLE-2's tree τ on the first this-many prompts of each benchmark
-    ttt_steps: int = 4
+    ttt_steps: int = 4  # unrolled steps scored (the training default; 7 for EAGLE-3's recipe)
     max_seq_len: int = 512
     vocab_sizes: tuple[int, ...] = (4096, 8192, 12288, 16384)  # draft vocabularies whose coverage is reported
 
@@ -206,7 +207,9 @@ def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
 def table(report: dict[str, Any]) -> str:
     """The report's accuracies as one Markdown table (rows: benchmark categories, then
     held-out sources)."""
-    lines = ["| data | sequences | answer tokens | acc. step 0 / 1 / 2 / 3 | outside vocab | chain α (per depth) |",
+    steps = len(report["held_out_data"]["all"]["step_accuracy"])
+    header = " / ".join(str(s) for s in range(steps))
+    lines = [f"| data | sequences | answer tokens | acc. step {header} | outside vocab | chain α (per depth) |",
              "| --- | --- | --- | --- | --- | --- |"]
 
     def row(label: str, entry: dict, chain: dict | None = None) -> None:
@@ -254,6 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmark-tau", type=int_at_least(0), default=0,
                         help="also measure τ with EAGLE-2's tree on the first this-many prompts of each benchmark, "
                              "batch 1, as the eval stage does (0: off; run 10's eval used 20)")
+    parser.add_argument("--ttt-steps", type=int_at_least(1), default=GapConfig.ttt_steps,
+                        help=f"unrolled draft steps scored teacher-forced ({GapConfig.ttt_steps}, the training "
+                             "default; score a head trained with more steps on as many)")
     parser.add_argument("--threads", type=int_at_least(1), default=2, help="torch CPU threads (2)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
@@ -264,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"`tools/train_draft.py --until responses --work-dir {held_out} --seed N`)")
     torch.set_num_threads(args.threads)
     cfg = GapConfig(args.head, held_out, args.benchmark_dir, args.prompts, args.tokens, args.chain_depth,
-                    args.tau_prompts, args.benchmark_tau)
+                    args.tau_prompts, args.benchmark_tau, ttt_steps=args.ttt_steps)
     report = gap_report(Target.embedded(), cfg)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1))

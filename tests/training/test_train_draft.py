@@ -387,9 +387,12 @@ def test_gap_report_on_unseen_data_scores_every_sequence_and_each_category(tmp_p
     gap = draft_gap.gap_report(target, draft_gap.GapConfig(cfg.output_dir, unseen.work_dir, cfg.benchmark_dir,
                                                            prompts=4, tokens=5, chain_depth=3, tau_prompts=2,
                                                            benchmark_tau=3,
-                                                           ttt_steps=cfg.train.ttt_steps,
+                                                           ttt_steps=cfg.train.ttt_steps + 2,
                                                            max_seq_len=cfg.train.max_seq_len, vocab_sizes=(8, 32, 95)))
     assert gap["held_out_data"]["all"]["sequences"] == data["responses"]["summary"]["sequences"]
+    # Scored on two unrolled steps more than the head trained on (a recipe A/B's common yardstick).
+    assert len(gap["held_out_data"]["all"]["step_accuracy"]) == cfg.train.ttt_steps + 2 == 5
+    assert "| acc. step 0 / 1 / 2 / 3 / 4 |" in draft_gap.table(gap)
     assert gap["held_out_data"]["tree_tau"]["prompts"] == 2 and gap["held_out_data"]["tree_tau"]["tau"] >= 1.0
     for name in ("mt_bench", "humaneval"):  # the first 3 prompts of each benchmark
         assert gap["benchmarks"][name]["tree_tau"]["prompts"] == 3 and gap["benchmarks"][name]["tree_tau"]["tau"] >= 1.0
@@ -521,6 +524,7 @@ def test_help_explains_every_flag():
 @pytest.mark.parametrize("argv, message", [
     (["--held-out", "{tmp}", "--prompts", "0"], "argument --prompts: expected an integer >= 1, got '0'"),
     (["--held-out", "{tmp}", "--chain-depth", "-1"], "argument --chain-depth: expected an integer >= 0, got '-1'"),
+    (["--held-out", "{tmp}", "--ttt-steps", "0"], "argument --ttt-steps: expected an integer >= 1, got '0'"),
     (["--held-out", "{tmp}"], "has no finished prompts stage (build one with `tools/train_draft.py --until responses"),
 ])
 def test_gap_flags_are_refused_in_one_line_naming_the_flag(argv, message, tmp_path, capsys):
