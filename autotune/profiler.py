@@ -32,7 +32,7 @@ from tqdm import tqdm
 from sglang_cast.engine.table_calibration import role_timer
 from sglang_cast.engine.timing import ForwardTimer, Timing, summarise
 
-from .grid import GridPoint, ProfileGrid
+from .grid import ROLES, GridPoint, ProfileGrid
 from .models import ModelPair
 from .store import Setup, Store, utcnow
 
@@ -65,11 +65,12 @@ def forward_timer(pair: ModelPair, role: str, max_batch: int, capacity: int) -> 
     return role_timer(pair.target, pair.draft, role, max_batch, capacity, pair.graph_backend)
 
 
-def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timedelta | None) -> list[GridPoint]:
-    """Grid points without a (fresh enough) measurement for ``setup``."""
+def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timedelta | None,
+                   roles: tuple[str, ...] = ROLES) -> list[GridPoint]:
+    """Grid points of ``roles`` without a (fresh enough) measurement for ``setup``."""
     newer_than: datetime | None = utcnow() - max_age if max_age is not None else None
     done = {(m.role, m.batch_size, m.context_len, m.n) for m in store.measurements(setup, newer_than)}
-    return [p for p in grid.points() if p.key not in done]
+    return [p for p in grid.points() if p.role in roles and p.key not in done]
 
 
 def _time_row(timer: RoleTimer, points: list[GridPoint], warmup: int, repeats: int) -> dict[GridPoint, list]:
@@ -95,17 +96,20 @@ def run_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, 
 
 
 def profile_grid(timers: TimerFactory, store: Store, setup: Setup, grid: ProfileGrid, *,
-                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False) -> ProfileReport:
-    """Measure every pending point of ``grid`` with ``timers``, row by row, each row
-    committed as it finishes; ``should_stop`` is polled between rows (daemon)."""
-    todo = pending_points(store, setup, grid, max_age)
-    skipped = len(grid.points()) - len(todo)
+                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False,
+                 roles: tuple[str, ...] = ROLES) -> ProfileReport:
+    """Measure every pending point of ``roles`` on ``grid`` with ``timers``, row by
+    row, each row committed as it finishes; ``should_stop`` is polled between rows
+    (daemon).  A role left out makes no timer (its rows come from elsewhere:
+    ``Store.copy_measurements``)."""
+    todo = pending_points(store, setup, grid, max_age, roles)
+    skipped = sum(p.role in roles for p in grid.points()) - len(todo)
     rows: dict[tuple[str, int, int], list[GridPoint]] = defaultdict(list)
     for point in todo:
         rows[(point.role, point.batch_size, point.context_len)].append(point)
     measured = 0
     bar = tqdm(total=len(todo), desc="profile", unit="point", disable=not progress or not todo)
-    for role in ("target", "draft"):
+    for role in ROLES:
         role_rows = {key: points for key, points in rows.items() if key[0] == role}
         if not role_rows:
             continue

@@ -248,6 +248,12 @@ def profiled(setup: Setup, label: str, what: str, report: ProfileReport, store: 
     return "\n".join(lines)
 
 
+def draft_rows_shared(weight_format: str, copied: int) -> str:
+    """``profile``: a format's draft rows taken from an earlier format of the run."""
+    return (f"draft: the rows timed with weight format {weight_format} (the same draft head format; "
+            f"{copied} copied, the rest already here), not timed again")
+
+
 def measured_curves(store: Store, setup: Setup) -> str:
     """``profile``: the setup's cost curves, and the batch sizes left out of its tables."""
     costs = measured_costs(store, setup)

@@ -334,6 +334,25 @@ class Store:
                                     n=n, median_ms=timing.median_ms, p10_ms=timing.p10_ms, p90_ms=timing.p90_ms,
                                     repeats=timing.repeats, load_avg=load_avg, created=utcnow()))
 
+    def copy_measurements(self, source: Setup, setup: Setup, role: str) -> int:
+        """Give ``setup`` the newest ``role`` rows of ``source`` where its own row of
+        that point is missing or older, each keeping when it was measured; returns how
+        many were copied (0 on a rerun).  For a forward that nothing differing between
+        the two setups touches: one draft head format beside several target formats."""
+        own = {(m.batch_size, m.context_len, m.n): m.created for m in self.measurements(setup) if m.role == role}
+
+        def newer(m: Measurement) -> bool:
+            mine = own.get((m.batch_size, m.context_len, m.n))
+            return mine is None or mine < m.created
+
+        fresh = [m for m in self.measurements(source) if m.role == role and newer(m)]
+        with self.session() as session:
+            session.add_all(Measurement(**setup.columns(), role=role, batch_size=m.batch_size,
+                                        context_len=m.context_len, n=m.n, median_ms=m.median_ms, p10_ms=m.p10_ms,
+                                        p90_ms=m.p90_ms, repeats=m.repeats, load_avg=m.load_avg, created=m.created)
+                            for m in fresh)
+        return len(fresh)
+
     def setup_conditions(self, setup: Setup, table: type[Base] = Measurement):
         """Rows of ``table`` (``Measurement`` or ``StepRecord``) belonging to ``setup``."""
         return [getattr(table, name) == value for name, value in setup.columns().items()]

@@ -12,13 +12,14 @@ from pathlib import Path
 import torch
 
 from sglang_cast import hardware
+from sglang_cast.models.weights import DraftFormat, WeightFormat
 from sglang_cast.sglang_plugin.profile_forwards import RankLost
 
 # Module-qualified: a test stands in for SGLang's entry points there.
 from .. import report, sglang_backend
 from ..costs import measured_costs
 from ..errors import RUNTIME, AutotuneError
-from ..grid import ProfileGrid
+from ..grid import ROLES, ProfileGrid
 from ..options import (BackendOptions, DbOptions, GridOptions, LabelOptions, ModelOptions, OverheadOptions,
                        WeightFormatOptions)
 from ..overhead import NativeStepTimer, StepDesign, StepTimer, design_new_tokens, run_step_profile
@@ -46,25 +47,49 @@ def run(args: argparse.Namespace) -> int:
     checked_label(options, device)
     formats = formats_for(options, device)
     store = open_store(options)
+    timed_heads: dict[DraftFormat, TimedDraft] = {}  # per draft head format, the first format that timed it
     for fmt in formats:
-        profile_format(options, store, device, fmt)
+        head = WeightFormat.parse(fmt).draft
+        setup = profile_format(options, store, device, fmt, timed_heads.get(head))
+        timed_heads.setdefault(head, TimedDraft(format_name(options, fmt), setup))
     if len(formats) > 1:
         print(report.profiled_formats(formats))
     return 0
 
 
-def profile_format(options: ProfileOptions, store: Store, device: str, weight_format: str) -> None:
-    """Measure (or resume) one weight format's grid on the native engine and print its curves."""
+@dataclass(frozen=True)
+class TimedDraft:
+    """Where a draft head format's forwards were timed in this run: the weight format
+    (as named in the output) and its setup."""
+
+    weight_format: str
+    setup: Setup
+
+
+def profile_format(options: ProfileOptions, store: Store, device: str, weight_format: str,
+                   timed_draft: TimedDraft | None = None) -> Setup:
+    """Measure (or resume) one weight format's grid on the native engine, print its
+    curves and return its setup.  With ``timed_draft`` (an earlier format of this run
+    with the same draft head format) the draft rows are that format's, copied: the
+    draft's forward reads none of the target's weights, and timing it again minutes
+    later only adds the machine's drift (2x apart for one head on 2026-12-01), which
+    the host-overhead fit and the comparison of formats would then absorb."""
     pair = load_pair(options, device, weight_format)
     setup = current_setup(pair, device)
     grid = options.profile_grid()
+    roles = ROLES
+    if timed_draft is not None:
+        copied = store.copy_measurements(timed_draft.setup, setup, "draft")
+        print(report.draft_rows_shared(timed_draft.weight_format, copied))
+        roles = ("target",)
     measure_and_report(options, store, setup, native_timers(pair), grid,
-                       f"weight format {format_name(options, weight_format)}")
+                       f"weight format {format_name(options, weight_format)}", roles)
     if options.overhead_steps:
         measure_overhead(options, store, setup, grid, step_design(options, grid),
                          NativeStepTimer(pair, measured_costs(store, setup, overhead=False).costs))
     else:
         print(report.OVERHEAD_SKIPPED)
+    return setup
 
 
 def profile_sglang(options: ProfileOptions) -> None:
@@ -113,9 +138,10 @@ def profile_sglang_forwards(options: ProfileOptions, models: SGLangModels, setup
 
 
 def measure_and_report(options: ProfileOptions, store: Store, setup: Setup, timers: TimerFactory, grid: ProfileGrid,
-                       what: str) -> None:
+                       what: str, roles: tuple[str, ...] = ROLES) -> None:
     """Run the shared grid (``profile_grid``) for one setup and print its cost curves."""
-    result = profile_grid(timers, store, setup, grid, max_age=options.profile_max_age, progress=not options.quiet)
+    result = profile_grid(timers, store, setup, grid, max_age=options.profile_max_age, progress=not options.quiet,
+                          roles=roles)
     print(report.profiled(setup, options.label, what, result, store, grid))
     print(report.measured_curves(store, setup))
 

@@ -8,16 +8,18 @@ import sqlite3
 
 import pytest
 
-from autotune import report
+from autotune import cli, report
+from autotune.commands import profile as profile_command
 from autotune.bench import BenchConfig, run_bench
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
-from autotune.profiler import run_profile
+from autotune.profiler import forward_timer, run_profile
 from autotune.space import Grid, SearchSpace
-from autotune.store import Store
+from autotune.store import Setup, Store
 from autotune.tuner import BucketResult
 from autotune.workflow import TuneConfig, larger_batches_note, tune_and_publish
+from sglang_cast import hardware
 from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.profile import load_profile
 from support import ROOT
@@ -38,6 +40,51 @@ def test_profile_resumes_after_an_interruption(tmp_path):
     costs = measured_costs(store, SETUP)
     assert costs.costs.target.batch_sizes == (1, 2) and costs.costs.target.max_tokens == GRID.max_n
     assert costs.target.timed_n == (1, 2, 4, 8) and costs.draft.timed_n == (1, 2, 4)
+
+
+def test_formats_with_one_draft_head_format_time_its_forwards_once(tmp_path, monkeypatch, capsys):
+    """`profile --weight-format int8+int8,int4+int8,int4`: a draft forward reads none of
+    the target's weights, so the second format takes the first one's draft rows
+    (copied, not timed again minutes later) and times only its target; the third has
+    another draft head format (dense) and times its own; a rerun copies nothing."""
+    timers = []  # (format, role) of every timer made
+
+    def spy_timers(pair):
+        def make(role, max_batch, capacity):
+            timers.append((pair.target_id.partition("@")[2], role))
+            return forward_timer(pair, role, max_batch, capacity)
+        return make
+
+    monkeypatch.setattr(profile_command, "load_pair",
+                        lambda options, device, fmt: replace(tiny_pair(), target_id=f"tiny-target@{fmt}"))
+    monkeypatch.setattr(profile_command, "native_timers", spy_timers)
+    monkeypatch.setattr(profile_command, "checked_label", lambda options, device: options.label)
+    db = tmp_path / "a.db"
+    argv = ["profile", "--gpu", "cpu", "--weight-format", "int8+int8,int4+int8,int4", "--batch-sizes", "1,2",
+            "--ctx-bucket", "32", "--ctx-buckets", "1", "--max-n", "4", "--draft-max-n", "2", "--repeats", "1",
+            "--overhead-steps", "0", "--quiet", "--db", str(db)]
+    assert cli.main(argv) == 0
+    assert timers == [("int8+int8", "target"), ("int8+int8", "draft"), ("int4+int8", "target"),
+                      ("int4", "target"), ("int4", "draft")]
+    assert "draft: the rows timed with weight format int8+int8 (the same draft head format; 4 copied" in \
+        capsys.readouterr().out  # B = 1, 2 at n = 1, 2
+
+    def draft_rows(fmt: str) -> dict:
+        setup = Setup.current(hardware.device_name("cpu"), f"tiny-target@{fmt}", "mirror-draft", "float32")
+        return {(m.batch_size, m.context_len, m.n): (m.median_ms, m.created)
+                for m in Store(db).measurements(setup) if m.role == "draft"}
+
+    assert len(draft_rows("int8+int8")) == 4 and draft_rows("int4+int8") == draft_rows("int8+int8")
+    assert draft_rows("int4").keys() == draft_rows("int8+int8").keys()  # timed on its own: not the same rows
+    assert draft_rows("int4") != draft_rows("int8+int8")
+    timers.clear()
+    assert cli.main(argv) == 0 and timers == []
+    assert "(the same draft head format; 0 copied" in capsys.readouterr().out
+    # --max-age 0 re-times everything, and still the second format's draft rows are copied.
+    assert cli.main([*argv, "--max-age", "0"]) == 0
+    assert timers == [("int8+int8", "target"), ("int8+int8", "draft"), ("int4+int8", "target"),
+                      ("int4", "target"), ("int4", "draft")]
+    assert "4 copied" in capsys.readouterr().out and draft_rows("int4+int8") == draft_rows("int8+int8")
 
 
 def test_an_incomplete_batch_size_is_left_out_and_named(tmp_path):
