@@ -27,10 +27,12 @@ from sglang_cast.profile import Profile
 from sglang_cast.sglang_plugin.memory_plan import (GIB, LaunchSettings, ModelShape, captures_per_state,
                                                    decode_graph_max_bs, state_bytes_for, tp_size_problem)
 from sglang_cast.sglang_plugin.state_cover import StateCap
+from sglang_cast.sglang_plugin.step_log import median_speed
 
 from .errors import RUNTIME, AutotuneError
 from .grid import ProfileGrid
 from .model_configs import read_config_json
+from .overhead import at_speed
 from .profiler import TimerFactory
 from .space import SearchSpace
 from .store import Setup, TimedStep
@@ -210,14 +212,25 @@ def sglang_timers(models: SGLangModels, grid: ProfileGrid, dtype: str, tp_size: 
 
 class SGLangDesignTimer:
     """``autotune.overhead.StepTimer`` over SGLang engines running the CAST worker
-    (``sglang_plugin.profile_steps``): its logged iterations become stored steps."""
+    (``sglang_plugin.profile_steps``): its logged iterations become stored steps, at
+    the forward tables' speed (``overhead.at_speed``) as the native timer stores
+    them.  The run's speed is read inside it, no SGLang forward running outside the
+    engines: the median over its steps of the verify forward, timed on its own by the
+    worker, over its table charge.  Without it a machine faster than when its forwards
+    were profiled fits less host work than it does."""
 
     def __init__(self, timer) -> None:
         self.timer = timer
 
     def time(self, batch_size: int, shape, texts: list[str], new_tokens: int, design) -> list[TimedStep]:
         logged = self.timer.time(shape, texts, new_tokens, design.warmup, design.steps)
-        return [TimedStep.of(step) for step in logged]
+        if not logged:
+            return []
+        speed = median_speed(logged)
+        if speed is None:
+            raise AutotuneError(f"SGLang's step design at B={batch_size}: the worker logged no timed verify forward, "
+                                "so the machine's drift since profiling cannot be read", RUNTIME)
+        return at_speed([TimedStep.of(step) for step in logged], speed)
 
     def close(self) -> None:
         self.timer.close()

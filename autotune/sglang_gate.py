@@ -21,7 +21,6 @@ machine 15-25 % faster than its tables as no host work at all (2026-12-01).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,7 +29,7 @@ from tqdm import tqdm
 
 from sglang_cast.cast import PolicySettings
 from sglang_cast.profile import Profile
-from sglang_cast.sglang_plugin.step_log import LoggedStep
+from sglang_cast.sglang_plugin.step_log import LoggedStep, median_speed
 
 from .confirm import Confirmation, Prediction, Runs, gate_batch_size, gate_prompts, judged, prompt_slices
 from .gate import LiveCheck
@@ -44,12 +43,11 @@ def plain_speed(batch_size: int, rounds: list[list[list[LoggedStep]]]) -> float:
     """The median over the plain runs' steps (``rounds`` of slices) of the verify
     forward's time over its table charge: how much slower than profiled the machine
     ran ``f_T(B, c, 1)`` during the gate."""
-    speeds = [speed for one_round in rounds for steps in one_round for step in steps
-              if (speed := step.speed()) is not None]
-    if not speeds:
+    speed = median_speed(step for one_round in rounds for steps in one_round for step in steps)
+    if speed is None:
         raise ValueError(f"the SGLang live gate at B={batch_size}: the worker logged no timed verify forward, so "
                          "the machine's speed cannot be read (a worker older than its step log's verify_ms?)")
-    return statistics.median(speeds)
+    return speed
 
 
 class LiveRunner(Protocol):

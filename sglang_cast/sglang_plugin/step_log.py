@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -101,6 +102,13 @@ class LoggedStep:
         if self.verify_ms is None or not self.verify_charge_ms:
             return None
         return self.verify_ms / self.verify_charge_ms
+
+
+def median_speed(steps: Iterable[LoggedStep]) -> float | None:
+    """The median `LoggedStep.speed` of ``steps`` (``None`` when none timed its verify):
+    how much slower than its forward tables the machine ran them."""
+    speeds = [speed for step in steps if (speed := step.speed()) is not None]
+    return statistics.median(speeds) if speeds else None
 
 
 @dataclass

@@ -390,18 +390,38 @@ def test_a_child_process_error_is_the_parents_one_line_error():
         in_child_process(crashes, what="SGLang's forwards")
 
 
+def test_a_step_design_run_without_a_timed_verify_is_refused_by_name():
+    """The run's speed comes from the worker's timed verify forwards; a run that logged
+    none (a worker without the wrap) cannot be set at its tables' speed: one line, no fit."""
+    from types import SimpleNamespace
+
+    from autotune.sglang_backend import SGLangDesignTimer
+    from sglang_cast.sglang_plugin.step_log import LoggedStep
+
+    untimed = [LoggedStep(2, 40, 0, 0, 2, 12.0, 11.0)] * 3
+
+    class Logged:
+        def time(self, shape, texts, new_tokens, warmup, steps):
+            return untimed
+
+    with pytest.raises(AutotuneError, match="^SGLang's step design at B=2: the worker logged no timed verify"):
+        SGLangDesignTimer(Logged()).time(2, None, ["a", "b"], 4, SimpleNamespace(warmup=0, steps=3))
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.25])
 def test_profile_sglang_times_whole_iterations_and_the_setups_overhead_is_what_they_planted(monkeypatch, tmp_path,
-                                                                                          capsys):
+                                                                                          capsys, speed):
     """``profile --backend sglang``: SGLang's forwards first, then the step design
     through SGLang engines running the CAST worker (stand-ins here: the plugin's own
     decider, drafting and step log, a clock advanced by the iteration's forwards plus
     planted host terms).  The setup's overhead table is fitted from those steps, so
-    ``tune --backend sglang`` charges the planted terms."""
+    ``tune --backend sglang`` charges the planted terms — also on a machine running
+    ``speed`` times slower than its tables (the worker's timed verify reads it)."""
     import sglang_cast.hardware as hardware
     from autotune import sglang_backend
     from support.plugin import PLANTED, StandInFactory
 
-    calls, factory = [], StandInFactory()
+    calls, factory = [], StandInFactory(speed)
     models = sglang_backend.SGLangModels("/m", "/h", "/models/llama", "/models/head#sha256:0")
     real_step_timer = sglang_backend.sglang_step_timer
     monkeypatch.setattr(sglang_backend, "check_sglang_backend", lambda *args: models)

@@ -222,11 +222,13 @@ class StandInEngine:
     every request has its tokens — each decode call drafting as ``CastDraftWorker.draft``
     does, logged by the plugin's ``StepLog``, the clock advanced by the iteration's
     forwards (the profile's tables; the verify through the log's ``timed_verify``, as
-    the worker wraps its target's) plus ``PLANTED`` host work."""
+    the worker wraps its target's) plus ``PLANTED`` host work, all of it ``speed`` times
+    slower than the tables (a machine drifted since its forwards were profiled)."""
 
-    def __init__(self, argv: list[str], clock: PlantedClock, model: PathModel | None = None) -> None:
+    def __init__(self, argv: list[str], clock: PlantedClock, model: PathModel | None = None,
+                 speed: float = 1.0) -> None:
         assert argv[argv.index("--speculative-algorithm") + 1] == "CAST"
-        self.argv, self.clock, self.model = argv, clock, model or PathModel(vocab=12, seed=3)
+        self.argv, self.clock, self.model, self.speed = argv, clock, model or PathModel(vocab=12, seed=3), speed
         self.shape = shape_flags(argv)
         loaded = load_fitting_profile(os.environ[PROFILE_ENV], self.shape, ParallelLayout(1, 1))
         self.mode = StepProfileMode.from_env()
@@ -258,7 +260,7 @@ class StandInEngine:
                 plan, depth, verified = self.decider.begin(batch, context), 0, 0
             accepted = [min(self.rng.randint(1, depth + 1), left[i]) for i in active]  # a path of the tree
             draft_ms, verify_ms = charge(plan, verified, depth, max(accepted) - 1, host=False)
-            self.clock.now += draft_ms + PLANTED.iteration_ms(depth, verified)
+            self.clock.now += (draft_ms + PLANTED.iteration_ms(depth, verified)) * self.speed
             self.verify_forward(verify_ms, is_verify=True)  # timed on its own, as the worker's target calls
             self.log.ran(plan, depth, verified, torch.tensor(accepted))
             for i, n in zip(active, accepted):
@@ -266,19 +268,20 @@ class StandInEngine:
                 left[i] -= n
 
     def target_forward(self, ms: float, is_verify: bool = False) -> None:
-        """The target worker's ``forward_batch_generation``: it takes its table's ``ms``."""
-        self.clock.now += ms
+        """The target worker's ``forward_batch_generation``: it takes its table's ``ms``
+        at the engine's ``speed``."""
+        self.clock.now += ms * self.speed
 
     def shutdown(self) -> None:
         self.shut = True
 
 
 class StandInFactory:
-    def __init__(self) -> None:
-        self.clock, self.engines = PlantedClock(), []
+    def __init__(self, speed: float = 1.0) -> None:
+        self.clock, self.engines, self.speed = PlantedClock(), [], speed
 
     def __call__(self, argv: list[str]) -> StandInEngine:
-        self.engines.append(StandInEngine(argv, self.clock))
+        self.engines.append(StandInEngine(argv, self.clock, speed=self.speed))
         return self.engines[-1]
 
 
