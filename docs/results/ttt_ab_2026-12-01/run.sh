@@ -27,14 +27,18 @@ train() {  # train N: continue the shipped head with --ttt-steps N; the data sta
       --init-head $SHIPPED $LAST $MIX --ttt-steps $1 2>&1 | quiet
   cp $dir/train/report.json $D/train_report_ttt$1.json 2>/dev/null || true
 }
-gap() {  # gap NAME HEAD
-  $PY tools/draft_gap.py --head $2 --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 --json $D/gap_$1.json 2>&1 \
-      | quiet | tee $D/gap_$1.log
+gap() {  # gap NAME HEAD [FLAGS]: held-out accuracy at unrolled steps 0-6 and τ on 20 held-out prompts
+  $PY tools/draft_gap.py --head $2 --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 ${3:-} --json $D/gap_$1.json \
+      2>&1 | quiet | tee $D/gap_$1.log
+}
+bench() {  # bench NAME HEAD: the same, plus τ on the first 20 prompts of each benchmark (the eval stage's procedure)
+  gap $1_bench $2 "--benchmark-tau 20"
 }
 for stage in ${@:-data train gap}; do
   case $stage in
     data) data ;;
     train) train 4; train 7 ;;
     gap) gap shipped $SHIPPED; gap ttt4 $W/ttt4/head; gap ttt7 $W/ttt7/head ;;
+    bench) bench ttt7 $W/ttt7/head; bench shipped $SHIPPED; bench ttt4 $W/ttt4/head ;;
   esac
 done
