@@ -25,7 +25,15 @@ train() {  # train N: continue the shipped head with --ttt-steps N; the data sta
   fi
   $PY tools/train_draft.py $COMMON --until train --work-dir $dir --output $dir/head --seed 19 \
       --init-head $SHIPPED $LAST $MIX --ttt-steps $1 2>&1 | quiet
-  cp $dir/train/report.json $D/train_report_ttt$1.json 2>/dev/null || true
+  cp $dir/train/meta.json $D/train_meta_ttt$1.json
+}
+noswap() {  # TTT 7 without --vocab-swap: the same data (its own vocab stage: the shipped head's vocabulary kept)
+  local dir=$W/ttt7_noswap
+  mkdir -p $dir
+  for s in self_instruct prompts responses; do [ -e $dir/$s ] || ln -s $W/ttt4/$s $dir/$s; done
+  $PY tools/train_draft.py $COMMON --until train --work-dir $dir --output $dir/head --seed 19 \
+      --init-head $SHIPPED ${LAST/--vocab-swap 500/} $MIX --ttt-steps 7 2>&1 | quiet
+  cp $dir/train/meta.json $D/train_meta_ttt7_noswap.json
 }
 gap() {  # gap NAME HEAD [FLAGS]: held-out accuracy at unrolled steps 0-6 and τ on 20 held-out prompts
   $PY tools/draft_gap.py --head $2 --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 ${3:-} --json $D/gap_$1.json \
@@ -40,5 +48,6 @@ for stage in ${@:-data train gap}; do
     train) train 4; train 7 ;;
     gap) gap shipped $SHIPPED; gap ttt4 $W/ttt4/head; gap ttt7 $W/ttt7/head ;;
     bench) bench ttt7 $W/ttt7/head; bench shipped $SHIPPED; bench ttt4 $W/ttt4/head ;;
+    noswap) noswap; bench ttt7_noswap $W/ttt7_noswap/head ;;
   esac
 done
