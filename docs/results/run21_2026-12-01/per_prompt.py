@@ -12,11 +12,8 @@ from pathlib import Path
 
 import torch
 
-from sglang_cast.cast import SamplingParams, committed_tokens
-from sglang_cast.engine import StepLog
-from sglang_cast.models import load_draft
 from sglang_cast.training.config import EAGLE2_SHAPE, EvalConfig
-from sglang_cast.training.evaluate import benchmark_prompts
+from sglang_cast.training.evaluate import benchmark_prompts, evaluate_mode
 from sglang_cast.training.target import Target
 
 
@@ -27,23 +24,15 @@ def main() -> None:
     target = Target.embedded()
     max_new = EvalConfig.max_new_tokens
     prompts = benchmark_prompts(target, Path("datasets"), benchmark, last)
-    weight = target.model.embed_tokens.weight
-    engines = {name: target.engine(load_draft(Path(head), target.model, str(weight.device), weight.dtype),
-                                   EAGLE2_SHAPE, 1, max(len(p) for p in prompts) + max_new, 0)
-               for name, head in heads.items()}
     done = json.loads(out.read_text()) if out.is_file() else {"benchmark": benchmark, "heads": {}, "prompts": {}}
     done["heads"].update(heads)
-    params = SamplingParams(max_new_tokens=max_new)
     for i in range(first, last):
         row = done["prompts"].setdefault(str(i), {})
-        for name, engine in engines.items():  # interleaved: each prompt under every head before the next
+        for name, head in heads.items():  # interleaved: each prompt under every head before the next
             if name in row:
                 continue
-            log = StepLog()
-            tokens = engine.generate([prompts[i]], params, on_step=log)[0].token_ids
-            accepted = [a for record in log.records for a in record.accepted]
-            row[name] = {"tau": committed_tokens(accepted) / len(accepted), "accepted": accepted,
-                         "tokens": list(tokens)}
+            run = evaluate_mode(target, Path(head), [prompts[i]], EAGLE2_SHAPE, max_new, f"{name} prompt {i}")
+            row[name] = {"tau": run["tau"], "accepted": run["accepted"], "tokens": run["outputs"][0]}
         out.write_text(json.dumps(done))
         print(i, " ".join(f"{name} {r['tau']:.3f}" for name, r in row.items()), flush=True)
 

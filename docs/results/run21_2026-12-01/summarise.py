@@ -2,16 +2,18 @@
 head's difference from the first head prompt by prompt: pooled over prompts, a 95 %
 bootstrap interval over prompts (2,000 resamples, seed 0), and how many prompts it wins
 and loses; and how many prompts every head decoded to the same tokens (greedy decoding
-is lossless, so all should).  Usage: python summarise.py FILE.json [FILE.json ...]"""
+is lossless, so all should).  Usage: .venv/bin/python summarise.py FILE.json [FILE.json ...]"""
 
 import json
 import random
 import sys
 
+from sglang_cast.cast import committed_tokens
+
 
 def pooled(rows: list[dict], head: str) -> float:
     accepted = [a for row in rows for a in row[head]["accepted"]]
-    return sum(a + 1 for a in accepted) / len(accepted)
+    return committed_tokens(accepted) / len(accepted)
 
 
 def main() -> None:
