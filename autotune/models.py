@@ -12,7 +12,6 @@ trained head.  Its identifier says so (``random-eagle-head:seed=<seed>``).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from sglang_cast.models import ModelConfig
 from sglang_cast.models.weights import WeightFormat, apply_draft_format
 from sglang_cast.models.eagle import DraftConfig, EagleDraft
 from sglang_cast.models.cache import CACHE_ENV, cache_root
+from sglang_cast.models.digest import weights_digest
 from sglang_cast.models.loader import EMBEDDED_NAME
 
 from .errors import AutotuneError
@@ -72,20 +72,6 @@ def random_eagle_head(target, config: ModelConfig, seed: int) -> EagleDraft:
         for param in head.parameters():
             param.copy_(0.05 * torch.randn(param.shape, generator=generator))
     return head.to(next(target.parameters()).device, next(target.parameters()).dtype).eval()
-
-
-def weights_digest(path: Path) -> str:
-    """A short content digest of a draft checkpoint (every file, by name).
-
-    Traces are keyed by the draft's id; a head retrained in place keeps its path,
-    so the id carries the weights' digest, or its traces would mix with the old
-    head's."""
-    files = sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.name.encode())
-        digest.update(file.read_bytes())
-    return f"sha256:{digest.hexdigest()[:12]}"
 
 
 def format_target_id(target_id: str, weight_format: str) -> str:

@@ -43,16 +43,31 @@ def resolve_profile(args: LaunchArgs, parser: OneLineParser) -> LoadedProfile | 
         loaded = load_profile(path)
     except ProfileError as err:
         parser.error(f"--cast-profile: {err}")
-    note_machine(loaded, args.device)
+    note_differences(loaded, args.device, served_draft(args))
     return loaded
 
 
-def note_machine(loaded: LoadedProfile, device: str) -> None:
-    """Say in one line when the profile was measured on another machine than this one."""
-    from .hardware import MachineIdentity
+def served_draft(args: LaunchArgs) -> Path | None:
+    """The head this server drafts with: ``--speculative-draft-model-path``, else the
+    model's shipped head when the policy drafts (`engine.build.default_draft_path`)."""
+    from .engine.build import default_draft_path
 
-    note = loaded.profile.machine_difference(MachineIdentity.current("cuda" if device.startswith("cuda") else "cpu"))
-    if note:
+    if not args.policy_class.needs_draft:
+        return args.draft_path
+    return args.draft_path or default_draft_path(args.model_path)
+
+
+def note_differences(loaded: LoadedProfile, device: str, draft: Path | None) -> None:
+    """Say in one line each when the profile was measured on another machine than this
+    one, or tuned with another draft head than ``draft``."""
+    from .hardware import MachineIdentity
+    from .models.digest import weights_digest
+
+    profile = loaded.profile
+    notes = [profile.machine_difference(MachineIdentity.current("cuda" if device.startswith("cuda") else "cpu"))]
+    if draft is not None and Path(draft).exists():
+        notes.append(profile.draft_difference(weights_digest(Path(draft))))
+    for note in filter(None, notes):
         logging.getLogger(__name__).warning("%s (%s)", note, loaded.path)
 
 
@@ -82,7 +97,7 @@ def sglang_profile(args: LaunchArgs, draft: Path | None, parser: OneLineParser) 
     if found is None:
         return str(resolve_profile(args, parser).path)
     try:
-        note_machine(load_profile(found), args.device)
+        note_differences(load_profile(found), args.device, draft)
     except ProfileError:
         pass  # the plugin's own load says what is wrong with it, in SGLang's start-up
     return str(found)
@@ -93,11 +108,10 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
     Without ``--model-path`` it serves the embedded model with its shipped head."""
     import argparse
 
-    from .engine.build import default_draft_path
     from .sglang_plugin.launch import launch_sglang, validate
 
     args = fall_back_without_draft(args)
-    draft = (args.draft_path or default_draft_path(args.model_path)) if args.policy_class.needs_draft else args.draft_path
+    draft = served_draft(args)
     namespace = argparse.Namespace(
         model_path=args.model_path, speculative_draft_model_path=str(draft) if draft else None,
         speculative_algorithm=args.algorithm, speculative_num_steps=args.shape.max_depth,

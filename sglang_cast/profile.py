@@ -90,6 +90,27 @@ class Profile:
         difference = recorded.difference(here)
         return None if difference is None else f"CAST profile {self.label!r}: {difference}"
 
+    @property
+    def draft_digest(self) -> str | None:
+        """The weights digest (`models.digest.weights_digest`) of the head its traces and
+        draft tables were recorded with: ``model.draft``'s ``#sha256:…`` suffix; None if
+        not recorded (analytic or hand-written profiles)."""
+        draft = self.model.get("draft")
+        if not isinstance(draft, str) or "#sha256:" not in draft:
+            return None
+        return draft.rpartition("#")[2]
+
+    def draft_difference(self, digest: str) -> str | None:
+        """One line when ``digest``, the served head's, is not the head this profile was
+        tuned with: its thresholds and draft tables assume the other head's acceptance
+        and cost.  None when they match or the profile records no head."""
+        recorded = self.draft_digest
+        if recorded is None or recorded == digest:
+            return None
+        return (f"CAST profile {self.label!r} was tuned with draft head {recorded}, this server drafts with "
+                f"{digest}: its trees assume the other head's acceptance; re-tune with `cast-autotune collect`, "
+                f"`profile` and `tune` for this head")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,

@@ -137,7 +137,7 @@ def test_cli_process_prints_no_traceback_for_a_corrupted_database(tmp_path):
 def test_a_head_retrained_in_place_gets_a_new_draft_id(tmp_path):
     """Traces are keyed by draft id: a retrained head at the same path must not
     share the old head's traces."""
-    from autotune.models import weights_digest
+    from sglang_cast.models.digest import weights_digest
 
     head = tmp_path / "head"
     head.mkdir()

@@ -48,6 +48,31 @@ def test_help_explains_every_flag():
     assert "NONE,EAGLE,CAST,GOODPUT" in result.stdout
 
 
+def test_a_profile_tuned_with_another_head_is_named_when_the_server_loads_it(tmp_path, caplog):
+    """A head retrained in place keeps its path: the profile's recorded digest is what
+    tells the server its trees were tuned on another head's acceptance."""
+    from sglang_cast.engine.build import default_draft_path
+    from sglang_cast.models.digest import weights_digest
+    from sglang_cast.profile import PROFILE_DIR, load_profile, save_profile
+
+    shipped = load_profile(PROFILE_DIR / "cpu.yaml").profile
+    served = weights_digest(default_draft_path(None))
+    cases = ((["--speculative-algorithm", "CAST"], "sha256:000000000000", True),
+             (["--speculative-algorithm", "CAST"], served, False),
+             (["--speculative-algorithm", "NONE"], "sha256:000000000000", False))  # plain decoding drafts nothing
+    for argv, recorded, noted in cases:
+        profile = replace(shipped, model={**shipped.model, "draft": f"sglang_cast/assets/smollm2-135m-eagle#{recorded}"})
+        path = save_profile(profile, tmp_path / "p.yaml")
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            launch_server.resolve_profile(parse_launch_args([*argv, "--cast-profile", str(path)]),
+                                          launch_args.build_parser())
+        lines = [r.getMessage() for r in caplog.records if "draft head" in r.getMessage()]
+        assert bool(lines) is noted, (argv, recorded, lines)
+        if noted:
+            assert recorded in lines[0] and served in lines[0] and str(path) in lines[0] and "cast-autotune" in lines[0]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--backend", "sglang", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"], "give all of"),
     (["--backend", "sglang", "--device", "cuda", "--model-path", "m", "--speculative-algorithm", "CAST"],

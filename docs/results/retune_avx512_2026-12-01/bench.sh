@@ -5,7 +5,7 @@
 # Run from the repository root: bash docs/results/retune_avx512_2026-12-01/bench.sh [PROFILE]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
-D=docs/results/retune_avx512_2026-12-01
+D=${RETUNE_DIR:-docs/results/retune_avx512_2026-12-01}  # where logs, profile and bench records go
 P=${1:-$D/cpu-avx512.yaml}
 quiet() { grep -v "USDT\|it/s\]$\|s/it\]$"; }
 for ds in mt_bench humaneval; do

@@ -6,7 +6,7 @@
 # Run from the repository root: bash docs/results/retune_avx512_2026-12-01/run.sh [collect|profile|tune|bench]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
-D=docs/results/retune_avx512_2026-12-01
+D=${RETUNE_DIR:-docs/results/retune_avx512_2026-12-01}  # where logs, profile and bench records go
 DB=${SGLANG_CAST_CACHE:-$HOME/.cache/sglang_cast}/autotune.db
 F=int4/int8+int8,int4/int8:dense16:bf16+int8,int4/int8:dense32:bf16+int8
 step=${1:-all}
