@@ -19,8 +19,10 @@ from sqlalchemy import func, select
 
 from sglang_cast.cast import OverheadTable
 from sglang_cast.cast.overhead import TERMS
+from sglang_cast.engine.build import default_draft_path
 from sglang_cast.engine.table_calibration import StartupCalibration
 from sglang_cast.hardware import MachineIdentity, hardware_label
+from sglang_cast.models.digest import weights_digest
 from sglang_cast.profile import LoadedProfile, Profile, ProfileError, find_profile, load_profile
 from sglang_cast.sglang_plugin.memory_plan import MemoryPlan
 from sglang_cast.sglang_plugin.plugin_config import StaticShape
@@ -221,7 +223,8 @@ def show(store: Store, setup_index: int = 0, study_filter: str = "", per_trial: 
 
 def served_profile_line(device: str = "cpu") -> str:
     """One line: which shipped profile a server here picks, and whether it was measured
-    on this machine (else how it differs, and that the server calibrates it)."""
+    on this machine (else how it differs, and that the server calibrates it); a second
+    when it was tuned with another head than the shipped one."""
     path = find_profile(hardware_label(device))
     if path is None:
         return f"none for {hardware_label(device)!r}: run `cast-autotune profile` and `tune` here"
@@ -229,10 +232,12 @@ def served_profile_line(device: str = "cpu") -> str:
         profile = load_profile(path).profile
     except ProfileError as err:
         return f"{path}: unusable: {err}"
-    note = profile.machine_difference(MachineIdentity.current(device))
-    if note is None:
-        return f"{path}: measured on this machine (or records no machine)"
-    return f"{path}: {note}; the server calibrates its tables at start-up (--cast-calibrate auto)"
+    machine = profile.machine_difference(MachineIdentity.current(device))
+    line = (f"{path}: measured on this machine (or records no machine)" if machine is None else
+            f"{path}: {machine}; the server calibrates its tables at start-up (--cast-calibrate auto)")
+    head = default_draft_path(None)  # the shipped head, which the server drafts with by default
+    other_head = None if head is None else profile.draft_difference(weights_digest(head))
+    return line if other_head is None else f"{line}\n{other_head}"
 
 
 # ------------------------------------------------------------------ the commands' summaries

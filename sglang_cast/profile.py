@@ -107,7 +107,7 @@ class Profile:
         recorded = self.draft_digest
         if recorded is None or recorded == digest:
             return None
-        return (f"CAST profile {self.label!r} was tuned with draft head {recorded}, this server drafts with "
+        return (f"CAST profile {self.label!r} was tuned with draft head {recorded}, the head served is "
                 f"{digest}: its trees assume the other head's acceptance; re-tune with `cast-autotune collect`, "
                 f"`profile` and `tune` for this head")
 

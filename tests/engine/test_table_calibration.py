@@ -163,3 +163,21 @@ def test_show_says_which_profile_this_machine_serves_and_whether_it_was_measured
     line = served_profile_line()
     assert line.startswith(str(PROFILE_DIR))
     assert "measured on this machine" in line or "the server calibrates its tables at start-up" in line
+
+
+def test_show_names_a_served_profile_tuned_with_another_head_than_the_shipped_one(tmp_path, monkeypatch):
+    import autotune.report as report
+    from sglang_cast.engine.build import default_draft_path
+    from sglang_cast.models.digest import weights_digest
+    from sglang_cast.profile import save_profile
+
+    shipped = load_profile(PROFILE_DIR / "cpu.yaml").profile
+    head = weights_digest(default_draft_path(None))
+    for recorded, noted in (("sha256:000000000000", True), (head, False)):
+        model = {**shipped.model, "draft": f"sglang_cast/assets/smollm2-135m-eagle#{recorded}"}
+        path = save_profile(replace(shipped, model=model), tmp_path / "cpu.yaml")
+        monkeypatch.setattr(report, "find_profile", lambda label: path)
+        lines = report.served_profile_line().splitlines()
+        assert len(lines) == (2 if noted else 1), lines
+        if noted:
+            assert recorded in lines[1] and head in lines[1] and "re-tune" in lines[1]
