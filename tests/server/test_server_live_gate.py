@@ -156,5 +156,8 @@ def test_a_profile_off_bucket_explores_turns_on_where_speculation_pays_and_metri
     assert state["iterations"] >= gate.explore_after + gate.min_samples + 1  # plainly for `explore_after` first
     assert metric(after, 'cast_live_probe_iterations_total{bucket="64"}') >= gate.min_samples + 1
     assert metric(after, 'cast_live_probe_extra_ms{bucket="64"}') == pytest.approx(state["probe_extra_ms"])
-    if state["switches_on"]:  # speculation paid here: the bucket now speculates
-        assert state["speculate_live"] and metric(after, 'cast_speculation_on{bucket="64"}') == 1.0
+    # Each probe turns the bucket on and each switch off ends one turn on (a probe that lost, or
+    # a bucket that speculated and then lost its margin, as noise on a loaded CPU can make it),
+    # so the bucket speculates now exactly when probes outnumber switches off; /metrics agrees.
+    assert state["probes"] - state["switches_off"] == int(state["speculate_live"])
+    assert metric(after, 'cast_speculation_on{bucket="64"}') == float(state["speculate_live"])
