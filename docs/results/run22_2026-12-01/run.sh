@@ -28,6 +28,6 @@ for stage in ${@:-data train tau gap}; do
            $PY $R21/per_prompt.py $D/$b.json $b 0 80 run21=$RUN21 run22=$W/run22/head 2>&1 | quiet | bars | tee $D/$b.log
          done ;;
     gap) $PY tools/draft_gap.py --head $W/run22/head --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
-             --json $D/gap_run22.json 2>&1 | quiet | tee $D/gap_run22.log ;;
+             --json $D/gap_run22.json 2>&1 | quiet | bars | tee $D/gap_run22.log ;;
   esac
 done
