@@ -113,6 +113,25 @@ def test_commit_in_place_advances_lengths_only() -> None:
     assert torch.equal(cache.k[:, 1, :, 2], k[:, 1, :, 3])  # moved one index down
 
 
+@pytest.mark.parametrize("keep", [[[0, 2, 5, 6], [0, 1, 4, 0]],  # accepted paths: offsets increase
+                                  [[3, 1, 4, 0], [0, 2, 5, 6]]])  # one row out of order: a source is overwritten first
+def test_commit_moves_each_kept_entry_from_its_old_place(keep: list[list[int]]) -> None:
+    """Entry j of a row ends up where kept offset j was before the commit, whatever the order."""
+    cache = KVCache(2, 3, 2, 16, 4, DEVICE, torch.float32)
+    cache.k.normal_()
+    cache.v.normal_()
+    cache.lens[:] = torch.tensor([5, 0, 3])
+    k, v = cache.k.clone(), cache.v.clone()
+    slots, counts = [2, 0], [4, 3]
+    cache.commit_lists(slots, keep, counts)
+    assert cache.lens.tolist() == [8, 0, 7]
+    for slot, start, kept in ((2, 3, keep[0][:4]), (0, 5, keep[1][:3])):
+        source = [start + offset for offset in kept]
+        assert torch.equal(cache.k[:, slot, :, start:start + len(kept)], k[:, slot, :, source])
+        assert torch.equal(cache.v[:, slot, :, start:start + len(kept)], v[:, slot, :, source])
+    assert torch.equal(cache.k[:, 1], k[:, 1]) and torch.equal(cache.k[:, :, :, :3], k[:, :, :, :3])
+
+
 def random_tree(n: int, gen: torch.Generator) -> tuple[list[int], torch.Tensor]:
     """Parents (root has -1) and the [n, n] ancestor-or-self mask of a random tree."""
     parents = [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]

@@ -1,0 +1,91 @@
+"""tools/continue_head.sh: its arguments, and what each stage runs (a stand-in python logs the calls)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "continue_head.sh"
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A folder laid out as the repository root for the script: a `.venv/bin/python` that logs its
+    arguments (one call per line) and prints nothing, a previous head, and a previous run's record."""
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls"\n')
+    python.chmod(0o755)
+    (tmp_path / "head").mkdir()
+    (tmp_path / "head" / "config.json").write_text("{}")
+    (tmp_path / "previous").mkdir()
+    for benchmark in ("humaneval", "mt_bench"):
+        (tmp_path / "previous" / f"{benchmark}.json").write_text(f'"{benchmark} rows"')
+    (tmp_path / "work" / "run24").mkdir(parents=True)
+    (tmp_path / "work" / "run24" / "report.json").write_text("{}")
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    return tmp_path
+
+
+def run(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=project, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "W": str(project / "work")}, timeout=60)
+
+
+def calls(project: Path) -> list[str]:
+    log = project / ".venv" / "bin" / "calls"
+    return log.read_text().splitlines() if log.is_file() else []
+
+
+RUN24 = ["--run", "24", "--seed", "23", "--from", "run23=head", "--record", "record"]
+
+
+def test_help_prints_the_usage():
+    done = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--from NAME=HEAD" in done.stdout and "--baseline-record DIR" in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--run", "x", "--seed", "1", "--from", "a=head", "--record", "r"], "--run and --seed take whole numbers"),
+    (["--run", "1", "--seed", "1", "--record", "r"], "--from NAME=HEAD and --record DIR are required"),
+    (["--run", "1", "--seed", "1", "--from", "a=missing", "--record", "r"], "missing is not a draft head folder"),
+    ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap)"),
+    (["--run"], "--run needs a value"),
+])
+def test_bad_arguments_are_named_and_nothing_runs(project, args, message):
+    done = run(project, *args)
+    assert done.returncode == 2 and message in done.stderr and "Usage" in done.stderr
+    assert calls(project) == []
+
+
+def test_train_continues_the_previous_head_with_the_runs_seed(project):
+    assert run(project, *RUN24, "train").returncode == 0
+    [train] = calls(project)
+    assert train.startswith("tools/train_draft.py") and "--init-head head" in train and "--seed 23" in train
+    assert f"--work-dir {project}/work/run24 --output {project}/work/run24/head" in train
+    assert "--ttt-steps 7" in train and "--until" not in train
+    assert (project / "docs" / "results" / "draft_head_report_run24.json").is_file()
+
+
+def test_data_stops_after_the_answers(project):
+    assert run(project, *RUN24, "data").returncode == 0
+    [data] = calls(project)
+    assert "--until responses" in data and "--seed 23" in data and "--init-head" not in data
+
+
+def test_tau_reuses_the_previous_records_rows_and_judges_against_the_previous_head(project):
+    assert run(project, *RUN24, "--baseline-record", "previous", "tau").returncode == 0
+    decode_humaneval, summary_humaneval, decode_mt_bench, _ = calls(project)
+    head = f"run24={project}/work/run24/head"
+    assert decode_humaneval == f"tools/compare_heads.py decode record/humaneval.json humaneval --prompts 0:80 run23=head {head}"
+    assert summary_humaneval == "tools/compare_heads.py summary record/humaneval.json --baseline run23"
+    assert decode_mt_bench.startswith("tools/compare_heads.py decode record/mt_bench.json mt_bench")
+    assert (project / "record" / "mt_bench.json").read_text() == '"mt_bench rows"'  # copied, so only run 24 decodes
+    assert (project / "record" / "humaneval_summary.md").is_file()
+
+
+def test_stages_run_in_the_order_given(project):
+    assert run(project, *RUN24, "gap", "data").returncode == 0
+    gap, data = calls(project)
+    assert gap.startswith("tools/draft_gap.py") and f"--head {project}/work/run24/head" in gap
+    assert data.startswith("tools/train_draft.py")

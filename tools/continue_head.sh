@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Continue a draft head by one training run and judge it against the head it started from (#48 item 4).
+# A run is: the target's own answers to a fresh prompt mix drawn with the run's seed (`data`); training from
+# the previous head with the shipped recipe, then the eval stage (`train`); τ prompt by prompt on all 80
+# first turns of mt_bench and humaneval against the previous head (`tau`, tools/compare_heads.py); and where
+# acceptance is lost on held-out data (`gap`, tools/draft_gap.py). Every stage is resumable (training
+# checkpoints every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
+#
+# Usage (repository root):
+#   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [STAGE...]
+#     --run N                the run's number: work dir $W/runN (W defaults to ~/.cache/sglang_cast/rebuild),
+#                            its head $W/runN/head, its report docs/results/draft_head_report_runN.json
+#     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
+#     --from NAME=HEAD       the head it continues, e.g. run23=sglang_cast/assets/smollm2-135m-eagle
+#     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
+#     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
+#     STAGE                  data, train, tau, gap (default: all four, in that order)
+# On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
+set -euo pipefail
+usage() { sed -n '9,17p' "$0" | cut -c3-; }  # the Usage lines above
+fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= STAGES=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --run|--seed|--from|--record|--baseline-record)
+      [ $# -ge 2 ] || fail "$1 needs a value"
+      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; *) BASELINE_RECORD=$2 ;; esac
+      shift 2 ;;
+    data|train|tau|gap) STAGES+=("$1"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) fail "unknown argument '$1' (stages are data, train, tau, gap)" ;;
+  esac
+done
+[[ $RUN =~ ^[0-9]+$ && $SEED =~ ^[0-9]+$ ]] || fail "--run and --seed take whole numbers"
+[[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
+PREVIOUS=${FROM#*=}
+[ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap)
+
+W=${W:-$HOME/.cache/sglang_cast/rebuild}
+PY=.venv/bin/python
+WORK=$W/run$RUN
+COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
+MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
+RECIPE="--lr 5e-4 --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
+quiet() { grep -a -v USDT || true; }
+bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
+mkdir -p "$RECORD"
+for stage in "${STAGES[@]}"; do
+  case $stage in
+    data) $PY tools/train_draft.py $COMMON --until responses --work-dir $WORK --seed $SEED $MIX --soft-top-k 16 \
+              2>&1 | quiet ;;
+    train) $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
+               --init-head "$PREVIOUS" $RECIPE $MIX 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
+           cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
+    tau) for b in humaneval mt_bench; do
+           if [ ! -f "$RECORD/$b.json" ] && [ -n "$BASELINE_RECORD" ]; then cp "$BASELINE_RECORD/$b.json" "$RECORD/$b.json"; fi
+           $PY tools/compare_heads.py decode "$RECORD/$b.json" $b --prompts 0:80 "$FROM" run$RUN=$WORK/head \
+               2>&1 | quiet | bars | tee -a "$RECORD/$b.log"
+           $PY tools/compare_heads.py summary "$RECORD/$b.json" --baseline "${FROM%%=*}" > "$RECORD/${b}_summary.md"
+         done ;;
+    gap) $PY tools/draft_gap.py --head $WORK/head --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
+             --json "$RECORD/gap_run$RUN.json" 2>&1 | quiet | bars | tee "$RECORD/gap_run$RUN.log" ;;
+  esac
+done
