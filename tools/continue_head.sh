@@ -7,24 +7,26 @@
 # checkpoints every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
 #
 # Usage (repository root):
-#   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [STAGE...]
+#   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR] [STAGE...]
 #     --run N                the run's number: work dir $W/runN (W defaults to ~/.cache/sglang_cast/rebuild),
 #                            its head $W/runN/head, its report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
 #     --from NAME=HEAD       the head it continues, e.g. run23=sglang_cast/assets/smollm2-135m-eagle
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
+#     --lr LR                peak learning rate (default 2.5e-4, since run 23-lr; runs 11-23 used 5e-4)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
 set -euo pipefail
-usage() { sed -n '9,17p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '9,18p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record)
+    --run|--seed|--from|--record|--baseline-record|--lr)
       [ $# -ge 2 ] || fail "$1 needs a value"
-      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; *) BASELINE_RECORD=$2 ;; esac
+      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
+                 *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     data|train|tau|gap) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -42,7 +44,7 @@ PY=.venv/bin/python
 WORK=$W/run$RUN
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
-RECIPE="--lr 5e-4 --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
+RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 mkdir -p "$RECORD"

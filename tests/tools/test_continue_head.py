@@ -63,8 +63,14 @@ def test_train_continues_the_previous_head_with_the_runs_seed(project):
     [train] = calls(project)
     assert train.startswith("tools/train_draft.py") and "--init-head head" in train and "--seed 23" in train
     assert f"--work-dir {project}/work/run24 --output {project}/work/run24/head" in train
-    assert "--ttt-steps 7" in train and "--until" not in train
+    assert "--ttt-steps 7" in train and "--lr 2.5e-4" in train and "--until" not in train
     assert (project / "docs" / "results" / "draft_head_report_run24.json").is_file()
+
+
+def test_an_earlier_runs_learning_rate_can_be_named(project):
+    assert run(project, *RUN24, "--lr", "5e-4", "train").returncode == 0
+    [train] = calls(project)
+    assert "--lr 5e-4" in train and "2.5e-4" not in train
 
 
 def test_data_stops_after_the_answers(project):

@@ -14,6 +14,6 @@ for stage in ${@:-data train tau gap}; do
              shipped=$W/run15/head run20=$W/ttt7_noswap/head run21=$W/run21/head 2>&1 | tee $D/humaneval.log
          .venv/bin/python tools/compare_heads.py decode $D/mt_bench.json mt_bench --prompts 0:80 \
              shipped=$W/run15/head run21=$W/run21/head 2>&1 | tee $D/mt_bench.log ;;
-    *) bash tools/continue_head.sh --run 21 --seed 20 --from run20=$W/ttt7_noswap/head --record $D $stage ;;
+    *) bash tools/continue_head.sh --run 21 --seed 20 --from run20=$W/ttt7_noswap/head --lr 5e-4 --record $D $stage ;;
   esac
 done

@@ -5,4 +5,4 @@
 # per-prompt rows. Resumable; from the repository root:
 #   bash docs/results/run22_2026-12-01/run.sh [data|train|tau|gap]...
 exec bash tools/continue_head.sh --run 22 --seed 21 --from run21=${W:-$HOME/.cache/sglang_cast/rebuild}/run21/head \
-    --record docs/results/run22_2026-12-01 --baseline-record docs/results/run21_2026-12-01 "$@"
+    --lr 5e-4 --record docs/results/run22_2026-12-01 --baseline-record docs/results/run21_2026-12-01 "$@"

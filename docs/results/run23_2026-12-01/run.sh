@@ -5,4 +5,4 @@
 # Resumable; from the repository root:
 #   bash docs/results/run23_2026-12-01/run.sh [data|train|tau|gap]...
 exec bash tools/continue_head.sh --run 23 --seed 22 --from run22=sglang_cast/assets/smollm2-135m-eagle \
-    --record docs/results/run23_2026-12-01 --baseline-record docs/results/run22_2026-12-01 "$@"
+    --lr 5e-4 --record docs/results/run23_2026-12-01 --baseline-record docs/results/run22_2026-12-01 "$@"
