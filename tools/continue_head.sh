@@ -11,7 +11,7 @@
 #     --run N                the run's number: work dir $W/runN (W defaults to ~/.cache/sglang_cast/rebuild),
 #                            its head $W/runN/head, its report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
-#     --from NAME=HEAD       the head it continues, e.g. run23=sglang_cast/assets/smollm2-135m-eagle
+#     --from NAME=HEAD       the head it continues, e.g. run23_lr=sglang_cast/assets/smollm2-135m-eagle
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
 #     --lr LR                peak learning rate (default 2.5e-4, since run 23-lr; runs 11-23 used 5e-4)
