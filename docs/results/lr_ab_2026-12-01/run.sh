@@ -3,7 +3,7 @@
 # data at lr 5e-4, the recipe since run 11) measured level with run 22; this arm trains from the same head on the
 # same data (run 23's prompts, answers and vocabulary, hard-linked) at lr 2.5e-4, nothing else changed, and its
 # eval stage (first 20 first turns of each benchmark, EAGLE-2's tree, full pool) is read against run 23's and
-# run 22's. Resumable; from the repository root: bash docs/results/lr_ab_2026-12-01/run.sh [train|tau]...
+# run 22's (run 22's head from its work dir: the assets hold this arm's since it shipped). Resumable; from the repository root: bash docs/results/lr_ab_2026-12-01/run.sh [train|tau]...
 set -euo pipefail
 D=docs/results/lr_ab_2026-12-01
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
@@ -18,12 +18,12 @@ for stage in ${@:-train}; do
              [ -e $W/run23_lr/$data ] || cp -al $W/run23/$data $W/run23_lr/$data
            done
            $PY tools/train_draft.py $COMMON --work-dir $W/run23_lr --output $W/run23_lr/head --seed 22 \
-               --init-head sglang_cast/assets/smollm2-135m-eagle $HALF_LR $MIX 2>&1 | grep -a -v USDT \
+               --init-head $W/run22/head $HALF_LR $MIX 2>&1 | grep -a -v USDT \
                | tr '\r' '\n' | grep -a -v '%|\|^\s*$' | tee -a $D/train.log
            cp $W/run23_lr/report.json docs/results/draft_head_report_run23_lr.json ;;
     tau) for b in humaneval mt_bench; do  # all 80 first turns, next to run 22's and run 23's rows
            [ -f $D/$b.json ] || cp docs/results/run23_2026-12-01/$b.json $D/$b.json
-           $PY tools/compare_heads.py decode $D/$b.json $b --prompts 0:80 run22=sglang_cast/assets/smollm2-135m-eagle \
+           $PY tools/compare_heads.py decode $D/$b.json $b --prompts 0:80 run22=$W/run22/head \
                run23_lr=$W/run23_lr/head 2>&1 | grep -a -v USDT | tr '\r' '\n' | grep -a -v '%|\|^\s*$' > $D/$b.log
            $PY tools/compare_heads.py summary $D/$b.json --baseline run22 > $D/${b}_summary.md
          done ;;
