@@ -7,33 +7,38 @@
 # checkpoints every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
 #
 # Usage (repository root):
-#   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR] [STAGE...]
-#     --run N                the run's number: work dir $W/runN (W defaults to ~/.cache/sglang_cast/rebuild),
-#                            its head $W/runN/head, its report docs/results/draft_head_report_runN.json
+#   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
+#                               [--data-from RUN] [STAGE...]
+#     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
+#                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
 #     --from NAME=HEAD       the head it continues, e.g. run23_lr=sglang_cast/assets/smollm2-135m-eagle
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
 #     --lr LR                peak learning rate (default 2.5e-4, since run 23-lr; runs 11-23 used 5e-4)
+#     --data-from RUN        an A/B arm: `data` hard-links run RUN's prompts and answers (and its vocabulary, if
+#                            built) instead of drawing new ones; give RUN's --seed (train_draft refuses stages
+#                            built with another)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
 set -euo pipefail
-usage() { sed -n '9,18p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '9,22p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr)
+    --run|--seed|--from|--record|--baseline-record|--lr|--data-from)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
-                 *) BASELINE_RECORD=$2 ;; esac
+                 --data-from) DATA_FROM=$2 ;; *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     data|train|tau|gap) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) fail "unknown argument '$1' (stages are data, train, tau, gap)" ;;
   esac
 done
-[[ $RUN =~ ^[0-9]+$ && $SEED =~ ^[0-9]+$ ]] || fail "--run and --seed take whole numbers"
+[[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
+[[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
@@ -42,17 +47,32 @@ PREVIOUS=${FROM#*=}
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
 WORK=$W/run$RUN
+DATA=(self_instruct prompts responses)  # what the data stage writes into the work dir (train builds vocab)
+if [ -n "$DATA_FROM" ]; then
+  for data in "${DATA[@]}"; do
+    [ -e "$W/run$DATA_FROM/$data" ] || fail "--data-from: $W/run$DATA_FROM has no $data (run its data stage first)"
+  done
+fi
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
+link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost
+  mkdir -p "$WORK"
+  for data in "${DATA[@]}" vocab; do
+    [ -e "$WORK/$data" ] || [ ! -e "$W/run$DATA_FROM/$data" ] || cp -al "$W/run$DATA_FROM/$data" "$WORK/$data"
+  done
+}
 mkdir -p "$RECORD"
 for stage in "${STAGES[@]}"; do
   case $stage in
-    data) $PY tools/train_draft.py $COMMON --until responses --work-dir $WORK --seed $SEED $MIX --soft-top-k 16 \
-              2>&1 | quiet ;;
-    train) $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
+    data) if [ -n "$DATA_FROM" ]; then link_data
+          else $PY tools/train_draft.py $COMMON --until responses --work-dir $WORK --seed $SEED $MIX --soft-top-k 16 \
+                   2>&1 | quiet
+          fi ;;
+    train) [ -z "$DATA_FROM" ] || link_data  # never regenerate an arm's data
+           $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
                --init-head "$PREVIOUS" $RECIPE $MIX 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
            cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
     tau) for b in humaneval mt_bench; do

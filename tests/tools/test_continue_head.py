@@ -46,7 +46,9 @@ def test_help_prints_the_usage():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--run", "x", "--seed", "1", "--from", "a=head", "--record", "r"], "--run and --seed take whole numbers"),
+    (["--run", "x", "--seed", "1", "--from", "a=head", "--record", "r"], "--run takes a whole number, or one with a label"),
+    (["--run", "24", "--seed", "1.5", "--from", "a=head", "--record", "r"], "--seed takes a whole number; got '1.5'"),
+    ([*RUN24, "--data-from", "99", "data"], "--data-from: "),
     (["--run", "1", "--seed", "1", "--record", "r"], "--from NAME=HEAD and --record DIR are required"),
     (["--run", "1", "--seed", "1", "--from", "a=missing", "--record", "r"], "missing is not a draft head folder"),
     ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap)"),
@@ -95,3 +97,20 @@ def test_stages_run_in_the_order_given(project):
     gap, data = calls(project)
     assert gap.startswith("tools/draft_gap.py") and f"--head {project}/work/run24/head" in gap
     assert data.startswith("tools/train_draft.py")
+
+
+def test_an_ab_arm_links_the_runs_data_and_trains_under_its_label(project):
+    source = project / "work" / "run24"
+    for data in ("self_instruct", "prompts", "responses", "vocab"):
+        (source / data).mkdir()
+        (source / data / "rows.jsonl").write_text(data)
+    (project / "work" / "run24_lr").mkdir()
+    (project / "work" / "run24_lr" / "report.json").write_text('"arm"')  # what the stand-in train would leave
+    arm = ["--run", "24_lr", "--seed", "23", "--from", "run23=head", "--record", "record", "--data-from", "24"]
+    assert run(project, *arm, "train").returncode == 0  # train links first: an arm's data is never regenerated
+    [train] = calls(project)
+    assert f"--work-dir {project}/work/run24_lr --output {project}/work/run24_lr/head" in train
+    for data in ("self_instruct", "prompts", "responses", "vocab"):
+        linked = project / "work" / "run24_lr" / data / "rows.jsonl"
+        assert linked.read_text() == data and linked.stat().st_ino == (source / data / "rows.jsonl").stat().st_ino
+    assert (project / "docs" / "results" / "draft_head_report_run24_lr.json").read_text() == '"arm"'
