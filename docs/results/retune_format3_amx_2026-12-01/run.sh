@@ -7,7 +7,7 @@
 # Run from the repository root: bash docs/results/retune_format3_amx_2026-12-01/run.sh [collect|tune|profile|retune|ab|ab2]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
-D=docs/results/retune_format3_amx_2026-12-01
+D=${RETUNE_DIR:-docs/results/retune_format3_amx_2026-12-01}  # where logs and profiles go (a later re-tune names its own)
 DB=${SGLANG_CAST_CACHE:-$HOME/.cache/sglang_cast}/autotune.db
 F=int4amx/int8amx:dense32:bf16+int8amx
 step=${1:-all}
