@@ -4,7 +4,7 @@
 # of retune_format3_amx_2026-12-01/run.sh (format-3 traces with today's head, the published format's tables re-timed
 # on this machine, every bucket tuned and gated live), then an A/B of the new profile against the shipped one and
 # the bench of CAST against plain decoding with both anchors (retune_avx512_2026-12-01/bench.sh).
-# Run from the repository root: bash docs/results/retune_amx_run23lr_2026-12-02/run.sh [all|collect|profile|tune|ab|bench]
+# Run from the repository root: bash docs/results/retune_amx_run23lr_2026-12-02/run.sh [all|collect|profile|tune|ab|bench|b32]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
 export RETUNE_DIR=docs/results/retune_amx_run23lr_2026-12-02
@@ -20,4 +20,7 @@ if [ $step = ab ]; then  # the profile shipped before (head run 15, model 167; k
 fi
 if [ $step = bench ]; then  # CAST against plain, EAGLE-2's tree and the best static tree (B = 1), B = 2-16
   bash docs/results/retune_avx512_2026-12-01/bench.sh ${2:-$D/cpu.yaml}
+fi
+if [ $step = b32 ]; then  # B = 32 (32 prompts x 32 tokens, 3 rounds), which bench leaves out: the 0.98x floor
+  bash docs/results/retune_avx512_run22_2026-12-01/bench_b32.sh ${2:-$D/cpu.yaml}
 fi

@@ -4,7 +4,7 @@
 # repository root: bash docs/results/retune_avx512_run22_2026-12-01/bench_b32.sh [PROFILE]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
-D=docs/results/retune_avx512_run22_2026-12-01
+D=${RETUNE_DIR:-docs/results/retune_avx512_run22_2026-12-01}  # where the records go (a later re-tune names its own)
 P=${1:-$D/cpu-avx512.yaml}
 quiet() { grep -v "USDT\|it/s\]$\|s/it\]$"; }
 for ds in mt_bench humaneval; do
