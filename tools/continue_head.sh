@@ -48,17 +48,15 @@ W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
 WORK=$W/run$RUN
 DATA=(self_instruct prompts responses)  # what the data stage writes into the work dir (train builds vocab)
-if [ -n "$DATA_FROM" ]; then
-  for data in "${DATA[@]}"; do
-    [ -e "$W/run$DATA_FROM/$data" ] || fail "--data-from: $W/run$DATA_FROM has no $data (run its data stage first)"
-  done
-fi
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost
+  for data in "${DATA[@]}"; do
+    [ -e "$W/run$DATA_FROM/$data" ] || fail "--data-from: $W/run$DATA_FROM has no $data (run its data stage first)"
+  done
   mkdir -p "$WORK"
   for data in "${DATA[@]}" vocab; do
     [ -e "$WORK/$data" ] || [ ! -e "$W/run$DATA_FROM/$data" ] || cp -al "$W/run$DATA_FROM/$data" "$WORK/$data"
