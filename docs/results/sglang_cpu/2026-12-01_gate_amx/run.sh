@@ -5,7 +5,7 @@
 #   bash run.sh tune|bench      (record: README.md beside this file)
 set -e
 cd "$(dirname "$0")/../../../.."
-D=docs/results/sglang_cpu/2026-12-01_gate_amx
+D=${RETUNE_DIR:-docs/results/sglang_cpu/2026-12-01_gate_amx}  # where the profile and logs go (a later re-tune names its own)
 M=~/.cache/sglang_cast/models/SmolLM2-135M-Instruct
 H=sglang_cast/assets/smollm2-135m-eagle
 DB=~/.cache/sglang_cast/sglang-cpu.db
@@ -18,6 +18,6 @@ tune)
 bench)
   mkdir -p $D/bench
   .venv-sglang/bin/python tools/bench_sglang_cpu.py --rounds 2 --concurrency 1 4 --datasets mt_bench \
-    --configs plain cast --cast-profile $D/cpu.yaml --out $D/bench 2>&1 | quiet | grep -a "^round" | tee $D/bench/rounds.log ;;
+    --configs ${BENCH_CONFIGS:-plain cast} --cast-profile $D/cpu.yaml --out $D/bench 2>&1 | quiet | grep -a "^round" | tee $D/bench/rounds.log ;;
 *) echo "usage: run.sh tune|bench"; exit 2 ;;
 esac
