@@ -221,7 +221,8 @@ def test_the_search_space_never_suggests_more_verify_tokens_than_the_trees_pool_
     assert TreeShape.fitted(8, 6, 20).num_verify_tokens == 20
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "profiles").rglob("*.yaml")),
+                         ids=lambda p: str(p.relative_to(ROOT / "profiles")))
 def test_every_shipped_profile_verifies_no_more_tokens_than_its_trees_hold(path):
     """What SGLang's launcher derives from a profile (``--speculative-num-draft-tokens``,
     the widest bucket's ``m``) must fit its tree (plugin_config.StaticShape.check)."""
