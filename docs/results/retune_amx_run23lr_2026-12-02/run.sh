@@ -7,7 +7,7 @@
 # Run from the repository root: bash docs/results/retune_amx_run23lr_2026-12-02/run.sh [all|collect|profile|tune|ab|bench|b32]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
-export RETUNE_DIR=docs/results/retune_amx_run23lr_2026-12-02
+export RETUNE_DIR=${RETUNE_DIR:-docs/results/retune_amx_run23lr_2026-12-02}  # a later re-tune names its own (run24's)
 D=$RETUNE_DIR
 step=${1:-all}
 for stage in collect profile tune; do
@@ -15,7 +15,7 @@ for stage in collect profile tune; do
 done
 if [ $step = ab ]; then  # the profile shipped before (head run 15, model 167; kept here) against today's
   .venv/bin/python docs/results/retune_format3_amx_2026-12-01/ab_profiles.py mt_bench,humaneval 1,4,16 5 8 \
-      $D/ab_profiles.json $D/cpu_shipped_2026-11-30.yaml $D/cpu.yaml 2>&1 | grep -v "USDT\|it/s\]$\|s/it\]$" \
+      $D/ab_profiles.json ${AB_BASELINE:-$D/cpu_shipped_2026-11-30.yaml} $D/cpu.yaml 2>&1 | grep -v "USDT\|it/s\]$\|s/it\]$" \
       | tee $D/ab_profiles.log
 fi
 if [ $step = bench ]; then  # CAST against plain, EAGLE-2's tree and the best static tree (B = 1), B = 2-16
