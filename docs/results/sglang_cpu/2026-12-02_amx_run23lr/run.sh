@@ -7,7 +7,7 @@
 # Run from the repository root: bash docs/results/sglang_cpu/2026-12-02_amx_run23lr/run.sh [all|profile|collect|tune|bench]
 set -o pipefail
 cd "$(dirname "$0")/../../../.."
-export RETUNE_DIR=docs/results/sglang_cpu/2026-12-02_amx_run23lr
+export RETUNE_DIR=${RETUNE_DIR:-docs/results/sglang_cpu/2026-12-02_amx_run23lr}  # a later re-tune names its own (run24's)
 D=$RETUNE_DIR
 step=${1:-all}
 quiet() {  # tqdm redraws (split at \r), SGLang's own log lines and import warnings: the logs keep each bar's 100 % line
