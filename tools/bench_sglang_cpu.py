@@ -8,8 +8,14 @@ per round.
     .venv-sglang/bin/python tools/bench_sglang_cpu.py --rounds 2 --concurrency 1 4 \\
         --out docs/results/sglang_cpu/<date>
 
+``--cast-ab NAME=PROFILE`` adds a configuration ``cast@NAME``: CAST under another profile
+(the one shipped before a re-tune, say), in the same rounds, so two profiles are compared
+minutes apart rather than in two runs the machine's drift separates.
+
 Each (round, configuration, concurrency) writes bench_serving's JSON line to
-``<out>/bench.jsonl`` with the configuration added; ``<out>/summary.json`` holds the medians.
+``<out>/bench.jsonl`` with the configuration added; ``<out>/summary.json`` holds the medians
+and, with ``plain`` among the configurations, each one's throughput over plain decoding's
+round by round (``vs_plain_rounds``).
 Numbers compare algorithms on the project's CPU stand-ins for SGLang's kernels
 (docs/gpu.md, "CAST inside SGLang on a CPU"), never SGLang's CPU speed.
 """
@@ -49,9 +55,40 @@ def without_branch(profile: str, out: Path) -> str:
     return str(path)
 
 
-def configurations(model: str, head: str, profile: str | None, out: Path) -> dict[str, list[str]]:
-    """Each configuration's server command (after ``python -m``)."""
-    profile_flags = ("--cast-profile", profile) if profile else ()
+def cast_profiles(profile: str | None, ab: list[tuple[str, str]], out: Path) -> dict[str, str]:
+    """The profile each CAST configuration serves with a given profile: ``cast`` with
+    ``profile``, ``cast-nolookup`` with its copy without the branch, ``cast@NAME`` with
+    each ``--cast-ab`` entry's."""
+    named = {f"cast@{name}": path for name, path in ab}
+    if profile is None:
+        return named
+    return {"cast": profile, "cast-nolookup": without_branch(profile, out), **named}
+
+
+def parse_ab(entry: str) -> tuple[str, str]:
+    """``NAME=PROFILE`` of ``--cast-ab``, the profile file checked to exist."""
+    name, sep, path = entry.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"takes NAME=PROFILE (e.g. run23lr=profiles/sglang/cpu.yaml); got {entry!r}")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"{path}: no such profile file")
+    return name, path
+
+
+def per_round_ratios(rows: list[dict], name: str, dataset: str, concurrency: int) -> list[float]:
+    """``name``'s output throughput over plain decoding's in the same round, round by round
+    (rounds where either is missing are skipped)."""
+    def by_round(config: str) -> dict[int, float]:
+        return {r["round"]: r["output_throughput"] for r in rows if r["config"] == config
+                and r.get("dataset") == dataset and r["concurrency"] == concurrency and r.get("output_throughput")}
+
+    mine, plain = by_round(name), by_round("plain")
+    return [mine[k] / plain[k] for k in sorted(mine) if k in plain]
+
+
+def configurations(model: str, head: str, profiles: dict[str, str]) -> dict[str, list[str]]:
+    """Each configuration's server command (after ``python -m``); ``profiles`` are the CAST
+    configurations' (`cast_profiles`), plain ``cast`` taking the launcher's choice without one."""
     # The same batch limit and KV pool for every configuration (the launcher's default
     # --max-running-requests would cap a concurrency of 16 below SGLang's own default).
     limits = ("--context-length", str(CONTEXT), "--max-running-requests", str(MAX_RUNNING))
@@ -62,9 +99,9 @@ def configurations(model: str, head: str, profile: str | None, out: Path) -> dic
         "adaptive": ["sglang_cast.sglang_plugin.cpu_serve", "--model-path", model, "--speculative-algorithm", "EAGLE3",
                      "--speculative-draft-model-path", head, "--speculative-adaptive", "--dtype", "float32", *limits,
                      "--max-total-tokens", str(MAX_RUNNING * CONTEXT)],
-        "cast": cpu_launcher("--speculative-algorithm", "CAST", *profile_flags, *limits),
-        **({"cast-nolookup": cpu_launcher("--speculative-algorithm", "CAST", "--cast-profile",
-                                          without_branch(profile, out), *limits)} if profile else {}),
+        "cast": cpu_launcher("--speculative-algorithm", "CAST", *limits),
+        **{name: cpu_launcher("--speculative-algorithm", "CAST", "--cast-profile", path, *limits)
+           for name, path in profiles.items()},
     }
 
 
@@ -146,6 +183,9 @@ def main() -> None:
     parser.add_argument("--cast-profile", default=None,
                         help="default: the launcher's choice for this CPU; given, CAST's iterations are logged and "
                              "its predicted step cost is set against the measured one")
+    parser.add_argument("--cast-ab", type=parse_ab, action="append", default=[], metavar="NAME=PROFILE",
+                        help="also serve CAST with this profile as configuration cast@NAME, in the same rounds "
+                             "(repeatable)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -155,17 +195,19 @@ def main() -> None:
 
     model, head = str(resolve_model_dir(None)), str(default_draft_path(None))
     args.out.mkdir(parents=True, exist_ok=True)
-    commands = configurations(model, head, args.cast_profile, args.out)
-    unknown = set(args.configs) - set(commands)
+    profiles = cast_profiles(args.cast_profile, args.cast_ab, args.out)
+    commands = configurations(model, head, profiles)
+    configs = list(dict.fromkeys(args.configs + [f"cast@{name}" for name, _ in args.cast_ab]))
+    unknown = set(configs) - set(commands)
     if unknown:
         parser.error(f"--configs: unknown {sorted(unknown)}; known: {sorted(commands)} (cast-nolookup needs "
                      "--cast-profile)")
     records = args.out / "bench.jsonl"
     rows = []
-    costs = load_profile(args.cast_profile).profile.settings.costs if args.cast_profile else None
+    costs = {name: load_profile(path).profile.settings.costs for name, path in profiles.items() if name in configs}
     for round_ in range(args.rounds):
-        for name in args.configs:
-            step_log = args.out / f"steps_{name}_{round_}.jsonl" if name == "cast" and costs else None
+        for name in configs:
+            step_log = args.out / f"steps_{name}_{round_}.jsonl" if name in costs else None
             env = {STEP_PROFILE_ENV: StepProfileMode(str(step_log)).to_env()} if step_log else None
             offset = 0
             with SGLangServer(args.out / f"server_{name}_{round_}.log", commands[name], env) as server:
@@ -174,7 +216,7 @@ def main() -> None:
                            "dataset": dataset, "concurrency": concurrency}
                     if step_log:
                         steps, offset = read_steps(step_log, offset)
-                        row["step_cost"] = step_cost_check(steps, costs)
+                        row["step_cost"] = step_cost_check(steps, costs[name])
                     rows.append(row)
                     with records.open("a") as f:
                         f.write(json.dumps(row) + "\n")
@@ -188,7 +230,7 @@ def main() -> None:
                 print(f"round {round_} {name:8s} accept length (one greedy mt_bench-style request): {probe}",
                       flush=True)
     summary = {}
-    for name, dataset, concurrency in itertools.product(args.configs, args.datasets, args.concurrency):
+    for name, dataset, concurrency in itertools.product(configs, args.datasets, args.concurrency):
         mine = [r for r in rows if r["config"] == name and r.get("dataset") == dataset
                 and r["concurrency"] == concurrency]
         cell = {key: statistics.median(r[key] for r in mine)
@@ -197,8 +239,12 @@ def main() -> None:
                   if "speculating" in r.get("step_cost", {})]
         if ratios:
             cell["step_measured_over_predicted"] = statistics.median(ratios)
+        vs_plain = per_round_ratios(rows, name, dataset, concurrency)
+        if vs_plain and name != "plain":
+            cell["vs_plain_rounds"] = vs_plain
+            cell["vs_plain_median"] = statistics.median(vs_plain)
         summary[f"{name}@{dataset}@{concurrency}"] = cell
-    for name in args.configs:
+    for name in configs:
         probes = [r["probe_accept_length"] for r in rows if r["config"] == name and r.get("probe_accept_length")]
         if probes:
             summary[f"{name}@probe_accept_length"] = statistics.median(probes)

@@ -9,9 +9,7 @@ D=${RETUNE_DIR:-docs/results/sglang_cpu/2026-12-01_gate_amx}  # where the profil
 M=~/.cache/sglang_cast/models/SmolLM2-135M-Instruct
 H=sglang_cast/assets/smollm2-135m-eagle
 DB=~/.cache/sglang_cast/sglang-cpu.db
-quiet() {  # tqdm redraws (split at \r), SGLang's own log lines and import warnings: the logs keep each bar's 100 % line
-  tr '\r' '\n' | grep -a -v " [0-9]\{1,2\}%|\|it/s\]$\|s/it\]$\|s/engine\]$\|^\[20[0-9-]* [0-9:]*\]\|Warning: \|warnings.warn(\|^\s*$"
-}
+source docs/results/sglang_cpu/log_filter.sh  # quiet
 case "$1" in
 tune)
   .venv-sglang/bin/python -m autotune tune --backend sglang --gpu cpu --model-path $M --draft-path $H \

@@ -10,9 +10,7 @@ cd "$(dirname "$0")/../../../.."
 export RETUNE_DIR=${RETUNE_DIR:-docs/results/sglang_cpu/2026-12-02_amx_run23lr}  # a later re-tune names its own (run24's)
 D=$RETUNE_DIR
 step=${1:-all}
-quiet() {  # tqdm redraws (split at \r), SGLang's own log lines and import warnings: the logs keep each bar's 100 % line
-  tr '\r' '\n' | grep -a -v " [0-9]\{1,2\}%|\|it/s\]$\|s/it\]$\|s/engine\]$\|^\[20[0-9-]* [0-9:]*\]\|Warning: \|warnings.warn(\|^\s*$"
-}
+source docs/results/sglang_cpu/log_filter.sh  # quiet
 for stage in profile collect; do  # a fresh sglang-cpu.db: `profile` first, as the 2026-11-30 record did
   if [ $step = $stage ] || [ $step = all ]; then
     date; bash docs/results/sglang_cpu/2026-11-30_amx/run.sh $stage 2>&1 | quiet | tee $D/$stage.log; date
