@@ -14,8 +14,8 @@ minutes apart rather than in two runs the machine's drift separates.
 
 Each (round, configuration, concurrency) writes bench_serving's JSON line to
 ``<out>/bench.jsonl`` with the configuration added; ``<out>/summary.json`` holds the medians
-and, with ``plain`` among the configurations, each one's throughput over plain decoding's
-round by round (``vs_plain_rounds``).
+and each configuration's throughput over plain decoding's and over ``cast``'s, round by round
+(``vs_plain_rounds``, ``vs_cast_rounds``), where those ran.
 Numbers compare algorithms on the project's CPU stand-ins for SGLang's kernels
 (docs/gpu.md, "CAST inside SGLang on a CPU"), never SGLang's CPU speed.
 """
@@ -75,15 +75,15 @@ def parse_ab(entry: str) -> tuple[str, str]:
     return name, path
 
 
-def per_round_ratios(rows: list[dict], name: str, dataset: str, concurrency: int) -> list[float]:
-    """``name``'s output throughput over plain decoding's in the same round, round by round
+def per_round_ratios(rows: list[dict], name: str, baseline: str, dataset: str, concurrency: int) -> list[float]:
+    """``name``'s output throughput over ``baseline``'s in the same round, round by round
     (rounds where either is missing are skipped)."""
     def by_round(config: str) -> dict[int, float]:
         return {r["round"]: r["output_throughput"] for r in rows if r["config"] == config
                 and r.get("dataset") == dataset and r["concurrency"] == concurrency and r.get("output_throughput")}
 
-    mine, plain = by_round(name), by_round("plain")
-    return [mine[k] / plain[k] for k in sorted(mine) if k in plain]
+    mine, theirs = by_round(name), by_round(baseline)
+    return [mine[k] / theirs[k] for k in sorted(mine) if k in theirs]
 
 
 def configurations(model: str, head: str, profiles: dict[str, str]) -> dict[str, list[str]]:
@@ -239,10 +239,11 @@ def main() -> None:
                   if "speculating" in r.get("step_cost", {})]
         if ratios:
             cell["step_measured_over_predicted"] = statistics.median(ratios)
-        vs_plain = per_round_ratios(rows, name, dataset, concurrency)
-        if vs_plain and name != "plain":
-            cell["vs_plain_rounds"] = vs_plain
-            cell["vs_plain_median"] = statistics.median(vs_plain)
+        for baseline in ("plain", "cast"):  # an A/B profile (cast@NAME) is set against cast's as well
+            paired = per_round_ratios(rows, name, baseline, dataset, concurrency) if name != baseline else []
+            if paired:
+                cell[f"vs_{baseline}_rounds"] = paired
+                cell[f"vs_{baseline}_median"] = statistics.median(paired)
         summary[f"{name}@{dataset}@{concurrency}"] = cell
     for name in configs:
         probes = [r["probe_accept_length"] for r in rows if r["config"] == name and r.get("probe_accept_length")]

@@ -35,15 +35,16 @@ def test_a_bad_ab_entry_is_refused_with_what_it_takes(entry, says):
         parse_ab(entry)
 
 
-def test_ratios_are_taken_against_plain_decoding_in_the_same_round():
+def test_ratios_are_taken_against_the_baseline_in_the_same_round():
     def row(config, round_, throughput, concurrency=1):
         return {"config": config, "round": round_, "dataset": "mt_bench", "concurrency": concurrency,
                 "output_throughput": throughput}
 
     rows = [row("plain", 0, 10.0), row("cast", 0, 12.0), row("plain", 1, 20.0), row("cast", 1, 22.0),
-            row("cast", 2, 30.0),  # no plain round 2: skipped
+            row("cast", 2, 30.0), row("cast@old", 2, 24.0),  # no plain round 2: skipped against plain
             row("plain", 0, 40.0, concurrency=4), row("cast", 0, 44.0, concurrency=4),
             {"config": "cast", "round": 0, "concurrency": 1, "probe_accept_length": 1.7}]  # not a bench row
-    assert per_round_ratios(rows, "cast", "mt_bench", 1) == pytest.approx([1.2, 1.1])
-    assert per_round_ratios(rows, "cast", "mt_bench", 4) == pytest.approx([1.1])
-    assert per_round_ratios(rows, "eagle3", "mt_bench", 1) == []
+    assert per_round_ratios(rows, "cast", "plain", "mt_bench", 1) == pytest.approx([1.2, 1.1])
+    assert per_round_ratios(rows, "cast", "plain", "mt_bench", 4) == pytest.approx([1.1])
+    assert per_round_ratios(rows, "eagle3", "plain", "mt_bench", 1) == []
+    assert per_round_ratios(rows, "cast@old", "cast", "mt_bench", 1) == pytest.approx([0.8])
