@@ -4,7 +4,8 @@ The default set is ``autotune/prompts.txt``, written for tuning and disjoint fro
 the benchmark prompts in ``datasets/``: thresholds tuned on the prompts
 they are later benchmarked on would overstate the speedup.  ``--dataset`` accepts a
 JSONL file (the first of ``turns``, or ``prompt`` / ``instruction`` / ``text``) or
-a text file with one prompt per line.
+a text file with one prompt per line, where the two characters ``\\n`` stand for a line
+break (a pasted function keeps its layout, and its token count, on one line).
 
 A prompt's id (stored with every trace of a batch it ran in) is the JSONL record's
 ``question_id`` / ``id``, or for a text file a hash of the prompt's text: a line number
@@ -51,6 +52,11 @@ def text_id(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
 
 
+def text_prompt(line: str) -> str:
+    """A text file's line as the prompt it holds: ``\\n`` is a line break."""
+    return line.strip().replace("\\n", "\n")
+
+
 def load_prompts(path: str | Path | None = None) -> PromptSet:
     path = Path(path).expanduser() if path is not None else DEFAULT_PROMPTS
     try:
@@ -72,7 +78,7 @@ def load_prompts(path: str | Path | None = None) -> PromptSet:
     else:
         for line in lines:
             if line.strip() and not line.lstrip().startswith("#"):
-                texts.append(line.strip())
+                texts.append(text_prompt(line))
                 ids.append(f"{path.stem}:{text_id(line.strip())}")
     if not texts:
         raise AutotuneError(f"--dataset: no prompts in {path}")
