@@ -268,7 +268,7 @@ def add_space(parser: argparse.ArgumentParser) -> None:
 def add_confirm(parser: argparse.ArgumentParser, default_prompts: int, default_tokens: int) -> None:
     parser.add_argument("--dataset", type=Path, default=None,
                         help="prompts for the live run: .jsonl (first of 'turns', or prompt/instruction/text) or "
-                             "one prompt per line (default: autotune/prompts.txt)")
+                             "one prompt per line, \\n for a line break (default: autotune/prompts.txt)")
     parser.add_argument("--confirm-prompts", type=int_in(0, 10000), default=default_prompts,
                         help="prompts decoded live per bucket (per slice of --confirm-sets where it applies), with "
                              "the tuned CAST settings and with plain decoding (at least the batch size; 0 skips the "
@@ -310,8 +310,9 @@ def build_parser() -> Parser:
                                         "node verified); tune replays any CAST tree inside it.")
     add_models(p)
     p.add_argument("--dataset", type=Path, default=None,
-                   help="prompts: .jsonl (first of 'turns', or prompt/instruction/text) or one prompt per line "
-                        "(default: autotune/prompts.txt, written for tuning and disjoint from the benchmarks)")
+                   help="prompts: .jsonl (first of 'turns', or prompt/instruction/text) or one prompt per line, "
+                        "\\n for a line break (default: autotune/prompts.txt, written for tuning and disjoint from the "
+                        "benchmarks)")
     p.add_argument("--num-prompts", type=int_in(1, 10**6), default=16, help="use the first N prompts")
     p.add_argument("--max-new-tokens", type=int_in(1, 100000), default=64, help="tokens generated per prompt")
     p.add_argument("--batch-size", type=int_list(1, 1024), default=(1,),
