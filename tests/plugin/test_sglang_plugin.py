@@ -696,3 +696,14 @@ def test_the_plugin_charges_the_profiles_host_overhead():
     verified = [CastDecider(make_policy("cast", s), shape).begin(1, 300).verify_count(tree)
                 for s in (settings, with_host(0.0, 1e3))]
     assert verified[0] > verified[1] >= 1
+
+
+def test_the_standin_folder_on_pythonpath_offers_only_sgl_kernel():
+    """Everything in the folder put on PYTHONPATH is importable by its top-level name in
+    SGLang's processes: a stand-ins module once sat there as ``kernels`` and shadowed the
+    PyPI ``kernels`` that transformers 5.25 imports, so transformers' Llama did not load."""
+    from sglang_cast.sglang_plugin.cpu_standins import STANDIN_PATH
+
+    importable = {entry.stem for entry in STANDIN_PATH.iterdir()
+                  if entry.suffix == ".py" and entry.stem != "__init__" or (entry / "__init__.py").is_file()}
+    assert importable == {"sgl_kernel"}

@@ -11,8 +11,8 @@ the KV pool's slot bookkeeping (``assign_req_to_token_pool_cpu``,
 ``assign_draft_cache_locs_contiguous_cpu``, ``assign_extend_cache_locs_cpu``,
 ``rotate_input_ids_cpu``, ``build_draft_decode_metadata_cpu``) and the ``intel_amx``
 backend's attention (``torch.ops.sgl_kernel.decode_attention_cpu`` /
-``extend_attention_cpu``).  Where that package is not installed, the folder holding
-this file is put on ``PYTHONPATH`` and its ``sgl_kernel`` package answers instead:
+``extend_attention_cpu``).  Where that package is not installed, ``on_path/`` is put on
+``PYTHONPATH`` and the ``sgl_kernel`` package it holds (and nothing else) answers instead:
 
 * ``kernels`` -- the pure-PyTorch implementations, one small function per op, written
   from the ops' semantics (SGLang's callers and their Triton twins);
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The folder that contains the ``sgl_kernel`` shim package (this folder).  A launcher
+#: The folder that contains the ``sgl_kernel`` shim package and nothing else.  A launcher
 #: puts it on ``PYTHONPATH`` so SGLang's child processes import the shim as ``sgl_kernel``.
-STANDIN_PATH: Path = Path(__file__).resolve().parent
+STANDIN_PATH: Path = Path(__file__).resolve().parent / "on_path"
 
 __all__ = ["STANDIN_PATH"]

@@ -3,8 +3,8 @@
 This package is the sglang-cast project's test shim, importable as ``sgl_kernel``
 when its parent folder (``sglang_cast.sglang_plugin.cpu_standins.STANDIN_PATH``) is
 on ``PYTHONPATH``.  It gives real SGLang 0.5.23's CPU path the few ``sgl_kernel`` ops
-it imports with no fallback, implemented in plain PyTorch
-(``cpu_standins/kernels.py``), so SGLang can run on a CPU without the compiled package.
+it imports with no fallback, implemented in plain PyTorch (``cpu_standins/kernels.py``,
+outside that folder), so SGLang can run on a CPU without the compiled package.
 Results are correctness-only; nothing run on it is a GPU or performance result.
 
 Two surfaces, as the real package has them:
