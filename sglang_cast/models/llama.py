@@ -141,6 +141,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(width, kv_out, bias=bias)
         self.v_proj = nn.Linear(width, kv_out, bias=bias)
         self.o_proj = nn.Linear(q_out, config.hidden_size, bias=False)
+        # q, k and v as one linear [q_out + 2·kv_out], set by `stack` (packed formats only).
+        self.qkv_proj: nn.Module | None = None
         self.layer_idx = layer_idx
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
@@ -156,14 +158,29 @@ class Attention(nn.Module):
         the attention's input side, which touches no cache (so a compiled graph can hold it,
         `compiled.py`).  ``B`` and ``n`` are read off ``cos`` ``[B, 1, n, D]``.
 
-        q and k are concatenated before RoPE so one rotation (three kernels) covers both.
+        q and k sit side by side before RoPE so one rotation (three kernels) covers both.
         """
         b, n = cos.shape[0], cos.shape[2]
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
-        qk = torch.cat((linear(self.q_proj, x), linear(self.k_proj, x)), dim=-1)
+        if self.qkv_proj is None:  # dense: three GEMVs (one larger one was slower, docs/native_engine.md)
+            qk = torch.cat((linear(self.q_proj, x), linear(self.k_proj, x)), dim=-1)
+            v = linear(self.v_proj, x)
+        else:  # packed: one kernel call over the stacked weights
+            qk, v = linear(self.qkv_proj, x).split(((heads + kv_heads) * dim, kv_heads * dim), dim=-1)
         qk = apply_rope(qk.view(b, n, heads + kv_heads, dim).transpose(1, 2), cos, sin)
-        v = linear(self.v_proj, x).view(b, n, kv_heads, dim).transpose(1, 2)
-        return qk[:, :heads], qk[:, heads:], v
+        return qk[:, :heads], qk[:, heads:], v.view(b, n, kv_heads, dim).transpose(1, 2)
+
+    STACKED = "qkv_proj"
+
+    def stacked_parts(self) -> tuple[str, ...]:
+        """The linears `stack` replaces, in the stacked linear's output order."""
+        return ("q_proj", "k_proj", "v_proj")
+
+    def stack(self, qkv: nn.Module) -> None:
+        """Project with ``qkv``, the q, k and v weights stacked along outputs
+        (`weights.StacksLinears`: what a packed format does), instead of the three."""
+        self.qkv_proj = qkv
+        self.q_proj = self.k_proj = self.v_proj = None
 
     def output(self, attended: Tensor, shape: torch.Size) -> Tensor:
         """``o_proj`` of the attention output ``[B, H, n, D]``, shaped like the input ``shape``."""
@@ -179,10 +196,27 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        # gate and up as one linear [2·intermediate], set by `stack` (packed formats only).
+        self.gate_up_proj: nn.Module | None = None
 
     def forward(self, x: Tensor) -> Tensor:
-        gate = F.silu(linear(self.gate_proj, x), inplace=True)
-        return linear(self.down_proj, gate.mul_(linear(self.up_proj, x)))
+        if self.gate_up_proj is None:  # dense: two GEMVs, as `Attention.project`
+            gate = F.silu(linear(self.gate_proj, x), inplace=True)
+            return linear(self.down_proj, gate.mul_(linear(self.up_proj, x)))
+        gate, up = linear(self.gate_up_proj, x).chunk(2, dim=-1)
+        return linear(self.down_proj, F.silu(gate).mul_(up))
+
+    STACKED = "gate_up_proj"
+
+    def stacked_parts(self) -> tuple[str, ...]:
+        """The linears `stack` replaces, in the stacked linear's output order."""
+        return ("gate_proj", "up_proj")
+
+    def stack(self, gate_up: nn.Module) -> None:
+        """Run ``gate_up``, the gate and up weights stacked along outputs
+        (`weights.StacksLinears`), instead of the two."""
+        self.gate_up_proj = gate_up
+        self.gate_proj = self.up_proj = None
 
 
 class DecoderLayer(nn.Module):

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TypeVar
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -228,6 +228,12 @@ class Int4Groups:
     codes: Tensor
     scales: Tensor
     zeros: Tensor
+
+    @classmethod
+    def stacked(cls, parts: list[Int4Groups]) -> Int4Groups:
+        """One linear's groups from ``parts``', their outputs (rows) one after another."""
+        return cls(torch.cat([p.codes for p in parts]), torch.cat([p.scales for p in parts]),
+                   torch.cat([p.zeros for p in parts]))
 
     def dequantize(self) -> Tensor:
         """The float32 weight ``[N, K]`` these groups stand for."""
@@ -446,19 +452,70 @@ def pack_linear(
     raise ValueError(f"pack_linear: format {fmt.value!r} is not a packed format")
 
 
+@runtime_checkable
+class StacksLinears(Protocol):
+    """A module whose sibling linears read one input (`llama.Attention`: q, k and v;
+    `llama.MLP`: gate and up) and that can run them as one linear over their weights
+    stacked along outputs.  A packed format stacks them: one kernel call and one activation
+    cast instead of two or three saves 5-53 µs a layer and group at 1-17 rows on a 2-core
+    AVX-512 EPYC (docs/results/2026-12-04_stacked_linears_avx512.md); every packed CPU
+    kernel computes an output column from that column's weights alone, so there the stacked
+    outputs equal the separate ones bit for bit (on a GPU, cuBLAS may pick another kernel for
+    the wider shape).  Dense fp32 stays unstacked: one larger GEMV was slower on the CPU
+    (docs/native_engine.md)."""
+
+    STACKED: ClassVar[str]  # the stacked linear's attribute name
+
+    def stacked_parts(self) -> tuple[str, ...]: ...
+
+    def stack(self, stacked: nn.Module) -> None: ...
+
+
+def stacked_linear(parts: list[nn.Linear]) -> nn.Linear:
+    """One ``nn.Linear`` over ``parts``' weights (and biases) stacked along outputs."""
+    weight = torch.cat([p.weight.detach() for p in parts])
+    stacked = nn.Linear(weight.shape[1], weight.shape[0], bias=parts[0].bias is not None, device="meta")
+    stacked.weight = nn.Parameter(weight, requires_grad=False)
+    if stacked.bias is not None:
+        stacked.bias = nn.Parameter(torch.cat([p.bias.detach() for p in parts]), requires_grad=False)
+    return stacked
+
+
+def _stack_linears(root: nn.Module, exact_int4: dict[str, Int4Groups]) -> dict[str, Int4Groups]:
+    """Stack the parts of every `StacksLinears` module under ``root`` into one ``nn.Linear``,
+    to be packed like any other; returns ``exact_int4`` with the stacked linears' GGUF
+    blocks added, stacked from the parts' (a part without them quantised as `pack_linear`
+    would have)."""
+    exact = dict(exact_int4)
+    for name, module in list(root.named_modules()):
+        if not isinstance(module, StacksLinears):
+            continue
+        prefix = f"{name}." if name else ""
+        parts = {prefix + part: getattr(module, part) for part in module.stacked_parts()}
+        if any(part in exact for part in parts):
+            exact[prefix + module.STACKED] = Int4Groups.stacked(
+                [exact[part] if part in exact else int4_quantize(linear.weight) for part, linear in parts.items()])
+        module.stack(stacked_linear(list(parts.values())))
+    return exact
+
+
 def apply_weight_format(model: Model, fmt: WeightFormat, exact_int4: dict[str, Int4Groups] | None = None) -> Model:
     """Swap a `llama.LlamaModel`'s decoder linears and LM head to ``fmt``, in place;
     returns ``model``.  (Typed by a variable, not by the class: llama.py builds on this
     module, so this module does not import it.)
 
     ``exact_int4`` maps a linear's name inside ``model.layers`` (``"0.self_attn.q_proj"``)
-    to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path).
+    to its GGUF blocks.  ``fp32`` leaves the module untouched (the reference path); a
+    packed format first stacks each attention's q, k and v, and each MLP's gate and up,
+    into one linear (`StacksLinears`).
     The dense fp32 weights of swapped linears are released unless ``fmt.dense`` keeps
     them (or their bf16 copy) for large forwards; the embedding stays, since
     the lookup reads it even when the (tied) LM head is packed.
     """
     exact_int4 = exact_int4 or {}
     if fmt.linears != Format.FP32:
+        exact_int4 = _stack_linears(model.layers, exact_int4)
+
         def packed(name: str, linear: nn.Linear) -> nn.Module:
             kernel = pack_linear(fmt.linears, linear.weight, linear.bias, exact_int4.get(name))
             return fmt.dense.wrap(kernel, linear.weight)
@@ -478,6 +535,7 @@ def apply_draft_format(draft: Model, fmt: DraftFormat) -> Model:
     its submodules and keep the target's format.  ``fp32`` leaves it untouched."""
     if fmt.linears == Format.FP32:
         return draft
+    _stack_linears(draft, {})
     _swap_linears(draft, lambda name, linear: fmt.dense.wrap(pack_linear(fmt.linears, linear.weight, linear.bias),
                                                              linear.weight))
     return draft

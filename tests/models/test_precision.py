@@ -11,6 +11,7 @@ import torch
 from gguf import GGMLQuantizationType, dequantize
 
 from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
+from sglang_cast.models.amx_tiles import unavailable_reason
 from sglang_cast.models.numerics import judge_by_kernel_paths
 from sglang_cast.models.weights import (
     GROUP_SIZE,
@@ -28,6 +29,8 @@ from sglang_cast.models.weights import (
     int4_quantize,
 )
 from support.models import make_pair, random_q4_1
+
+AMX_MISSING = unavailable_reason()  # why the int4amx/int8amx kernels cannot run here, or None
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
 
@@ -129,6 +132,75 @@ def test_weight_format_parse_a_bf16_dense_side() -> None:
             WeightFormat.parse(bad)
 
 
+STACKED_AS = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+              "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+
+
+def stacked_names(names) -> list[str]:
+    """Linear names as a packed format has them: each attention's q, k and v as one
+    ``qkv_proj``, each MLP's gate and up as one ``gate_up_proj`` (`weights.StacksLinears`)."""
+    out: list[str] = []
+    for name in names:
+        parent, _, leaf = name.rpartition(".")
+        name = f"{parent}.{STACKED_AS[leaf]}" if leaf in STACKED_AS else name
+        out += [] if name in out else [name]
+    return out
+
+
+PACKED_FORMATS = [Format.INT4, Format.INT8, Format.BF16] + [
+    pytest.param(fmt, marks=pytest.mark.skipif(AMX_MISSING is not None, reason=f"AMX tile kernels: {AMX_MISSING}"))
+    for fmt in (Format.INT4_AMX, Format.INT8_AMX)]
+
+
+@pytest.mark.parametrize("fmt", PACKED_FORMATS)
+@pytest.mark.parametrize("doubled", [False, True])  # a target layer's input, an EAGLE-3 layer's doubled one
+def test_stacked_q_k_v_project_as_the_three_packed_linears_do_bit_for_bit(fmt: Format, doubled: bool) -> None:
+    """A packed format runs an attention's q, k and v as one linear over their stacked
+    weights (`weights.StacksLinears`): the rotated q, k and v equal those of the three
+    linears packed apart, bit for bit, at 1 and at 17 rows, biases included."""
+    from sglang_cast.models.llama import Attention, rope_cos_sin
+    from sglang_cast.models.weights import _stack_linears, pack_linear
+
+    config = make_pair("qwen2", seed=4)[1].config  # q/k/v biases
+    width = config.hidden_size * (2 if doubled else 1)
+    torch.manual_seed(3)
+    apart, stacked = Attention(config, 0, width), Attention(config, 0, width)
+    stacked.load_state_dict(apart.state_dict())
+    for name in apart.stacked_parts():
+        part = getattr(apart, name)
+        setattr(apart, name, pack_linear(fmt, part.weight, part.bias))
+    _stack_linears(stacked, {})
+    stacked.qkv_proj = pack_linear(fmt, stacked.qkv_proj.weight, stacked.qkv_proj.bias)
+    q_out, kv_out = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
+    assert stacked.q_proj is None and stacked.qkv_proj.out_features == q_out + 2 * kv_out
+    for n in (1, 17):
+        x = torch.randn(n, width)
+        cos, sin = rope_cos_sin(torch.arange(n)[None], config, torch.float32)
+        for got, expected in zip(stacked.project(x, cos, sin), apart.project(x, cos, sin), strict=True):
+            assert torch.equal(got, expected), (fmt, n)
+
+
+@pytest.mark.parametrize("fmt", PACKED_FORMATS)
+def test_stacked_gate_up_run_the_mlp_as_the_two_packed_linears_do_bit_for_bit(fmt: Format) -> None:
+    """A packed format runs an MLP's gate and up as one linear over their stacked weights:
+    the block's output equals that of the two linears packed apart, bit for bit."""
+    from sglang_cast.models.llama import MLP
+    from sglang_cast.models.weights import _stack_linears, pack_linear
+
+    config = make_pair("llama", seed=4)[1].config
+    torch.manual_seed(3)
+    apart, stacked = MLP(config), MLP(config)
+    stacked.load_state_dict(apart.state_dict())
+    _stack_linears(stacked, {})
+    assert stacked.gate_proj is None and stacked.gate_up_proj.out_features == 2 * config.intermediate_size
+    for module in (apart, stacked):
+        for name, part in list(module.named_children()):
+            setattr(module, name, pack_linear(fmt, part.weight, part.bias))
+    for n in (1, 17):
+        x = torch.randn(n, config.hidden_size)
+        assert torch.equal(stacked(x), apart(x)), (fmt, n)
+
+
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 @pytest.mark.parametrize("fmt", [Format.INT8, Format.BF16])
 def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, fmt: Format, tmp_path: Path) -> None:
@@ -141,7 +213,7 @@ def test_a_draft_head_in_a_packed_format_packs_its_own_linears_only(kind: str, f
     save_draft(random_draft(kind, target), tmp_path)
     dense = load_draft(tmp_path, target, "cpu", torch.float32)
     packed = load_draft(tmp_path, target, "cpu", torch.float32, DraftFormat(fmt))
-    linears = [name for name, module in dense.named_modules() if type(module) is nn.Linear]
+    linears = stacked_names(name for name, module in dense.named_modules() if type(module) is nn.Linear)
     assert "fc" in linears and (kind == "eagle" or "lm_head" in linears)
     assert all(type(packed.get_submodule(name)) is {Format.INT8: Int8Linear, Format.BF16: Bf16Linear}[fmt]
                for name in linears)
@@ -219,7 +291,7 @@ def test_model_in_each_format_matches_its_stored_weights(spec: str) -> None:
         assert torch.equal(got, expected)  # the reference path is untouched
         return
     packed = [m for m in model.modules() if isinstance(m, (Bf16Linear, Int8Linear, Int4Linear))]
-    assert len(packed) == 4 * 7 + 1  # 7 linears per layer, plus the LM head
+    assert len(packed) == 4 * 4 + 1  # 4 linears per layer (q/k/v and gate/up stacked), plus the LM head
     # bf16 activations: each stage (a layer's linears, the head, the output cast) rounds
     # at unit roundoff u = 2^-8 relative; allow 2u per stage for the random weights'
     # amplification.  Measured ~0.01 here; a wrong weight layout is O(1).
@@ -239,8 +311,10 @@ def test_dense_from_runs_large_forwards_on_the_dense_weights_and_small_ones_pack
     apply_weight_format(packed, WeightFormat.parse("int4"))
     apply_weight_format(switched, WeightFormat.parse("int4:dense8"))
     wrapped = [m for m in switched.modules() if isinstance(m, DenseFromRows)]
-    assert len(wrapped) == 4 * 7 + 1 and switched.packed_head in wrapped  # every linear and the head
-    assert all(m.large.weight.data_ptr() in storages for m in wrapped)  # no copies
+    assert len(wrapped) == 4 * 4 + 1 and switched.packed_head in wrapped  # every linear (some stacked) and the head
+    # no copies but the stacked weights (the parts' released)
+    stacked = {m for layer in switched.layers for m in (layer.self_attn.qkv_proj, layer.mlp.gate_up_proj)}
+    assert all((m.large.weight.data_ptr() in storages) == (m not in stacked) for m in wrapped)
     gen = torch.Generator().manual_seed(5)
     long, short = (torch.randint(0, reference.config.vocab_size, (1, n), generator=gen) for n in (8, 7))  # the edge
     assert torch.equal(_logits(switched, long), _logits(reference, long))
@@ -281,7 +355,16 @@ def test_embedded_int4_holds_the_gguf_blocks_exactly() -> None:
         assert torch.equal(groups.dequantize(), dense[f"layers.{name}.weight"]), name
     int4, _, _ = load_target(None, "cpu", torch.float32, weight_format="int4/bf16")
     assert str(int4.weight_format) == "int4/bf16"
-    assert isinstance(int4.layers[0].self_attn.q_proj, Int4Linear)
+    for name in ("self_attn", "mlp"):  # the GGUF's q, k and v blocks, and gate and up, stacked
+        module = int4.layers[0].get_submodule(name)
+        linear = getattr(module, module.STACKED)
+        assert isinstance(linear, Int4Linear)
+        parts = [f"0.{name}.{part}" for part in module.stacked_parts()]
+        stacked = Int4Groups.stacked([exact[part] for part in parts])
+        assert torch.equal(stacked.dequantize(), torch.cat([dense[f"layers.{part}.weight"] for part in parts]))
+        expected = Int4Linear(stacked)
+        assert torch.equal(linear.packed, expected.packed) and torch.equal(linear.scales_and_zeros,
+                                                                             expected.scales_and_zeros)
     assert isinstance(int4.packed_head, Bf16Linear)
 
 
