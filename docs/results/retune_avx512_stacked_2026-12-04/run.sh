@@ -55,3 +55,11 @@ if [ $step = bench_old_b2 ]; then  # B = 2 under the shipped profile, run right 
         --json $D/bench_b2_${ds}_old.json --markdown $D/bench_b2_${ds}_old.md 2>&1 | quiet | tail -4
   done
 fi
+if [ $step = firm ]; then  # more rounds where `bench` left the goal (mt_bench B = 1) and the floor (humaneval B = 2) at the edge
+  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 1 --num-prompts 16 \
+      --max-new-tokens 32 --rounds 9 --threads 2 --profile $D/cpu-avx512.yaml --json $D/firm_b1_mt_bench.json \
+      --markdown $D/firm_b1_mt_bench.md 2>&1 | quiet | tail -4
+  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/humaneval.jsonl --batch-size 2 --num-prompts 16 \
+      --max-new-tokens 32 --rounds 7 --threads 2 --profile $D/cpu-avx512.yaml --json $D/firm_b2_humaneval.json \
+      --markdown $D/firm_b2_humaneval.md 2>&1 | quiet | tail -4
+fi
