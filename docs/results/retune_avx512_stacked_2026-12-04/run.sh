@@ -63,3 +63,8 @@ if [ $step = firm ]; then  # more rounds where `bench` left the goal (mt_bench B
       --max-new-tokens 32 --rounds 7 --threads 2 --profile $D/cpu-avx512.yaml --json $D/firm_b2_humaneval.json \
       --markdown $D/firm_b2_humaneval.md 2>&1 | quiet | tail -4
 fi
+if [ $step = firm_old ]; then  # the replaced profile the same way, right after `firm`
+  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 1 --num-prompts 16 \
+      --max-new-tokens 32 --rounds 9 --threads 2 --profile docs/results/retune_avx512_run25_2026-12-03/cpu-avx512.yaml \
+      --json $D/firm_b1_mt_bench_old.json --markdown $D/firm_b1_mt_bench_old.md 2>&1 | quiet | tail -4
+fi
