@@ -6,6 +6,7 @@
 # but two formats instead of three: that run measured int4/int8+int8 134.5 tok/s replayed, dense16 128.8 and
 # dense32 116.4 (last in 4 of 6 buckets), and a session fits 50 minutes of profiling, not 75.
 # Run from the repository root: bash docs/results/retune_avx512_stacked_2026-12-04/run.sh [all|collect|profile|tune|bench]
+# and, run afterwards as the bench's readings asked for them: bench_old_b2, firm, firm_old
 set -o pipefail
 cd "$(dirname "$0")/../../.."
 export RETUNE_DIR=docs/results/retune_avx512_stacked_2026-12-04
@@ -14,6 +15,12 @@ DB=${SGLANG_CAST_CACHE:-$HOME/.cache/sglang_cast}/autotune.db
 F=int4/int8+int8,int4/int8:dense16:bf16+int8
 step=${1:-all}
 quiet() { grep --line-buffered -v "USDT\|it/s\]$\|s/it\]$"; }
+NEW=$D/cpu-avx512.yaml OLD=docs/results/retune_avx512_run25_2026-12-03/cpu-avx512.yaml  # re-tuned, replaced
+# bench METHODS DATASET BATCH ROUNDS PROFILE NAME: 16 prompts x 32 tokens, greedy, records $D/NAME.{json,md}
+bench() {
+  .venv/bin/python tools/bench.py --methods $1 --dataset datasets/$2.jsonl --batch-size $3 --num-prompts 16 \
+      --max-new-tokens 32 --rounds $4 --threads 2 --profile $5 --json $D/$6.json --markdown $D/$6.md 2>&1 | quiet | tail -4
+}
 if [ $step = collect ] || [ $step = all ]; then bash docs/results/retune_avx512_2026-12-01/run.sh collect; fi
 if [ $step = profile ] || [ $step = all ]; then  # the run-25 re-tune's flags (4 context buckets to 512)
 date
@@ -30,41 +37,20 @@ date
 date
 fi
 if [ $step = bench ] || [ $step = all ]; then
-  # B = 1: the re-tuned profile and the shipped (pre-stacking) one, each in its own process against plain decoding
+  # B = 1: the re-tuned profile and the replaced (pre-stacking) one, each in its own process against plain decoding
   # in the same rounds, alternated per dataset; B = 2 with the re-tuned profile. eagle2-best: the best static tree
   # by replay on the same traces. EAGLE-2's own tree ran 0.28x at B = 1 on 2026-12-03 and is left out.
-  OLD=docs/results/retune_avx512_run25_2026-12-03/cpu-avx512.yaml
   for ds in mt_bench humaneval; do
-    for p in new old; do
-      prof=$D/cpu-avx512.yaml; m=vanilla,eagle2-best,cast; if [ $p = old ]; then prof=$OLD; m=vanilla,cast; fi
-      .venv/bin/python tools/bench.py --methods $m --dataset datasets/$ds.jsonl --batch-size 1 --num-prompts 16 \
-          --max-new-tokens 32 --rounds 5 --threads 2 --profile $prof --json $D/bench_b1_${ds}_$p.json \
-          --markdown $D/bench_b1_${ds}_$p.md 2>&1 | quiet | tail -4
-    done
+    bench vanilla,eagle2-best,cast $ds 1 5 $NEW bench_b1_${ds}_new
+    bench vanilla,cast $ds 1 5 $OLD bench_b1_${ds}_old
   done
-  for ds in mt_bench humaneval; do
-    .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/$ds.jsonl --batch-size 2 --num-prompts 16 \
-        --max-new-tokens 32 --rounds 3 --threads 2 --profile $D/cpu-avx512.yaml --json $D/bench_b2_$ds.json \
-        --markdown $D/bench_b2_$ds.md 2>&1 | quiet | tail -4
-  done
+  for ds in mt_bench humaneval; do bench vanilla,cast $ds 2 3 $NEW bench_b2_$ds; done
 fi
-if [ $step = bench_old_b2 ]; then  # B = 2 under the shipped profile, run right after `bench` (added once its B = 2 read 1.05x / 0.99x)
-  for ds in mt_bench humaneval; do
-    .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/$ds.jsonl --batch-size 2 --num-prompts 16 \
-        --max-new-tokens 32 --rounds 3 --threads 2 --profile docs/results/retune_avx512_run25_2026-12-03/cpu-avx512.yaml \
-        --json $D/bench_b2_${ds}_old.json --markdown $D/bench_b2_${ds}_old.md 2>&1 | quiet | tail -4
-  done
+if [ $step = bench_old_b2 ]; then  # B = 2 under the replaced profile, run right after `bench` (added once its B = 2 read 1.05x / 0.99x)
+  for ds in mt_bench humaneval; do bench vanilla,cast $ds 2 3 $OLD bench_b2_${ds}_old; done
 fi
 if [ $step = firm ]; then  # more rounds where `bench` left the goal (mt_bench B = 1) and the floor (humaneval B = 2) at the edge
-  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 1 --num-prompts 16 \
-      --max-new-tokens 32 --rounds 9 --threads 2 --profile $D/cpu-avx512.yaml --json $D/firm_b1_mt_bench.json \
-      --markdown $D/firm_b1_mt_bench.md 2>&1 | quiet | tail -4
-  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/humaneval.jsonl --batch-size 2 --num-prompts 16 \
-      --max-new-tokens 32 --rounds 7 --threads 2 --profile $D/cpu-avx512.yaml --json $D/firm_b2_humaneval.json \
-      --markdown $D/firm_b2_humaneval.md 2>&1 | quiet | tail -4
+  bench vanilla,cast mt_bench 1 9 $NEW firm_b1_mt_bench
+  bench vanilla,cast humaneval 2 7 $NEW firm_b2_humaneval
 fi
-if [ $step = firm_old ]; then  # the replaced profile the same way, right after `firm`
-  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 1 --num-prompts 16 \
-      --max-new-tokens 32 --rounds 9 --threads 2 --profile docs/results/retune_avx512_run25_2026-12-03/cpu-avx512.yaml \
-      --json $D/firm_b1_mt_bench_old.json --markdown $D/firm_b1_mt_bench_old.md 2>&1 | quiet | tail -4
-fi
+if [ $step = firm_old ]; then bench vanilla,cast mt_bench 1 9 $OLD firm_b1_mt_bench_old; fi  # the replaced profile, right after `firm`
