@@ -137,7 +137,7 @@ def add_weight_formats(parser: argparse.ArgumentParser, what: str) -> None:
                         default="auto",
                         help=f"target weight formats to {what}: 'auto' (on the CPU every candidate "
                              "sglang_cast/engine/format_choice.py knows: fp32, bf16, int8, int4/int8, and int4amx/int8amx on "
-                             "AMX CPUs; on CUDA the "
+                             "AMX CPUs, int4vnni/int8vnni on AVX512-VNNI CPUs; on CUDA the "
                              "dense --dtype) or a comma-separated list such as fp32,int4/int8. Each format is its own "
                              "cost curve (target id '<model>@<format>') (default: auto)")
 

@@ -40,8 +40,8 @@ class EngineArgs:
     context_length: int = 2048
     device: str = "cpu"
     dtype: str = "float32"
-    # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4", "int4amx", "int8amx" or
-    # "<linears>/<lm_head>" such as "int4/int8", either with "+<draft>" for the draft head's linears
+    # How the target's linears / LM head are stored: "fp32", "bf16", "int8", "int4", "int4amx", "int8amx",
+    # "int4vnni", "int8vnni" or "<linears>/<lm_head>" such as "int4/int8", either with "+<draft>" for the draft head's linears
     # ("int4/int8+int8"; CPU only; models/weights.py, docs/precision.md),
     # or "auto": chosen by engine/format_choice.py (the profile's, else measured here).
     weight_format: str = AUTO

@@ -12,8 +12,8 @@ never from the CPU's name:
    cost tables were tuned for that format.  If the profile records another ISA class
    than this CPU's, one warning names both and the fix;
 4. otherwise (no profile, an analytic profile, an old profile without a format) a few
-   target forwards of every candidate (`candidates`: the AMX tile formats join on CPUs
-   that can run them) are timed at M = 1 and, when the policy
+   target forwards of every candidate (`candidates`: the AMX tile and VNNI formats join
+   on CPUs that can run them) are timed at M = 1 and, when the policy
    speculates, at the largest verify size; the format with the lowest summed cost
    wins (M = 1 is what a non-speculating bucket and plain decoding pay, the verify
    size what a speculating iteration pays; a format must be cheap at both).
@@ -36,7 +36,7 @@ import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
-from ..models.amx_tiles import unavailable_reason as amx_unavailable
+from ..models import amx_tiles, vnni_dot
 from ..models.weights import DraftFormat, WeightFormat
 from .timing import round_robin_medians
 
@@ -47,6 +47,8 @@ CANDIDATES = ("fp32", "bf16", "int8", "int4/int8")
 DRAFT_CANDIDATES = ("fp32", "bf16", "int8")  # the draft head's linears (int4 re-quantises a trained head)
 AMX_CANDIDATES = ("int4amx/int8amx",)  # timed too where the AMX tile kernels run (models/amx_tiles.py)
 AMX_DRAFT_CANDIDATES = ("int8amx",)
+VNNI_CANDIDATES = ("int4vnni/int8vnni",)  # timed too where the VNNI kernels run (models/vnni_dot.py)
+VNNI_DRAFT_CANDIDATES = ("int8vnni",)
 MEASURE_CONTEXT = 256  # committed tokens the timed forwards attend to
 MEASURE_ROUNDS = 5  # timed rounds per (format, M); the median is kept
 MEASURE_WARMUP = 2  # untimed rounds first (allocator growth, kernel selection)
@@ -125,9 +127,10 @@ def draft_sizes(settings: PolicySettings | None, drafts: bool) -> tuple[int, ...
 def profile_format(profile, this_isa: str, flags: frozenset[str] | None = None) -> str | None:
     """The format a measured profile was tuned with, or None if it records none.
 
-    Warns once when the profile was measured on another ISA class than ``this_isa``; an
-    AMX tile format on a CPU without AMX (``flags``: another CPU's, for tests) runs its
-    parts on torch's kernels instead, with a warning, rather than refusing to start.
+    Warns once when the profile was measured on another ISA class than ``this_isa``; a
+    format of our kernels on a CPU that cannot run them (AMX tiles without AMX, VNNI
+    without AVX512-VNNI; ``flags``: another CPU's, for tests) runs its parts on torch's
+    kernels instead, with a warning, rather than refusing to start.
     ``profile`` is a ``sglang_cast.profile.Profile``.
     """
     if profile is None or profile.source != "measured" or profile.weight_format is None:
@@ -138,10 +141,10 @@ def profile_format(profile, this_isa: str, flags: frozenset[str] | None = None) 
                     "may not be the fastest here; run `cast-autotune profile` and `cast-autotune tune` on this "
                     "machine", profile.label, recorded, this_isa, profile.weight_format)
     tuned = WeightFormat.parse(profile.weight_format)
-    runnable = tuned.on_torch_kernels()
-    reason = amx_unavailable(flags)
-    if runnable != tuned and reason is not None:
-        log.warning("CAST profile %r runs weight format %s, whose AMX tile kernels cannot run here (%s): running "
+    reason = tuned.unavailable_reason(flags)
+    if reason is not None:
+        runnable = tuned.on_torch_kernels()
+        log.warning("CAST profile %r runs weight format %s, whose kernels cannot run here (%s): running "
                     "%s, the same weights on torch's kernels", profile.label, tuned, reason, runnable)
         return str(runnable)
     return profile.weight_format
@@ -149,12 +152,14 @@ def profile_format(profile, this_isa: str, flags: frozenset[str] | None = None) 
 
 def candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
     """The target formats ``auto`` times on this CPU (``flags``: another CPU's, for tests)."""
-    return CANDIDATES + (AMX_CANDIDATES if amx_unavailable(flags) is None else ())
+    return (CANDIDATES + (AMX_CANDIDATES if amx_tiles.unavailable_reason(flags) is None else ())
+            + (VNNI_CANDIDATES if vnni_dot.unavailable_reason(flags) is None else ()))
 
 
 def draft_candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
     """The draft head formats ``auto`` times on this CPU, as `candidates`."""
-    return DRAFT_CANDIDATES + (AMX_DRAFT_CANDIDATES if amx_unavailable(flags) is None else ())
+    return (DRAFT_CANDIDATES + (AMX_DRAFT_CANDIDATES if amx_tiles.unavailable_reason(flags) is None else ())
+            + (VNNI_DRAFT_CANDIDATES if vnni_dot.unavailable_reason(flags) is None else ()))
 
 
 def measure_costs(time_once: TimeOnce, candidates: Sequence[str], sizes: Sequence[int], *,

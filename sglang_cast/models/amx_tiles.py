@@ -11,78 +11,50 @@ torch's kernels are cheaper (int4, one row: 0.53x this one's), so the ``int4amx`
 ``int8amx`` formats (weights.py) run torch's kernel below `TILES_FROM` rows and these from
 there on, over the same codes and scales.
 
-The C++ source is compiled on first use with torch's extension builder (g++ and ninja)
-into ``<cache_root>/extensions/``; later processes load the built library.  It needs a
-CPU with AMX-BF16 (and AVX512-BF16) on Linux: `unavailable_reason` says why not here.
+The C++ source is built on first use (models/cpu_kernel.py).  It needs a CPU with AMX-BF16
+(and AVX512-BF16) on Linux: `unavailable_reason` says why not here.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from ..hardware import cpu_flags
-from .cache import cache_root
+from .cpu_kernel import BLOCK_COLS as _BLOCK_COLS, GROUP as _GROUP, CpuKernel, check_packable
 
-log = logging.getLogger(__name__)
-
-SOURCE = Path(__file__).parent / "csrc" / "amx_tiles.cpp"
-REQUIRED_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
-COMPILE_FLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16")
 TILES_FROM = 5  # rows: torch's kernels dequantise once per 4 rows, so from 5 on they pay twice
-_TILE_COLS, _GROUP = 16, 32  # columns per tile; inputs per B tile (and per int4 scale group)
-_TILES = 4  # column tiles per block (csrc: kTilesPerBlock)
-_BLOCK_COLS = _TILES * _TILE_COLS
+_TILE_COLS = 16  # columns per tile; a B tile holds one group of 32 inputs (one int4 scale group)
+_TILES = _BLOCK_COLS // _TILE_COLS  # column tiles per block (csrc: kTilesPerBlock)
+
+
+def _register_fake() -> None:
+    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
+    @torch.library.register_fake("sglang_cast_amx::int4_mm")
+    def _(x: Tensor, blocks: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], blocks.shape[0] * _BLOCK_COLS))
+
+    @torch.library.register_fake("sglang_cast_amx::int8_mm")
+    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], scales.shape[0]))
+
+
+KERNEL = CpuKernel(
+    namespace="sglang_cast_amx", source="amx_tiles.cpp",
+    required_flags=frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"}),
+    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16"),
+    register_fake=_register_fake, linux_only="AMX tile state is granted by arch_prctl")
 
 
 def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
     """Why the kernel cannot run on this machine (``None``: it can)."""
-    if not sys.platform.startswith("linux"):
-        return f"it needs Linux (AMX tile state is granted by arch_prctl), not {sys.platform}"
-    missing = REQUIRED_FLAGS - (cpu_flags() if flags is None else flags)
-    if missing:
-        return f"this CPU lacks {', '.join(sorted(missing))} (AMX-BF16 tiles are required)"
-    return None
+    return KERNEL.unavailable_reason(flags)
 
 
-@functools.cache
-def load_kernel() -> None:
-    """Build (first time, ~10 s) or load the kernels, registering ``torch.ops.sglang_cast_amx``.
-    Raises ``RuntimeError`` saying why when the CPU or the toolchain cannot (`ensure_loaded`
-    turns that into the format's error)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        raise RuntimeError(reason)
-    from torch.utils import cpp_extension
-
-    build = cache_root() / "extensions" / f"amx_tiles-torch{torch.__version__}"
-    build.mkdir(parents=True, exist_ok=True)
-    try:
-        cpp_extension.load(name="sglang_cast_amx_tiles", sources=[str(SOURCE)], extra_cflags=list(COMPILE_FLAGS),
-                           build_directory=str(build), is_python_module=False, verbose=False)
-    except (OSError, RuntimeError, SystemError) as err:  # no compiler, no ninja, a failed build
-        raise RuntimeError(f"building its kernel ({SOURCE.name}) in {build} failed; it needs g++ with AMX support "
-                           f"(GCC >= 11) and ninja: {err}") from err
-    log.info("AMX tile kernels loaded from %s", build)
-
-
-def tileable(out_features: int, in_features: int) -> bool:
-    """Whether the kernels can hold a linear of this shape (whole blocks of 64 outputs and
-    32 inputs: every linear of a model whose hidden sizes are multiples of 64)."""
-    return out_features % _BLOCK_COLS == 0 and in_features % _GROUP == 0
-
-
-def check_tileable(fmt: str, out_features: int, in_features: int) -> None:
-    """Refuse, naming the format, a linear the kernels cannot tile."""
-    if not tileable(out_features, in_features):
-        raise ValueError(f"weight_format: {fmt}: a linear of {out_features} outputs x {in_features} inputs cannot "
-                         f"be tiled: outputs must be a multiple of {_BLOCK_COLS} and inputs of {_GROUP}")
+def ensure_loaded(fmt: str, fallback: str) -> None:
+    """Load the kernels once per process (`CpuKernel.ensure_loaded`)."""
+    KERNEL.ensure_loaded(fmt, fallback)
 
 
 @dataclass(frozen=True)
@@ -101,7 +73,7 @@ class TiledInt4:
         The min ``zero - 8 · scale`` is GGUF Q4_1's ``m``, so a GGUF's fp16 ``d`` and ``m``
         come back exactly."""
         n, k = codes.shape
-        check_tileable("int4amx", n, k)
+        check_packable("int4amx", n, k)
         blocks, groups = n // _BLOCK_COLS, k // _GROUP
         # input k = 32 g + 8 i + 2 r + p: load i of a group, nibble r of a 16-bit lane, parity p
         split = codes.to(torch.int32).reshape(blocks, _TILES, _TILE_COLS, groups, 4, 4, 2)
@@ -137,7 +109,7 @@ class TiledInt8:
         """From `weights.Int8Linear`'s tensors: ``codes`` ``[N, K]`` int8, ``scales`` ``[N]``
         (any float dtype; kept as fp32, so bf16 scales stay exact)."""
         n, k = codes.shape
-        check_tileable("int8amx", n, k)
+        check_packable("int8amx", n, k)
         # input k = 32 g + 2 r + p: row r of a group's B tile, parity p
         split = codes.reshape(n // _BLOCK_COLS, _TILES, _TILE_COLS, k // _GROUP, _GROUP // 2, 2)
         blocks = split.permute(0, 3, 1, 4, 2, 5)  # [block, g, tile, r, column, p]
@@ -146,26 +118,3 @@ class TiledInt8:
     def matmul(self, x: Tensor) -> Tensor:
         """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
         return torch.ops.sglang_cast_amx.int8_mm(x.contiguous(), self.blocks, self.scales)
-
-
-@functools.cache
-def _register_fake() -> None:
-    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
-    @torch.library.register_fake("sglang_cast_amx::int4_mm")
-    def _(x: Tensor, blocks: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], blocks.shape[0] * _BLOCK_COLS))
-
-    @torch.library.register_fake("sglang_cast_amx::int8_mm")
-    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], scales.shape[0]))
-
-
-def ensure_loaded(fmt: str, fallback: str) -> None:
-    """Load the kernels and their tracing shapes once per process (`load_kernel`); a CPU or
-    toolchain that cannot run them is a ``ValueError`` naming ``fmt`` and the ``fallback``
-    format to use instead."""
-    try:
-        load_kernel()
-    except RuntimeError as err:
-        raise ValueError(f"weight_format: {fmt} cannot run here: {err}; use {fallback}") from err
-    _register_fake()

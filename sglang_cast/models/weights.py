@@ -14,6 +14,11 @@ Formats (``Format``), what each stores and which kernel runs it:
             (models/amx_tiles.py: torch's kernels dequantise once per 4 rows, ours once
             for up to 16); AMX CPUs only.  A linear the tiles cannot hold (outputs not a
             multiple of 64, inputs of 32: only in toy models) runs torch's kernel alone.
+* ``int4vnni``, ``int8vnni`` the same int4 or int8 weights, multiplied at every row count
+            by our AVX512-VNNI kernels with the activations rounded to int8 per row and
+            group of 32 inputs (models/vnni_dot.py: llama.cpp's Q8 activations; 0.23-0.59x
+            torch's int4 time on a 2-core AVX-512 EPYC); CPUs with AVX512-VNNI and -BF16.
+            A linear they cannot hold runs torch's kernel alone, as the tile formats.
 
 Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is
 ``w = d · q + m``, which is the layout above with ``scale = d`` and ``zero = m + 8d``.
@@ -50,7 +55,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import amx_tiles
+from . import amx_tiles, vnni_dot
+from .cpu_kernel import CpuKernel, packable
 
 Model = TypeVar("Model", bound=nn.Module)
 
@@ -72,17 +78,28 @@ class Format(str, Enum):
     INT4 = "int4"
     INT4_AMX = "int4amx"
     INT8_AMX = "int8amx"
+    INT4_VNNI = "int4vnni"
+    INT8_VNNI = "int8vnni"
 
     @property
     def is_int4(self) -> bool:
         """Int4 codes in groups (`Int4Groups`): a GGUF's Q4_1 blocks load into them bit-exact."""
-        return self in (Format.INT4, Format.INT4_AMX)
+        return self in (Format.INT4, Format.INT4_AMX, Format.INT4_VNNI)
 
     @property
     def on_torch_kernels(self) -> Format:
-        """The same weights on torch's kernels alone: an AMX tile format's twin, what runs
-        where the tiles cannot; any other format itself."""
-        return {Format.INT4_AMX: Format.INT4, Format.INT8_AMX: Format.INT8}.get(self, self)
+        """The same weights on torch's kernels alone: the twin of a format that runs our
+        kernels (AMX tiles, VNNI), what runs where those cannot; any other format itself."""
+        twins = {Format.INT4_AMX: Format.INT4, Format.INT8_AMX: Format.INT8,
+                 Format.INT4_VNNI: Format.INT4, Format.INT8_VNNI: Format.INT8}
+        return twins.get(self, self)
+
+    @property
+    def kernel(self) -> CpuKernel | None:
+        """The kernel library of ours this format runs on (None: torch's kernels alone)."""
+        ours = {Format.INT4_AMX: amx_tiles.KERNEL, Format.INT8_AMX: amx_tiles.KERNEL,
+                Format.INT4_VNNI: vnni_dot.KERNEL, Format.INT8_VNNI: vnni_dot.KERNEL}
+        return ours.get(self)
 
 
 _FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
@@ -204,8 +221,16 @@ class WeightFormat:
     def __str__(self) -> str:
         return self.spelled(self.linears.value, self.lm_head.value)
 
+    def unavailable_reason(self, flags: frozenset[str] | None = None) -> str | None:
+        """Why a part's kernel of ours cannot run on this CPU (``flags``: another CPU's, for
+        tests); ``None`` when every part can."""
+        parts = (self.linears, self.lm_head, self.draft.linears)
+        reasons = dict.fromkeys(r for p in parts if p.kernel and (r := p.kernel.unavailable_reason(flags)))
+        return "; ".join(reasons) or None
+
     def on_torch_kernels(self) -> WeightFormat:
-        """This format with every AMX tile part on torch's kernel instead (`Format.on_torch_kernels`)."""
+        """This format with every part that runs a kernel of ours on torch's kernel instead
+        (`Format.on_torch_kernels`)."""
         draft = replace(self.draft, linears=self.draft.linears.on_torch_kernels)
         return replace(self, linears=self.linears.on_torch_kernels, lm_head=self.lm_head.on_torch_kernels, draft=draft)
 
@@ -317,16 +342,22 @@ class Bf16Linear(PackedLinear):
         return torch.nn.functional.linear(x, self.weight_bf16)
 
 
+def int8_quantize(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """``weight`` ``[N, K]`` -> int8 codes ``[N, K]`` in [-127, 127] and one bf16 scale per
+    output channel ``[N]``: ``w ≈ code · scale[n]``."""
+    w = weight.detach().float()
+    scales = w.abs().amax(dim=1) / _INT8_MAX
+    scales = torch.where(scales > 0, scales, torch.ones_like(scales))
+    codes = (w / scales[:, None]).round_().clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8)
+    return codes, scales.to(ACTIVATION_DTYPE)
+
+
 class Int8Linear(PackedLinear):
     """Weight-only int8 ``[N, K]`` with one bf16 scale per output channel ``[N]``."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         super().__init__(weight.shape[1], weight.shape[0], bias)
-        w = weight.detach().float()
-        scales = w.abs().amax(dim=1) / _INT8_MAX
-        scales = torch.where(scales > 0, scales, torch.ones_like(scales))
-        self.codes = (w / scales[:, None]).round_().clamp_(-_INT8_MAX, _INT8_MAX).to(torch.int8)
-        self.scales = scales.to(ACTIVATION_DTYPE)
+        self.codes, self.scales = int8_quantize(weight)
 
     def _matmul(self, x: Tensor) -> Tensor:
         return torch.ops.aten._weight_int8pack_mm(x, self.codes, self.scales)
@@ -399,6 +430,33 @@ class Int8AmxLinear(_TilesFromRows, Int8Linear):
         self.tiled = amx_tiles.TiledInt8.pack(self.codes, self.scales)
 
 
+class Int4VnniLinear(PackedLinear):
+    """`Int4Groups` on the VNNI kernel at every row count (models/vnni_dot.py: the same
+    codes, GGUF's fp16 scales and mins applied in fp32, activations rounded to int8)."""
+
+    def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
+        vnni_dot.KERNEL.ensure_loaded(Format.INT4_VNNI.value, Format.INT4.value)
+        out_features, in_features = groups.codes.shape
+        super().__init__(in_features, out_features, bias)
+        self.packed = vnni_dot.VnniInt4.pack(groups.codes, groups.scales, groups.zeros)
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        return self.packed.matmul(x)
+
+
+class Int8VnniLinear(PackedLinear):
+    """`int8_quantize`'s codes and bf16 scales on the VNNI kernel at every row count
+    (models/vnni_dot.py: each output summed over all inputs before its scale applies)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        vnni_dot.KERNEL.ensure_loaded(Format.INT8_VNNI.value, Format.INT8.value)
+        super().__init__(weight.shape[1], weight.shape[0], bias)
+        self.packed = vnni_dot.VnniInt8.pack(*int8_quantize(weight))
+
+    def _matmul(self, x: Tensor) -> Tensor:
+        return self.packed.matmul(x)
+
+
 class SharedLinear(nn.Module):
     """``F.linear`` over a weight ``[N, K]`` the model already holds (no copy): the dense
     side of a ``:dense<N>`` format in the model's own dtype."""
@@ -437,17 +495,19 @@ def pack_linear(
 ) -> PackedLinear:
     """A `PackedLinear` of format ``fmt`` (not ``fp32``) for ``weight`` ``[N, K]``.
 
-    ``exact_int4`` (blocks read straight from a GGUF file) is used as-is for ``int4``;
-    without it the weight is re-quantised group-wise (`int4_quantize`).  An AMX tile format
-    on a linear the tiles cannot hold (`amx_tiles.tileable`) packs for torch's kernel alone.
+    ``exact_int4`` (blocks read straight from a GGUF file) is used as-is for the int4
+    formats; without it the weight is re-quantised group-wise (`int4_quantize`).  A format
+    of our kernels on a linear they cannot hold (`cpu_kernel.packable`) packs for torch's
+    kernel alone.
     """
-    if not amx_tiles.tileable(*weight.shape):
+    if not packable(*weight.shape):
         fmt = fmt.on_torch_kernels
-    packed_from_weight = {Format.BF16: Bf16Linear, Format.INT8: Int8Linear, Format.INT8_AMX: Int8AmxLinear}
+    packed_from_weight = {Format.BF16: Bf16Linear, Format.INT8: Int8Linear, Format.INT8_AMX: Int8AmxLinear,
+                          Format.INT8_VNNI: Int8VnniLinear}
     if fmt in packed_from_weight:
         return packed_from_weight[fmt](weight, bias)
     if fmt.is_int4:
-        kernel = Int4AmxLinear if fmt == Format.INT4_AMX else Int4Linear
+        kernel = {Format.INT4_AMX: Int4AmxLinear, Format.INT4_VNNI: Int4VnniLinear}.get(fmt, Int4Linear)
         return kernel(exact_int4 if exact_int4 is not None else int4_quantize(weight), bias)
     raise ValueError(f"pack_linear: format {fmt.value!r} is not a packed format")
 

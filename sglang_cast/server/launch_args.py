@@ -117,7 +117,8 @@ def build_parser() -> OneLineParser:
     model.add_argument("--weight-format", metavar="FMT", type=_weight_format, default=None,
                        help="native engine on the CPU: how the target's linears / LM head are stored, one of "
                             "fp32, bf16, int8, int4, int4amx or int8amx (int4 or int8 whose forwards of 5+ rows run our "
-                            "AMX tile kernels; AMX CPUs), or '<linears>/<lm_head>' such as int4/int8, either optionally with "
+                            "AMX tile kernels; AMX CPUs), int4vnni or int8vnni (int4 or int8 on our AVX512-VNNI kernels, "
+                            "activations rounded to int8 per group of 32; CPUs with AVX512-VNNI and -BF16), or '<linears>/<lm_head>' such as int4/int8, either optionally with "
                             "':dense<N>' (forwards of N or more rows, prefill, run the dense weights: int4/int8:dense32; "
                             "':dense<N>:bf16' keeps them as a bf16 copy, AMX's fastest large GEMM) "
                             "and with '+<draft>' for the draft head's linears such as int4/int8+int8, which takes "
@@ -125,7 +126,7 @@ def build_parser() -> OneLineParser:
                             "bf16 copy; packed formats run bf16 activations; docs/precision.md has their measured "
                             "costs), or auto: the format the "
                             "CAST profile was measured and tuned with, else the cheapest of fp32, bf16, int8, "
-                            "int4/int8 (and int4amx/int8amx on AMX CPUs) in a few timed forwards at startup (default: auto; on CUDA auto is the "
+                            "int4/int8 (and int4amx/int8amx, int4vnni/int8vnni where their kernels run) in a few timed forwards at startup (default: auto; on CUDA auto is the "
                             "--dtype weights)")
     model.add_argument("--compile", metavar="{off,auto,on}", type=_compile_mode, default="off",
                        help="native engine: compile the target's and draft head's layers with torch.compile at "

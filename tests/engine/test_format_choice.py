@@ -14,6 +14,7 @@ from autotune.workflow import FormatTuning, TuneConfig, fastest_format, tune_and
 from sglang_cast.cast import BucketSettings, TreeShape
 from sglang_cast.engine import build
 from sglang_cast.engine.format_choice import (AMX_CANDIDATES, AMX_DRAFT_CANDIDATES, CANDIDATES, DRAFT_CANDIDATES,
+                                              VNNI_CANDIDATES, VNNI_DRAFT_CANDIDATES,
                                               candidates, choose_weight_format, cheapest, draft_candidates,
                                               draft_sizes, measure_costs, parse_requested, profile_format,
                                               running_format, verify_sizes)
@@ -23,10 +24,12 @@ from sglang_cast.profile import Profile, ProfileError, find_profile, load_profil
 from support.autotune import FORMAT_SETTINGS, profile, tiny_prompts
 
 # ms of one batch-1 forward per format and M: int4/int8 is cheapest at M=1, bf16 once M=16 counts too
-# (the AMX formats, timed on AMX CPUs only, never win here).
+# (the AMX and VNNI formats, timed where their kernels run only, never win here).
 PLANTED = {"fp32": {1: 32.0, 16: 64.0}, "bf16": {1: 37.0, 16: 46.0}, "int8": {1: 20.0, 16: 70.0},
-           "int4/int8": {1: 15.0, 16: 45.0 + 30.0}, "int4amx/int8amx": {1: 40.0, 16: 80.0}}
+           "int4/int8": {1: 15.0, 16: 45.0 + 30.0}, "int4amx/int8amx": {1: 40.0, 16: 80.0},
+           "int4vnni/int8vnni": {1: 40.0, 16: 80.0}}
 AMX_FLAGS = frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})
+VNNI_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"})
 
 
 def planted_timer(calls=None):
@@ -62,6 +65,15 @@ def test_the_amx_tile_formats_are_candidates_only_where_their_kernels_run():
     assert candidates(without) == CANDIDATES and draft_candidates(without) == DRAFT_CANDIDATES
 
 
+def test_the_vnni_formats_are_candidates_only_where_their_kernels_run():
+    assert candidates(VNNI_FLAGS) == CANDIDATES + VNNI_CANDIDATES == ("fp32", "bf16", "int8", "int4/int8",
+                                                                      "int4vnni/int8vnni")
+    assert draft_candidates(VNNI_FLAGS) == DRAFT_CANDIDATES + VNNI_DRAFT_CANDIDATES
+    assert candidates(VNNI_FLAGS | AMX_FLAGS) == CANDIDATES + AMX_CANDIDATES + VNNI_CANDIDATES
+    without = VNNI_FLAGS - {"avx512_vnni"}
+    assert candidates(without) == CANDIDATES and draft_candidates(without) == DRAFT_CANDIDATES
+
+
 def test_candidates_are_timed_round_robin_and_the_budget_stops_new_rounds():
     calls = []
     ticks = iter(range(1000))
@@ -92,6 +104,16 @@ def test_a_profile_in_an_amx_tile_format_runs_torch_kernels_where_amx_is_missing
     assert "running int4/int8:dense32:bf16+int8" in warning
 
 
+def test_a_profile_in_a_vnni_format_runs_torch_kernels_where_vnni_is_missing(caplog):
+    vnni = profile(weight_format="int4vnni/int8vnni+int8vnni")
+    with caplog.at_level(logging.WARNING, logger="sglang_cast.engine.format_choice"):
+        assert profile_format(vnni, "amx", VNNI_FLAGS) == "int4vnni/int8vnni+int8vnni"  # support's profile: amx
+        assert not caplog.records
+        assert profile_format(vnni, "amx", VNNI_FLAGS - {"avx512_vnni"}) == "int4/int8+int8"
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "int4vnni/int8vnni+int8vnni" in warning and "lacks avx512_vnni" in warning
+
+
 @pytest.mark.parametrize("source,weight_format", [("analytic", "int8"), ("measured", None)])
 def test_analytic_or_old_profiles_fall_back_to_measuring(source, weight_format):
     choice = choose_weight_format("auto", device="cpu", profile=profile(source, weight_format), sizes=(1,),
@@ -115,7 +137,7 @@ def test_a_profile_from_another_isa_class_warns_once_naming_both_and_the_fix(cap
 
 # ms of one batch-1 draft-head forward per draft format and row count: int8 cheapest at both.
 DRAFT_PLANTED = {"fp32": {1: 1.3, 4: 1.9}, "bf16": {1: 1.5, 4: 1.6}, "int8": {1: 0.9, 4: 1.2},
-                 "int8amx": {1: 1.4, 4: 1.3}}
+                 "int8amx": {1: 1.4, 4: 1.3}, "int8vnni": {1: 1.4, 4: 1.3}}
 
 
 def test_the_draft_heads_format_is_measured_too_when_a_draft_runs(caplog):

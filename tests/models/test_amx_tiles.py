@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.models import amx_tiles
+from sglang_cast.models import amx_tiles, cpu_kernel
 from sglang_cast.models.amx_tiles import TiledInt4, TiledInt8, unavailable_reason
 from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, Int8Linear, WeightFormat, int4_from_q4_1,
                                         int4_quantize, pack_linear)
@@ -94,14 +94,14 @@ def test_unavailable_reason_names_the_missing_flags() -> None:
 
 @pytest.mark.parametrize("fmt, fallback", [(Format.INT4_AMX, "int4"), (Format.INT8_AMX, "int8")])
 def test_an_amx_format_on_a_cpu_without_amx_is_a_clear_value_error(monkeypatch, fmt: Format, fallback: str) -> None:
-    monkeypatch.setattr(amx_tiles, "cpu_flags", lambda: frozenset({"avx2"}))
-    amx_tiles.load_kernel.cache_clear()
+    monkeypatch.setattr(cpu_kernel, "cpu_flags", lambda: frozenset({"avx2"}))
+    cpu_kernel._load.cache_clear()
     try:
         with pytest.raises(ValueError, match=f"weight_format: {fmt.value} cannot run here: this CPU lacks .*"
                                              f"use {fallback}$"):
             pack_linear(fmt, torch.randn(64, 64), None)
     finally:
-        amx_tiles.load_kernel.cache_clear()
+        cpu_kernel._load.cache_clear()
 
 
 def test_the_amx_formats_parse_as_formats_of_their_own() -> None:

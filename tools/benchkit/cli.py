@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parser.add_argument("--draft-path", default=None, help="draft head (default: the shipped head)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--weight-format", default=AUTO,
-                        help="how the target's linears / LM head are stored: fp32, bf16, int8, int4, int4amx, int8amx or "
+                        help="how the target's linears / LM head are stored: fp32, bf16, int8, int4, int4amx, int8amx, int4vnni, int8vnni or "
                              "'<linears>/<lm_head>' such as int4/int8, either optionally with ':dense<N>' (forwards of N or "
                              "more rows run the dense weights) and with '+<draft>' (the draft head's linears, "
                              "int4/int8+int8, with its own ':dense<N>[:bf16]') (docs/precision.md), or auto: the "
