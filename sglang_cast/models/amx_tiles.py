@@ -29,22 +29,11 @@ _TILE_COLS = 16  # columns per tile; a B tile holds one group of 32 inputs (one 
 _TILES = _BLOCK_COLS // _TILE_COLS  # column tiles per block (csrc: kTilesPerBlock)
 
 
-def _register_fake() -> None:
-    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
-    @torch.library.register_fake("sglang_cast_amx::int4_mm")
-    def _(x: Tensor, blocks: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], blocks.shape[0] * _BLOCK_COLS))
-
-    @torch.library.register_fake("sglang_cast_amx::int8_mm")
-    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], scales.shape[0]))
-
-
 KERNEL = CpuKernel(
     namespace="sglang_cast_amx", source="amx_tiles.cpp",
     required_flags=frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"}),
     compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mamx-tile", "-mamx-bf16"),
-    register_fake=_register_fake, linux_only="AMX tile state is granted by arch_prctl")
+    linux_only="AMX tile state is granted by arch_prctl")
 
 
 def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:

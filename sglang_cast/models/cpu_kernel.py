@@ -2,7 +2,9 @@
 
 Each kernel is a C++ source compiled on first use with torch's extension builder (g++
 and ninja) into ``<cache_root>/extensions/``; later processes load the built library,
-which registers its ops under ``torch.ops.<namespace>``.  A CPU without the ISA flags a
+which registers the same two ops under ``torch.ops.<namespace>``: ``int4_mm(x, blocks)``
+and ``int8_mm(x, blocks, scales)``, bf16 ``x`` ``[M, K]`` times weights packed in records
+of 64 output columns (``blocks`` ``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``.  A CPU without the ISA flags a
 kernel needs, or a machine without the toolchain, gets a ``ValueError`` naming the weight
 format and the torch-kernel format to use instead (`CpuKernel.ensure_loaded`).
 """
@@ -12,11 +14,11 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from ..hardware import cpu_flags
 from .cache import cache_root
@@ -45,13 +47,12 @@ class CpuKernel:
     """One C++ kernel library: ``source`` (under csrc/) builds with ``compile_flags`` into
     ops under ``torch.ops.<namespace>`` and runs on CPUs with every flag of
     ``required_flags`` (/proc/cpuinfo names); ``linux_only`` says why it needs Linux, if it
-    does.  ``register_fake`` gives its ops' output shapes to torch.compile's tracing."""
+    does."""
 
     namespace: str
     source: str
     required_flags: frozenset[str]
     compile_flags: tuple[str, ...]
-    register_fake: Callable[[], None]
     linux_only: str | None = None
 
     def unavailable_reason(self, flags: frozenset[str] | None = None) -> str | None:
@@ -75,7 +76,7 @@ class CpuKernel:
             self.load()
         except RuntimeError as err:
             raise ValueError(f"weight_format: {fmt} cannot run here: {err}; use {fallback}") from err
-        _register_fake_once(self.register_fake)
+        _register_fake(self.namespace)
 
 
 @functools.cache
@@ -98,5 +99,13 @@ def _load(kernel: CpuKernel) -> None:
 
 
 @functools.cache
-def _register_fake_once(register: Callable[[], None]) -> None:
-    register()
+def _register_fake(namespace: str) -> None:
+    """The two ops' output shapes, for torch.compile's tracing (models/compiled.py compiles
+    packed formats)."""
+    @torch.library.register_fake(f"{namespace}::int4_mm")
+    def _(x: Tensor, blocks: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], blocks.shape[0] * BLOCK_COLS))
+
+    @torch.library.register_fake(f"{namespace}::int8_mm")
+    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
+        return x.new_empty((x.shape[0], scales.shape[0]))

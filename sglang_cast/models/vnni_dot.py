@@ -5,8 +5,8 @@ inputs (csrc/vnni_dot.cpp).
 Why: torch's CPU int4 and int8 kernels multiply in floating point and grow with every
 activation row, so on a 2-core AVX-512 EPYC without AMX a verify of 16 tokens cost 3.4x a
 decode step.  `vpdpbusd` multiplies 64 bytes per instruction; here the model's int4
-linears took 0.23-0.36x torch's time at one row and 0.47-0.59x at 8-32 rows, and the
-int8 LM head 0.86-0.95x at one row and 0.34-0.49x at 8-32
+linears took 0.43-0.66x torch's time at 2-32 rows, its int8 LM head 1.15x at one row and
+0.33-0.56x at 8-32, whole target forwards 0.90x at one token and 0.64-0.69x at 13-32
 (docs/results/2026-12-04_vnni_kernels_avx512.md).
 
 What it changes: the activations are rounded to int8 with one scale per row and group
@@ -33,22 +33,10 @@ _TILES = _BLOCK_COLS // _TILE_COLS  # tiles per record (csrc: kTiles)
 _INT8_OFFSET = 128  # int8 codes are stored as code + 128: vpdpbusd's unsigned operand
 
 
-def _register_fake() -> None:
-    """Shapes for torch.compile's tracing (models/compiled.py compiles packed formats)."""
-    @torch.library.register_fake("sglang_cast_vnni::int4_mm")
-    def _(x: Tensor, blocks: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], blocks.shape[0] * _BLOCK_COLS))
-
-    @torch.library.register_fake("sglang_cast_vnni::int8_mm")
-    def _(x: Tensor, blocks: Tensor, scales: Tensor) -> Tensor:
-        return x.new_empty((x.shape[0], scales.shape[0]))
-
-
 KERNEL = CpuKernel(
     namespace="sglang_cast_vnni", source="vnni_dot.cpp",
     required_flags=frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}),
-    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx512bf16"),
-    register_fake=_register_fake)
+    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx512bf16"))
 
 
 def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:

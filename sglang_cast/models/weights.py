@@ -16,8 +16,9 @@ Formats (``Format``), what each stores and which kernel runs it:
             multiple of 64, inputs of 32: only in toy models) runs torch's kernel alone.
 * ``int4vnni``, ``int8vnni`` the same int4 or int8 weights, multiplied at every row count
             by our AVX512-VNNI kernels with the activations rounded to int8 per row and
-            group of 32 inputs (models/vnni_dot.py: llama.cpp's Q8 activations; 0.23-0.59x
-            torch's int4 time on a 2-core AVX-512 EPYC); CPUs with AVX512-VNNI and -BF16.
+            group of 32 inputs (models/vnni_dot.py: llama.cpp's Q8 activations; whole
+            forwards 0.64-0.90x int4/int8's on a 2-core AVX-512 EPYC); CPUs with
+            AVX512-VNNI and -BF16.
             A linear they cannot hold runs torch's kernel alone, as the tile formats.
 
 Why this int4 layout: a GGUF Q4_1 block (32 weights, fp16 ``d`` and ``m``) is

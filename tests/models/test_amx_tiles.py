@@ -1,5 +1,6 @@
 """The ``int4amx`` and ``int8amx`` formats: the tile layouts (checked everywhere) and the
-AMX kernels (on CPUs that have AMX-BF16; skipped elsewhere with the reason)."""
+AMX kernels (on CPUs that have AMX-BF16; skipped elsewhere with the reason).  What they
+share with the VNNI formats: test_cpu_kernel.py."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.models import amx_tiles, cpu_kernel
+from sglang_cast.models import amx_tiles
 from sglang_cast.models.amx_tiles import TiledInt4, TiledInt8, unavailable_reason
-from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, Int8Linear, WeightFormat, int4_from_q4_1,
+from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, Int8Linear, int4_from_q4_1,
                                         int4_quantize, pack_linear)
 from support.models import random_q4_1
 
@@ -80,36 +81,6 @@ def test_pack_refuses_shapes_the_kernel_cannot_tile() -> None:
     linear = Int8Linear(torch.randn(64, 48))
     with pytest.raises(ValueError, match="weight_format: int8amx: a linear of 64 outputs x 48 inputs"):
         TiledInt8.pack(linear.codes, linear.scales)
-
-
-def test_a_linear_the_tiles_cannot_hold_runs_torch_kernel_alone() -> None:
-    assert type(pack_linear(Format.INT8_AMX, torch.randn(96, 64), None)) is Int8Linear
-    assert type(pack_linear(Format.INT4_AMX, torch.randn(96, 64), None)) is Int4Linear
-
-
-def test_unavailable_reason_names_the_missing_flags() -> None:
-    assert "amx_bf16, amx_tile" in unavailable_reason(frozenset({"avx512bw", "avx512_bf16"}))
-    assert unavailable_reason(frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"})) is None
-
-
-@pytest.mark.parametrize("fmt, fallback", [(Format.INT4_AMX, "int4"), (Format.INT8_AMX, "int8")])
-def test_an_amx_format_on_a_cpu_without_amx_is_a_clear_value_error(monkeypatch, fmt: Format, fallback: str) -> None:
-    monkeypatch.setattr(cpu_kernel, "cpu_flags", lambda: frozenset({"avx2"}))
-    cpu_kernel._load.cache_clear()
-    try:
-        with pytest.raises(ValueError, match=f"weight_format: {fmt.value} cannot run here: this CPU lacks .*"
-                                             f"use {fallback}$"):
-            pack_linear(fmt, torch.randn(64, 64), None)
-    finally:
-        cpu_kernel._load.cache_clear()
-
-
-def test_the_amx_formats_parse_as_formats_of_their_own() -> None:
-    fmt = WeightFormat.parse("int4amx/int8amx:dense32:bf16+int8amx")
-    assert fmt.linears == Format.INT4_AMX and fmt.lm_head == Format.INT8_AMX and fmt.draft.linears == Format.INT8_AMX
-    assert str(fmt) == "int4amx/int8amx:dense32:bf16+int8amx"
-    assert Format.INT4_AMX.is_int4 and Format.INT4.is_int4 and not Format.INT8.is_int4
-    assert not Format.INT8_AMX.is_int4
 
 
 @pytest.fixture

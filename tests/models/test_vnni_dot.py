@@ -1,5 +1,6 @@
 """The ``int4vnni`` and ``int8vnni`` formats: the packed layouts (checked everywhere) and
-the VNNI kernels (on CPUs with AVX512-VNNI and -BF16; skipped elsewhere with the reason)."""
+the VNNI kernels (on CPUs with AVX512-VNNI and -BF16; skipped elsewhere with the reason).
+What they share with the AMX tile formats: test_cpu_kernel.py."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.models import cpu_kernel, vnni_dot
+from sglang_cast.models import vnni_dot
 from sglang_cast.models.vnni_dot import VnniInt4, VnniInt8, unavailable_reason
-from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, Int4VnniLinear, Int8Linear, Int8VnniLinear,
-                                        WeightFormat, int4_from_q4_1, int4_quantize, int8_quantize, pack_linear)
+from sglang_cast.models.weights import (Format, Int4Groups, Int4VnniLinear, Int8VnniLinear, int4_from_q4_1,
+                                        int4_quantize, int8_quantize, pack_linear)
 from support.models import random_q4_1
 
 VNNI_MISSING = unavailable_reason()
@@ -80,37 +81,6 @@ def test_pack_refuses_shapes_the_kernels_cannot_hold() -> None:
         VnniInt4.pack(groups.codes, groups.scales, groups.zeros)
     with pytest.raises(ValueError, match="weight_format: int8vnni: a linear of 64 outputs x 48 inputs"):
         VnniInt8.pack(*int8_quantize(torch.randn(64, 48)))
-
-
-def test_a_linear_the_kernels_cannot_hold_runs_torch_kernel_alone() -> None:
-    assert type(pack_linear(Format.INT8_VNNI, torch.randn(96, 64), None)) is Int8Linear
-    assert type(pack_linear(Format.INT4_VNNI, torch.randn(96, 64), None)) is Int4Linear
-
-
-def test_unavailable_reason_names_the_missing_flags() -> None:
-    assert "avx512_bf16, avx512_vnni" in unavailable_reason(frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"}))
-    assert unavailable_reason(frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
-                                         "avx512_bf16"})) is None
-
-
-@pytest.mark.parametrize("fmt, fallback", [(Format.INT4_VNNI, "int4"), (Format.INT8_VNNI, "int8")])
-def test_a_vnni_format_on_a_cpu_without_vnni_is_a_clear_value_error(monkeypatch, fmt: Format, fallback: str) -> None:
-    monkeypatch.setattr(cpu_kernel, "cpu_flags", lambda: frozenset({"avx2"}))
-    cpu_kernel._load.cache_clear()
-    try:
-        with pytest.raises(ValueError, match=f"weight_format: {fmt.value} cannot run here: this CPU lacks .*"
-                                             f"use {fallback}$"):
-            pack_linear(fmt, torch.randn(64, 64), None)
-    finally:
-        cpu_kernel._load.cache_clear()
-
-
-def test_the_vnni_formats_parse_as_formats_of_their_own() -> None:
-    fmt = WeightFormat.parse("int4vnni/int8vnni:dense32:bf16+int8vnni")
-    assert fmt.linears == Format.INT4_VNNI and fmt.lm_head == Format.INT8_VNNI and fmt.draft.linears == Format.INT8_VNNI
-    assert str(fmt) == "int4vnni/int8vnni:dense32:bf16+int8vnni"
-    assert Format.INT4_VNNI.is_int4 and not Format.INT8_VNNI.is_int4
-    assert Format.INT4_VNNI.on_torch_kernels == Format.INT4 and Format.INT8_VNNI.on_torch_kernels == Format.INT8
 
 
 @pytest.fixture

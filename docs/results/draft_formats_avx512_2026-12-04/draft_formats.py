@@ -5,7 +5,8 @@ head alone on the same rows, every (format, part, rows) timed round-robin (`meas
 The target, whose embedding the head reads, runs int4/int8 (what profiles/cpu-avx512.yaml
 ships) and is not timed.
 
-Usage (repository root): .venv/bin/python docs/results/draft_formats_avx512_2026-12-04/draft_formats.py ROUNDS JSON"""
+Usage (repository root): .venv/bin/python docs/results/draft_formats_avx512_2026-12-04/draft_formats.py ROUNDS JSON
+[FORMATS, comma-separated: default fp32,bf16,int8,int4]"""
 import json
 import sys
 import time
@@ -24,7 +25,8 @@ from sglang_cast.training.config import DEFAULT_OUTPUT  # noqa: E402
 
 rounds, out = int(sys.argv[1]), Path(sys.argv[2])
 torch.set_num_threads(2)
-FORMATS, ROWS = ("fp32", "bf16", "int8", "int4"), (1, 4, 8, 16)
+FORMATS = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ("fp32", "bf16", "int8", "int4")
+ROWS = (1, 4, 8, 16)
 target, config, _ = load_target(None, "cpu", torch.float32, "int4/int8")
 drafts = {fmt: load_draft(DEFAULT_OUTPUT, target, "cpu", torch.float32, DraftFormat.parse(fmt)) for fmt in FORMATS}
 timers = {fmt: role_timer(target, draft, "draft", 1, MEASURE_CONTEXT + max(ROWS), None) for fmt, draft in drafts.items()}
