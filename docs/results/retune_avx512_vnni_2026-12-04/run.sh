@@ -6,7 +6,7 @@
 # tables stay in the database, so only the new format is profiled and both are tuned on the same traces (the
 # stacked re-tune's recording, flags and gate). The draft head stays int8 on torch's kernel (+int8): int8vnni
 # drafts at 1.08x / 0.99x / 0.81x / 0.76x its time at 1 / 4 / 8 / 16 rows and would change what the head proposes.
-# Run from the repository root: bash docs/results/retune_avx512_vnni_2026-12-04/run.sh [profile|tune|bench|firm]
+# Run from the repository root: bash docs/results/retune_avx512_vnni_2026-12-04/run.sh [profile|tune|bench|firm|floor]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
 D=docs/results/retune_avx512_vnni_2026-12-04
@@ -36,8 +36,11 @@ if [ $step = bench ]; then
   .venv/bin/python docs/results/amx_int8_head_2026-11-30/ab_formats.py $OLD $NEW mt_bench,humaneval 1,2 5 16 \
       $D/ab_formats.json 2>&1 | quiet | tee $D/ab_formats.log
 fi
-if [ $step = firm ]; then  # mt_bench B = 1 in 9 rounds (where 5 rounds read 1.11x and 9 then 1.05x for the replaced profile)
-  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 1 --num-prompts 16 \
-      --max-new-tokens 32 --rounds 9 --threads 2 --profile $NEW --json $D/firm_b1_mt_bench.json \
-      --markdown $D/firm_b1_mt_bench.md 2>&1 | quiet | tail -4
-fi
+# firm DATASET BATCH ROUNDS: CAST against plain decoding under the new profile alone, 16 x 32 tokens
+firm() {
+  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/$1.jsonl --batch-size $2 --num-prompts 16 \
+      --max-new-tokens 32 --rounds $3 --threads 2 --profile $NEW --json $D/firm_b$2_$1.json \
+      --markdown $D/firm_b$2_$1.md 2>&1 | quiet | tail -4
+}
+if [ $step = firm ]; then firm mt_bench 1 9; fi  # where 5 rounds read 1.11x and 9 then 1.05x for the replaced profile
+if [ $step = floor ]; then firm humaneval 2 7; fi  # B = 2 read 1.01x (0.95-1.08) in 5 rounds: the 0.98x floor
