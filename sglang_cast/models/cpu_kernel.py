@@ -56,12 +56,19 @@ class CpuKernel:
     linux_only: str | None = None
 
     def unavailable_reason(self, flags: frozenset[str] | None = None) -> str | None:
-        """Why the kernel cannot run on this machine (``None``: it can)."""
+        """Why the kernel cannot run (``None``: it can).  ``flags``: another CPU's, checked
+        for the ISA alone; on this machine (``None``) the kernel is also built or loaded
+        (`load`), so a missing compiler is a reason too, not a failed model load later."""
         if self.linux_only and not sys.platform.startswith("linux"):
             return f"it needs Linux ({self.linux_only}), not {sys.platform}"
         missing = self.required_flags - (cpu_flags() if flags is None else flags)
         if missing:
             return f"this CPU lacks {', '.join(sorted(missing))}"
+        if flags is None:
+            try:
+                self.load()
+            except RuntimeError as err:
+                return str(err)
         return None
 
     def load(self) -> None:
@@ -81,7 +88,7 @@ class CpuKernel:
 
 @functools.cache
 def _load(kernel: CpuKernel) -> None:
-    reason = kernel.unavailable_reason()
+    reason = kernel.unavailable_reason(cpu_flags())  # the ISA alone: unavailable_reason() would build
     if reason is not None:
         raise RuntimeError(reason)
     from torch.utils import cpp_extension

@@ -114,6 +114,21 @@ def test_a_profile_in_a_vnni_format_runs_torch_kernels_where_vnni_is_missing(cap
     assert "int4vnni/int8vnni+int8vnni" in warning and "lacks avx512_vnni" in warning
 
 
+def test_a_profile_whose_kernel_cannot_be_built_here_runs_torch_kernels(monkeypatch, caplog):
+    """A CPU with the ISA but no compiler: the served profile falls back, it does not fail the model load."""
+    from sglang_cast.models import cpu_kernel
+
+    def no_compiler(kernel):
+        raise RuntimeError("building its kernel (vnni_dot.cpp) failed; it needs g++ (GCC >= 11) and ninja: no g++")
+
+    monkeypatch.setattr(cpu_kernel, "cpu_flags", lambda: VNNI_FLAGS)
+    monkeypatch.setattr(cpu_kernel, "_load", no_compiler)
+    with caplog.at_level(logging.WARNING, logger="sglang_cast.engine.format_choice"):
+        assert profile_format(profile(weight_format="int4vnni/int8vnni+int8"), "amx") == "int4/int8+int8"
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "no g++" in warning and "running int4/int8+int8" in warning
+
+
 @pytest.mark.parametrize("source,weight_format", [("analytic", "int8"), ("measured", None)])
 def test_analytic_or_old_profiles_fall_back_to_measuring(source, weight_format):
     choice = choose_weight_format("auto", device="cpu", profile=profile(source, weight_format), sizes=(1,),
