@@ -36,7 +36,6 @@ import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
-from ..models import amx_tiles, vnni_dot
 from ..models.weights import DraftFormat, WeightFormat
 from .timing import round_robin_medians
 
@@ -151,15 +150,16 @@ def profile_format(profile, this_isa: str, flags: frozenset[str] | None = None) 
 
 
 def candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
-    """The target formats ``auto`` times on this CPU (``flags``: another CPU's, for tests)."""
-    return (CANDIDATES + (AMX_CANDIDATES if amx_tiles.unavailable_reason(flags) is None else ())
-            + (VNNI_CANDIDATES if vnni_dot.unavailable_reason(flags) is None else ()))
+    """The target formats ``auto`` times on this CPU (``flags``: another CPU's, for tests):
+    torch's, and those of our kernels that run here."""
+    return tuple(fmt for fmt in CANDIDATES + AMX_CANDIDATES + VNNI_CANDIDATES
+                 if WeightFormat.parse(fmt).unavailable_reason(flags) is None)
 
 
 def draft_candidates(flags: frozenset[str] | None = None) -> tuple[str, ...]:
     """The draft head formats ``auto`` times on this CPU, as `candidates`."""
-    return (DRAFT_CANDIDATES + (AMX_DRAFT_CANDIDATES if amx_tiles.unavailable_reason(flags) is None else ())
-            + (VNNI_DRAFT_CANDIDATES if vnni_dot.unavailable_reason(flags) is None else ()))
+    return tuple(fmt for fmt in DRAFT_CANDIDATES + AMX_DRAFT_CANDIDATES + VNNI_DRAFT_CANDIDATES
+                 if DraftFormat.parse(fmt).linears.unavailable_reason(flags) is None)
 
 
 def measure_costs(time_once: TimeOnce, candidates: Sequence[str], sizes: Sequence[int], *,

@@ -41,11 +41,6 @@ def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
     return KERNEL.unavailable_reason(flags)
 
 
-def ensure_loaded(fmt: str, fallback: str) -> None:
-    """Load the kernels once per process (`CpuKernel.ensure_loaded`)."""
-    KERNEL.ensure_loaded(fmt, fallback)
-
-
 @dataclass(frozen=True)
 class TiledInt4:
     """int4 weights in the int4 kernel's layout (csrc/amx_tiles.cpp's header): ``blocks``
@@ -79,7 +74,7 @@ class TiledInt4:
         return cls(torch.cat((code_bytes, meta_bytes), dim=-1).contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
         return torch.ops.sglang_cast_amx.int4_mm(x.contiguous(), self.blocks)
 
 
@@ -105,5 +100,5 @@ class TiledInt8:
         return cls(blocks.reshape(n // _BLOCK_COLS, k // _GROUP, -1).contiguous(), scales.float().contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `ensure_loaded`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
         return torch.ops.sglang_cast_amx.int8_mm(x.contiguous(), self.blocks, self.scales)

@@ -4,9 +4,10 @@ Each kernel is a C++ source compiled on first use with torch's extension builder
 and ninja) into ``<cache_root>/extensions/``; later processes load the built library,
 which registers the same two ops under ``torch.ops.<namespace>``: ``int4_mm(x, blocks)``
 and ``int8_mm(x, blocks, scales)``, bf16 ``x`` ``[M, K]`` times weights packed in records
-of 64 output columns (``blocks`` ``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``.  A CPU without the ISA flags a
-kernel needs, or a machine without the toolchain, gets a ``ValueError`` naming the weight
-format and the torch-kernel format to use instead (`CpuKernel.ensure_loaded`).
+of 64 output columns (``blocks`` ``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``.  A
+CPU without the ISA flags a kernel needs, or a machine without the toolchain, gets a
+``ValueError`` naming the weight format and the torch-kernel format to use instead
+(`CpuKernel.ensure_loaded`).
 """
 
 from __future__ import annotations

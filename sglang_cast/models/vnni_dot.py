@@ -75,7 +75,7 @@ class VnniInt4:
         return cls(torch.cat((code_bytes.contiguous(), meta_bytes), dim=-1).contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `KERNEL.ensure_loaded`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
         return torch.ops.sglang_cast_vnni.int4_mm(x.contiguous(), self.blocks)
 
 
@@ -101,5 +101,5 @@ class VnniInt8:
         return cls(blocks.reshape(n // _BLOCK_COLS, k // _GROUP, -1).contiguous(), scales.float().contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `KERNEL.ensure_loaded`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
         return torch.ops.sglang_cast_vnni.int8_mm(x.contiguous(), self.blocks, self.scales)

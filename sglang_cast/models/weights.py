@@ -102,6 +102,17 @@ class Format(str, Enum):
                 Format.INT4_VNNI: vnni_dot.KERNEL, Format.INT8_VNNI: vnni_dot.KERNEL}
         return ours.get(self)
 
+    def unavailable_reason(self, flags: frozenset[str] | None = None) -> str | None:
+        """Why this format's kernel of ours cannot run (`CpuKernel.unavailable_reason`);
+        ``None`` when it can or the format runs torch's kernels."""
+        return None if self.kernel is None else self.kernel.unavailable_reason(flags)
+
+    def load_kernel(self) -> None:
+        """Load this format's kernel of ours, if any, once per process; where it cannot run,
+        a ``ValueError`` naming this format and its torch twin (`CpuKernel.ensure_loaded`)."""
+        if self.kernel is not None:
+            self.kernel.ensure_loaded(self.value, self.on_torch_kernels.value)
+
 
 _FORMAT_NAMES = tuple(f.value for f in Format)  # what a part of a spec may name
 _DENSE_FORMATS = (Format.FP32.value, Format.BF16.value)  # ":dense<N>[:<format>]"
@@ -226,7 +237,7 @@ class WeightFormat:
         """Why a part's kernel of ours cannot run on this CPU (``flags``: another CPU's, for
         tests); ``None`` when every part can."""
         parts = (self.linears, self.lm_head, self.draft.linears)
-        reasons = dict.fromkeys(r for p in parts if p.kernel and (r := p.kernel.unavailable_reason(flags)))
+        reasons = dict.fromkeys(r for p in parts if (r := p.unavailable_reason(flags)))
         return "; ".join(reasons) or None
 
     def on_torch_kernels(self) -> WeightFormat:
@@ -393,10 +404,6 @@ class _TilesFromRows:
 
     FORMAT: Format
 
-    @classmethod
-    def _load_kernels(cls) -> None:
-        amx_tiles.ensure_loaded(cls.FORMAT.value, cls.FORMAT.on_torch_kernels.value)
-
     def _matmul(self, x: Tensor) -> Tensor:
         if x.shape[0] < amx_tiles.TILES_FROM:
             return super()._matmul(x)
@@ -413,7 +420,7 @@ class Int4AmxLinear(_TilesFromRows, Int4Linear):
     FORMAT = Format.INT4_AMX
 
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
-        self._load_kernels()
+        self.FORMAT.load_kernel()
         super().__init__(groups, bias)
         self.tiled = amx_tiles.TiledInt4.pack(groups.codes, groups.scales, groups.zeros)
 
@@ -426,7 +433,7 @@ class Int8AmxLinear(_TilesFromRows, Int8Linear):
     FORMAT = Format.INT8_AMX
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
-        self._load_kernels()
+        self.FORMAT.load_kernel()
         super().__init__(weight, bias)
         self.tiled = amx_tiles.TiledInt8.pack(self.codes, self.scales)
 
@@ -436,7 +443,7 @@ class Int4VnniLinear(PackedLinear):
     codes, GGUF's fp16 scales and mins applied in fp32, activations rounded to int8)."""
 
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
-        vnni_dot.KERNEL.ensure_loaded(Format.INT4_VNNI.value, Format.INT4.value)
+        Format.INT4_VNNI.load_kernel()
         out_features, in_features = groups.codes.shape
         super().__init__(in_features, out_features, bias)
         self.packed = vnni_dot.VnniInt4.pack(groups.codes, groups.scales, groups.zeros)
@@ -450,7 +457,7 @@ class Int8VnniLinear(PackedLinear):
     (models/vnni_dot.py: each output summed over all inputs before its scale applies)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
-        vnni_dot.KERNEL.ensure_loaded(Format.INT8_VNNI.value, Format.INT8.value)
+        Format.INT8_VNNI.load_kernel()
         super().__init__(weight.shape[1], weight.shape[0], bias)
         self.packed = vnni_dot.VnniInt8.pack(*int8_quantize(weight))
 

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
+from sglang_cast.hardware import cpu_flags
 from sglang_cast.models import amx_tiles
 from sglang_cast.models.amx_tiles import TiledInt4, TiledInt8, unavailable_reason
 from sglang_cast.models.weights import (Format, Int4Groups, Int4Linear, Int8Linear, int4_from_q4_1,
                                         int4_quantize, pack_linear)
 from support.models import random_q4_1
 
-AMX_MISSING = unavailable_reason()
+AMX_MISSING = unavailable_reason(cpu_flags())  # the ISA alone: a kernel that fails to build must fail, not skip
 needs_amx = pytest.mark.skipif(AMX_MISSING is not None, reason=f"AMX tile kernels: {AMX_MISSING}")
 
 
@@ -85,7 +86,7 @@ def test_pack_refuses_shapes_the_kernel_cannot_tile() -> None:
 
 @pytest.fixture
 def kernel() -> None:
-    amx_tiles.ensure_loaded("int4amx", "int4")
+    Format.INT4_AMX.load_kernel()
 
 
 def reference(x: torch.Tensor, groups: Int4Groups) -> torch.Tensor:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, dequantize
 
+from sglang_cast.hardware import cpu_flags
 from sglang_cast.models import KVCache, LlamaModel, causal_tree_mask
 from sglang_cast.models.amx_tiles import unavailable_reason
 from sglang_cast.models.numerics import judge_by_kernel_paths
@@ -30,7 +31,7 @@ from sglang_cast.models.weights import (
 )
 from support.models import make_pair, random_q4_1
 
-AMX_MISSING = unavailable_reason()  # why the int4amx/int8amx kernels cannot run here, or None
+AMX_MISSING = unavailable_reason(cpu_flags())  # why this CPU cannot run the int4amx/int8amx kernels, or None
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2^-7: spacing of bf16 numbers at 1.0
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from sglang_cast.models import vnni_dot
+from sglang_cast.hardware import cpu_flags
 from sglang_cast.models.vnni_dot import VnniInt4, VnniInt8, unavailable_reason
 from sglang_cast.models.weights import (Format, Int4Groups, Int4VnniLinear, Int8VnniLinear, int4_from_q4_1,
                                         int4_quantize, int8_quantize, pack_linear)
 from support.models import random_q4_1
 
-VNNI_MISSING = unavailable_reason()
+VNNI_MISSING = unavailable_reason(cpu_flags())  # the ISA alone: a kernel that fails to build must fail, not skip
 needs_vnni = pytest.mark.skipif(VNNI_MISSING is not None, reason=f"VNNI kernels: {VNNI_MISSING}")
 
 
@@ -85,7 +85,7 @@ def test_pack_refuses_shapes_the_kernels_cannot_hold() -> None:
 
 @pytest.fixture
 def kernel() -> None:
-    vnni_dot.KERNEL.ensure_loaded("int4vnni", "int4")
+    Format.INT4_VNNI.load_kernel()
 
 
 def quantized_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

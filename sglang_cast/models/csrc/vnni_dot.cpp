@@ -23,7 +23,7 @@
 //   min multiplies the rounded inputs' sum, not the exact one, so each weight meets the same
 //   rounded input (llama.cpp's Q8_1 sum `s`).  With the exact sum the error of the rounded
 //   inputs would meet code * scale alone, and with min ~ -8 scale (codes centred on 8) it would
-//   not cancel: 10 % of top-1 tokens moved instead of 4.5 %.
+//   not cancel: 9.7 % of top-1 tokens moved against fp32 instead of 4.6 %.
 // int8 layout (`vnni_dot.VnniInt8.pack`): blocks [N/64, K/32, 2048] uint8, code + 128 per
 //   byte: byte 64j + 4c + q of tile t's 512 is (column 16t + c, input 4j + q); scales [N] fp32.
 //   Per group: out[m, n] += scale[n] sx[m] (sum_k (code + 128) xq[m, k] - 128 sum_k xq[m, k]).
@@ -33,7 +33,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -74,13 +73,13 @@ Quantized quantize_rows(const uint16_t* x, int64_t M, int64_t K) {
   return out;
 }
 
-// Four int8 activations x[k .. k + 3], broadcast to every lane.
 // Fetches the record `ahead` (the one to be read a few groups on) into L1, one line at a time.
 inline void prefetch_record(const uint8_t* ahead, const uint8_t* end, int bytes) {
   if (ahead < end)
     for (int line = 0; line < bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
 }
 
+// Four int8 activations x[k .. k + 3], broadcast to every lane.
 inline __m512i quad(const int8_t* x) { return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x)); }
 
 inline void store_bf16(uint16_t* out, __m512 values) {
