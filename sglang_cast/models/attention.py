@@ -70,6 +70,8 @@ class AttentionBatch:
 
     cache: KVCache
     slots: Tensor  # [B] cache slot of each row
+    starts: Tensor  # [B] committed length of each row's slot, on the cache's device
+    tree_mask: Tensor  # [B, n, s] the scratch entries each new token sees (as given)
     write_positions: Tensor  # [B, n] cache index of each new token: lens + s - n + j
     mask: Tensor  # [B, 1, n, length] bool
     length: int  # padded slice length max(lens) + s
@@ -115,7 +117,7 @@ class AttentionBatch:
                 new_entries = (windows[0][..., length - n :, :], windows[1][..., length - n :, :])
         # One new token per row and no key past any row's own: the whole slice is visible.
         all_visible = n == s == 1 and lowest + 1 == length
-        return cls(cache, device_slots, write_positions=positions, mask=mask, length=length,
+        return cls(cache, device_slots, starts, tree_mask, write_positions=positions, mask=mask, length=length,
                    windows=windows, new_entries=new_entries, all_visible=all_visible)
 
     @classmethod
@@ -131,7 +133,8 @@ class AttentionBatch:
         row seeing at least itself, padding included.
         """
         length = cache.capacity
-        return cls(cache, slots, write_positions=write_positions, mask=build_attention_mask(starts, tree_mask, length),
+        return cls(cache, slots, starts, tree_mask, write_positions=write_positions,
+                   mask=build_attention_mask(starts, tree_mask, length),
                    length=length, windows=None, new_entries=None, all_visible=False)
 
     def attend(self, layer: int, q: Tensor, k_new: Tensor, v_new: Tensor) -> Tensor:

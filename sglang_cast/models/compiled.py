@@ -99,7 +99,7 @@ def _draft_leave(draft: DraftModel, residual: Tensor, attended: Tensor):
 class CompiledLayers:
     """A target's decoder stack (and optionally its draft head's layer) as compiled
     functions around eager attention; `LlamaModel.forward` and the draft heads call
-    `run_layers` / `run_draft` when a model carries one (``model.compiled``)."""
+    `run_layers` / `run_draft` when a model carries one (``model.layer_stack``, ``draft.compiled``)."""
 
     def __init__(self, cpp_wrapper: bool = False) -> None:
         inductor_cache_dir()
@@ -147,7 +147,7 @@ def compile_models(
     """Attach one `CompiledLayers` to ``target`` (and ``draft``) and compile every graph
     a run can need now (`warm_up`), so no request ever waits on the compiler."""
     compiled = CompiledLayers(cpp_wrapper)
-    target.compiled = compiled
+    target.layer_stack = compiled
     if draft is not None:
         draft.compiled = compiled
     warm_up(target, draft, max_batch_size)

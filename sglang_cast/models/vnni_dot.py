@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .cpu_kernel import BLOCK_COLS as _BLOCK_COLS, GROUP as _GROUP, CpuKernel, check_packable
+from .cpu_kernel import BLOCK_COLS as _BLOCK_COLS, GROUP as _GROUP, OPENMP, CpuKernel, check_packable
 
 _TILE_COLS = 16  # output columns per tile: the int32 lanes of a zmm
 _TILES = _BLOCK_COLS // _TILE_COLS  # tiles per record (csrc: kTiles)
@@ -36,7 +36,8 @@ _INT8_OFFSET = 128  # int8 codes are stored as code + 128: vpdpbusd's unsigned o
 KERNEL = CpuKernel(
     namespace="sglang_cast_vnni", source="vnni_dot.cpp",
     required_flags=frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}),
-    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx512bf16"))
+    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mavx512bf16", *OPENMP),
+    link_flags=OPENMP)
 
 
 def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
@@ -75,7 +76,8 @@ class VnniInt4:
         return cls(torch.cat((code_bytes.contiguous(), meta_bytes), dim=-1).contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16, or fp32 -> fp32 with the same bits (after
+        `Format.load_kernel`)."""
         return torch.ops.sglang_cast_vnni.int4_mm(x.contiguous(), self.blocks)
 
 
@@ -101,5 +103,6 @@ class VnniInt8:
         return cls(blocks.reshape(n // _BLOCK_COLS, k // _GROUP, -1).contiguous(), scales.float().contiguous())
 
     def matmul(self, x: Tensor) -> Tensor:
-        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16 (after `Format.load_kernel`)."""
+        """``x`` ``[M, K]`` bf16 -> ``[M, N]`` bf16, or fp32 -> fp32 with the same bits (after
+        `Format.load_kernel`)."""
         return torch.ops.sglang_cast_vnni.int8_mm(x.contiguous(), self.blocks, self.scales)

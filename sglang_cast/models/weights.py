@@ -96,6 +96,12 @@ class Format(str, Enum):
         return twins.get(self, self)
 
     @property
+    def fused_layers(self) -> bool:
+        """Do a target's decoder layers in this format run the fused CPU ops between their
+        linears (models/cpu_layer.py)?  The VNNI formats' cost tables were measured so."""
+        return self in (Format.INT4_VNNI, Format.INT8_VNNI)
+
+    @property
     def kernel(self) -> CpuKernel | None:
         """The kernel library of ours this format runs on (None: torch's kernels alone)."""
         ours = {Format.INT4_AMX: amx_tiles.KERNEL, Format.INT8_AMX: amx_tiles.KERNEL,
@@ -321,8 +327,12 @@ class PackedLinear(nn.Module):
     """A linear layer whose weights are in a reduced `Format`; ``forward`` takes any
     float ``x`` ``[..., K]`` and returns ``[..., N]`` in ``x``'s dtype.
 
-    Subclasses implement `_matmul` on bf16 ``[M, K]`` activations.
+    Subclasses implement `_matmul` on bf16 ``[M, K]`` activations; one whose kernel also
+    reads fp32 ones (``READS_FP32``, rounding them to bf16 itself and returning fp32) is
+    called without the two casts.
     """
+
+    READS_FP32 = False
 
     def __init__(self, in_features: int, out_features: int, bias: Tensor | None) -> None:
         super().__init__()
@@ -335,7 +345,9 @@ class PackedLinear(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: Tensor) -> Tensor:
-        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)
+        flat = x.reshape(-1, self.in_features)
+        if not (self.READS_FP32 and flat.dtype == torch.float32):
+            flat = flat.to(ACTIVATION_DTYPE)
         out = self._matmul(flat).to(x.dtype).view(*x.shape[:-1], self.out_features)
         return out if self.bias_fp is None else out.add_(self.bias_fp.to(x.dtype))
 
@@ -442,6 +454,8 @@ class Int4VnniLinear(PackedLinear):
     """`Int4Groups` on the VNNI kernel at every row count (models/vnni_dot.py: the same
     codes, GGUF's fp16 scales and mins applied in fp32, activations rounded to int8)."""
 
+    READS_FP32 = True
+
     def __init__(self, groups: Int4Groups, bias: Tensor | None = None) -> None:
         Format.INT4_VNNI.load_kernel()
         out_features, in_features = groups.codes.shape
@@ -455,6 +469,8 @@ class Int4VnniLinear(PackedLinear):
 class Int8VnniLinear(PackedLinear):
     """`int8_quantize`'s codes and bf16 scales on the VNNI kernel at every row count
     (models/vnni_dot.py: each output summed over all inputs before its scale applies)."""
+
+    READS_FP32 = True
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         Format.INT8_VNNI.load_kernel()

@@ -1,6 +1,8 @@
 // Weight-only int4 and int8 GEMMs on AVX512-VNNI integer dot products, activations
 // quantised to int8 per row and group of 32 inputs: bf16 activations [M, K] x packed
-// weights [N, K] -> bf16 [M, N].  Python side: models/vnni_dot.py.
+// weights [N, K] -> bf16 [M, N]; or fp32 -> fp32, the same bits (inputs rounded to bf16
+// first, results rounded to bf16), which spares an fp32 model two casts per linear.
+// Python side: models/vnni_dot.py.
 //
 // Why: torch's CPU int4 and int8 kernels multiply in floating point, re-widening their
 // weights per block of 4 activation rows, so on a 2-core AVX-512 EPYC without AMX a verify
@@ -52,14 +54,24 @@ struct Quantized {
   std::vector<int32_t> qsum;  // [M, G]: sum_k xq
 };
 
-Quantized quantize_rows(const uint16_t* x, int64_t M, int64_t K) {
+inline __m512 load_bf16(const uint16_t* x) {
+  return _mm512_cvtpbh_ps(reinterpret_cast<__m256bh>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))));
+}
+
+// 16 fp32 values rounded to bf16 and widened back: what `x.to(torch.bfloat16)` then the bf16
+// load give, so fp32 inputs and outputs compute the same bits as the bf16 ones.
+inline __m512 round_bf16(__m512 values) { return _mm512_cvtpbh_ps(_mm512_cvtneps_pbh(values)); }
+inline __m512 load_rounded(const float* x) { return round_bf16(_mm512_loadu_ps(x)); }
+inline __m512 load_rounded(const uint16_t* x) { return load_bf16(x); }
+
+template <typename In>
+Quantized quantize_rows(const In* x, int64_t M, int64_t K) {
   const int64_t G = K / kGroup;
   Quantized out{std::vector<int8_t>(M * K), std::vector<float>(M * G), std::vector<int32_t>(M * G)};
   for (int64_t m = 0; m < M; ++m)
     for (int64_t g = 0; g < G; ++g) {
       const int64_t at = m * K + g * kGroup;
-      const __m512 lo = _mm512_cvtpbh_ps(reinterpret_cast<__m256bh>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + at))));
-      const __m512 hi = _mm512_cvtpbh_ps(reinterpret_cast<__m256bh>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + at + 16))));
+      const __m512 lo = load_rounded(x + at), hi = load_rounded(x + at + 16);
       const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
       const float scale = amax / 127.0f;
       const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
@@ -82,19 +94,21 @@ inline void prefetch_record(const uint8_t* ahead, const uint8_t* end, int bytes)
 // Four int8 activations x[k .. k + 3], broadcast to every lane.
 inline __m512i quad(const int8_t* x) { return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x)); }
 
-inline void store_bf16(uint16_t* out, __m512 values) {
+inline void store_rounded(uint16_t* out, __m512 values) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(values)));
 }
+inline void store_rounded(float* out, __m512 values) { _mm512_storeu_ps(out, round_bf16(values)); }
 
 inline __m512 half16(const uint8_t* at) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(at)));
 }
 
+template <typename Out>
 struct Problem {
   const Quantized* x;
   const uint8_t* blocks;  // [N/64, G, record bytes]
   const float* scales;    // int8: [N]; int4: none (in the records)
-  uint16_t* out;          // [M, N] bf16 bits
+  Out* out;               // [M, N]: bf16 bits or fp32 (rounded to bf16)
   int64_t K, N, G;
 };
 
@@ -106,8 +120,8 @@ constexpr int kInt4RecordBytes = kTiles * (kInt4CodeBytes + 2 * kTileCols * 2); 
 // Rows [row0, row0 + R) x block b's 64 columns.  Per group: each tile's codes unpack into
 // 8 operands of 4 inputs per column, each multiplied with the R rows' matching int8
 // activations into int32 sums, which the group's scales and min then fold into fp32.
-template <int R>
-void int4_chunk(const Problem& p, int64_t row0, int64_t b) {
+template <int R, typename Out>
+void int4_chunk(const Problem<Out>& p, int64_t row0, int64_t b) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[R][kTiles];
   for (int m = 0; m < R; ++m)
@@ -146,7 +160,7 @@ void int4_chunk(const Problem& p, int64_t row0, int64_t b) {
     }
   }
   for (int m = 0; m < R; ++m)
-    for (int t = 0; t < kTiles; ++t) store_bf16(p.out + (row0 + m) * p.N + (b * kTiles + t) * kTileCols, acc[m][t]);
+    for (int t = 0; t < kTiles; ++t) store_rounded(p.out + (row0 + m) * p.N + (b * kTiles + t) * kTileCols, acc[m][t]);
 }
 
 // ---- int8 ----
@@ -157,8 +171,8 @@ constexpr int kInt8RecordBytes = kTiles * kInt8TileBytes;  // 2048
 // Rows [row0, row0 + R) x block b's 64 columns: per group, 8 dot products of 4 inputs per
 // column and row, the +128 offset taken out with the row's int8 sum, the activation scale
 // applied; the weight scale once at the end.
-template <int R>
-void int8_chunk(const Problem& p, int64_t row0, int64_t b) {
+template <int R, typename Out>
+void int8_chunk(const Problem<Out>& p, int64_t row0, int64_t b) {
   __m512 acc[R][kTiles];
   for (int m = 0; m < R; ++m)
     for (int t = 0; t < kTiles; ++t) acc[m][t] = _mm512_setzero_ps();
@@ -190,15 +204,15 @@ void int8_chunk(const Problem& p, int64_t row0, int64_t b) {
   for (int t = 0; t < kTiles; ++t) {
     const __m512 scale = _mm512_loadu_ps(p.scales + (b * kTiles + t) * kTileCols);
     for (int m = 0; m < R; ++m)
-      store_bf16(p.out + (row0 + m) * p.N + (b * kTiles + t) * kTileCols, _mm512_mul_ps(acc[m][t], scale));
+      store_rounded(p.out + (row0 + m) * p.N + (b * kTiles + t) * kTileCols, _mm512_mul_ps(acc[m][t], scale));
   }
 }
 
 // ---- entry points ----
 
 void check_inputs(const char* op, const at::Tensor& x, const at::Tensor& blocks, int64_t record_bytes) {
-  TORCH_CHECK(x.scalar_type() == at::kBFloat16 && x.dim() == 2 && x.is_contiguous(),
-              op, ": x must be a contiguous bf16 [M, K] tensor");
+  TORCH_CHECK((x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat) && x.dim() == 2 && x.is_contiguous(),
+              op, ": x must be a contiguous bf16 or fp32 [M, K] tensor");
   TORCH_CHECK(blocks.scalar_type() == at::kByte && blocks.dim() == 3 && blocks.size(2) == record_bytes &&
                   blocks.is_contiguous() && reinterpret_cast<uintptr_t>(blocks.data_ptr()) % 64 == 0,
               op, ": blocks must be contiguous, 64-byte aligned uint8 [N/64, K/32, ", record_bytes, "]");
@@ -206,18 +220,21 @@ void check_inputs(const char* op, const at::Tensor& x, const at::Tensor& blocks,
               blocks.size(1) * kGroup);
 }
 
-template <int R> struct Int4Chunk { static void run(const Problem& p, int64_t row0, int64_t b) { int4_chunk<R>(p, row0, b); } };
-template <int R> struct Int8Chunk { static void run(const Problem& p, int64_t row0, int64_t b) { int8_chunk<R>(p, row0, b); } };
+template <int R> struct Int4Chunk {
+  template <typename Out> static void run(const Problem<Out>& p, int64_t row0, int64_t b) { int4_chunk<R>(p, row0, b); }
+};
+template <int R> struct Int8Chunk {
+  template <typename Out> static void run(const Problem<Out>& p, int64_t row0, int64_t b) { int8_chunk<R>(p, row0, b); }
+};
 
 // Quantises x, then runs Chunk<R>(row0, b) over every chunk of up to kChunkRows rows (the
-// last one shorter) and every block of 64 columns, the blocks split across threads.
-template <template <int> class Chunk>
-at::Tensor run(const at::Tensor& x, const at::Tensor& blocks, const float* scales) {
-  const int64_t M = x.size(0), K = x.size(1), G = blocks.size(1), N = blocks.size(0) * kTiles * kTileCols;
-  at::Tensor out = at::empty({M, N}, x.options());
-  if (M == 0) return out;
-  const Quantized xq = quantize_rows(reinterpret_cast<const uint16_t*>(x.data_ptr()), M, K);
-  const Problem p{&xq, blocks.data_ptr<uint8_t>(), scales, reinterpret_cast<uint16_t*>(out.data_ptr()), K, N, G};
+// last one shorter) and every block of 64 columns, the blocks split across threads.  In and
+// Out: uint16_t (bf16 bits) or float, x's dtype either way.
+template <template <int> class Chunk, typename In, typename Out>
+void run_typed(const at::Tensor& x, const at::Tensor& blocks, const float* scales, at::Tensor& out) {
+  const int64_t M = x.size(0), K = x.size(1), G = blocks.size(1), N = out.size(1);
+  const Quantized xq = quantize_rows(reinterpret_cast<const In*>(x.data_ptr()), M, K);
+  const Problem<Out> p{&xq, blocks.data_ptr<uint8_t>(), scales, reinterpret_cast<Out*>(out.data_ptr()), K, N, G};
   at::parallel_for(0, blocks.size(0), 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
       for (int64_t row0 = 0; row0 < M; row0 += kChunkRows) {
@@ -229,6 +246,19 @@ at::Tensor run(const at::Tensor& x, const at::Tensor& blocks, const float* scale
         }
       }
   });
+}
+
+// bf16 x -> bf16 out; fp32 x -> fp32 out with the same bits widened (x rounded to bf16 first,
+// the result rounded to bf16): an fp32 model calls the kernel without two casts per linear.
+template <template <int> class Chunk>
+at::Tensor run(const at::Tensor& x, const at::Tensor& blocks, const float* scales) {
+  const int64_t M = x.size(0), N = blocks.size(0) * kTiles * kTileCols;
+  at::Tensor out = at::empty({M, N}, x.options());
+  if (M == 0) return out;
+  if (x.scalar_type() == at::kFloat)
+    run_typed<Chunk, float, float>(x, blocks, scales, out);
+  else
+    run_typed<Chunk, uint16_t, uint16_t>(x, blocks, scales, out);
   return out;
 }
 

@@ -1,0 +1,113 @@
+"""Decoder layers with their work between the linears fused into four CPU ops
+(csrc/cpu_layer.cpp): RMSNorm, the residual add with the next RMSNorm, SwiGLU's product,
+and RoPE + the KV-cache write + tree attention.
+
+Why: at batch 1 a layer's eager torch ops between its linears (norms, RoPE, views, cache
+copies, SDPA, casts: ~35 small kernels) cost more than the linears themselves on a 2-core
+CPU; a one-token int4vnni forward spent ~6 of its ~12 ms there
+(docs/results/2026-12-04_cpu_layer_avx512.md).  With these ops a layer is nine calls.
+
+`FusedLayers` is a `llama.LayerStack`: `loader.load_target` installs it on a CPU fp32
+model whose linears are in a format that asks for it (`Format.fused_layers`: the VNNI
+formats, whose cost tables were measured with it).  The same math as the eager
+layers, computed in another order: within fp32 rounding of them (the VNNI linears round
+their inputs to bf16, which absorbs most of it; one-token logits came out identical), and
+row-independent like the VNNI kernels (a verify row equals the one-token step of its path,
+bit for bit: attention sums over a row's visible keys only, in cache order).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from .attention import AttentionBatch
+from .cpu_kernel import OPENMP, CpuKernel
+
+if TYPE_CHECKING:
+    from .llama import DecoderLayer, LlamaModel
+
+log = logging.getLogger(__name__)
+
+KERNEL = CpuKernel(
+    namespace="sglang_cast_layer", source="cpu_layer.cpp",
+    required_flags=frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+    # ATen's Vectorized<float> at its AVX-512 width (its exp is torch's own, Sleef)
+    compile_flags=("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
+                   "-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", *OPENMP),
+    link_flags=OPENMP)
+
+
+# The ops' vector width (csrc: kLanes, floats per AVX-512 register): every row width a
+# multiple of it; a head 2, 4 or 8 of them (RoPE rotates its halves a vector at a time,
+# attention keeps a head's sums in registers).
+VECTOR = 16
+
+
+def fits(config) -> bool:
+    """Whether the ops hold a model of this `ModelConfig`'s widths."""
+    return all(width % VECTOR == 0 for width in (config.hidden_size, config.intermediate_size)) \
+        and config.head_dim in (2 * VECTOR, 4 * VECTOR, 8 * VECTOR)
+
+
+def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
+    """Why the fused ops cannot run on this machine (``None``: they can)."""
+    return KERNEL.unavailable_reason(flags)
+
+
+def _ops():
+    return torch.ops.sglang_cast_layer
+
+
+def rms_norm(x: Tensor, norm) -> Tensor:
+    """``norm`` (a `llama.RMSNorm`) of ``x`` ``[T, D]`` fp32."""
+    return _ops().rms_norm(x, norm.weight, norm.eps)
+
+
+def fused_layer(layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
+                tree_mask: Tensor) -> Tensor:
+    """One decoder layer on ``x`` ``[B·n, hidden]`` (not modified): what `DecoderLayer.forward`
+    computes, with its stacked q/k/v and gate/up linears (`weights.StacksLinears`);
+    ``tree_mask`` is ``batch.tree_mask``, contiguous."""
+    attention, mlp, ops = layer.self_attn, layer.mlp, _ops()
+    qkv = attention.qkv_proj.forward(rms_norm(x, layer.input_layernorm))  # [B·n, (H + 2 KV)·D]
+    attended = ops.rope_attention(qkv, cos, sin, batch.cache.k, batch.cache.v, attention.layer_idx, batch.slots,
+                                  batch.starts, tree_mask, attention.num_heads, attention.num_kv_heads)
+    norm = layer.post_attention_layernorm
+    h, normed = ops.add_rms_norm(x, attention.o_proj.forward(attended), norm.weight, norm.eps)
+    return h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed))))
+
+
+class FusedLayers:
+    """The decoder stack on the fused ops (`llama.LayerStack`)."""
+
+    def run_layers(self, model: LlamaModel, h: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
+                   capture: tuple[int, ...]) -> tuple[Tensor, dict[int, Tensor]]:
+        features: dict[int, Tensor] = {}
+        tree_mask = batch.tree_mask.contiguous()  # a chain's mask is an expanded view
+        for i, layer in enumerate(model.layers):
+            if i in capture:
+                features[i] = h
+            h = fused_layer(layer, h, cos, sin, batch, tree_mask)
+        return rms_norm(h, model.norm), features
+
+
+def fused_layers_for(model: LlamaModel) -> FusedLayers | None:
+    """The fused stack for ``model`` where its weight format asks for one
+    (`weights.Format.fused_layers`) and it can run one: fp32 on the CPU, its q/k/v and
+    gate/up stacked, widths the ops hold (`fits`), this CPU able to build the ops (loaded
+    here).  Else ``None``: the eager layers, with a warning where only the CPU or toolchain
+    stood in the way."""
+    weight, layer = model.embed_tokens.weight, model.layers[0]
+    if not model.weight_format.linears.fused_layers or weight.device.type != "cpu" \
+            or weight.dtype != torch.float32 or layer.self_attn.qkv_proj is None or layer.mlp.gate_up_proj is None \
+            or not fits(model.config):
+        return None
+    reason = unavailable_reason()
+    if reason is not None:
+        log.warning("fused CPU layers unavailable (%s); running the eager layers", reason)
+        return None
+    return FusedLayers()
