@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from .attention import AttentionBatch, causal_tree_mask
 from .kv_cache import KVCache
 from .cache import cache_root
+from .llama import rows_at
 from .weights import Format
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def _draft_leave(draft: DraftModel, residual: Tensor, attended: Tensor):
 class CompiledLayers:
     """A target's decoder stack (and optionally its draft head's layer) as compiled
     functions around eager attention; `LlamaModel.forward` and the draft heads call
-    `run_layers` / `run_draft` when a model carries one (``model.layer_stack``, ``draft.compiled``)."""
+    `run_layers` / `run_draft` when a model carries one (``model.layer_stack``, ``draft.layer_stack``)."""
 
     def __init__(self, cpp_wrapper: bool = False) -> None:
         inductor_cache_dir()
@@ -133,12 +134,14 @@ class CompiledLayers:
 
     def run_draft(
         self, draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
-        batch: AttentionBatch,
-    ):
-        """The draft head's `DraftOutput`, its single layer compiled around eager attention."""
+        batch: AttentionBatch, last: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """The draft head's hidden states and logits (at ``last`` only when given, gathered
+        from all rows'), its single layer compiled around eager attention."""
         with torch.compiler.set_stance(self.stance):
             residual, q, k, v = self.draft_enter(draft, input_ids, features, cos, sin)
-            return self.draft_leave(draft, residual, batch.attend(0, q, k, v))
+            hidden, logits = self.draft_leave(draft, residual, batch.attend(0, q, k, v))
+        return hidden, logits if last is None else rows_at(logits, last)
 
 
 def compile_models(
@@ -149,7 +152,7 @@ def compile_models(
     compiled = CompiledLayers(cpp_wrapper)
     target.layer_stack = compiled
     if draft is not None:
-        draft.compiled = compiled
+        draft.layer_stack = compiled
     warm_up(target, draft, max_batch_size)
     compiled.stance = "eager_on_recompile"
     return compiled

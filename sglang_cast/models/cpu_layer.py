@@ -1,4 +1,5 @@
-"""Decoder layers with their work between the linears fused into four CPU ops
+"""Decoder layers (the target's, an EAGLE-3 head's) with their work between the linears
+fused into four CPU ops
 (csrc/cpu_layer.cpp): RMSNorm, the residual add with the next RMSNorm, SwiGLU's product,
 and RoPE + the KV-cache write + tree attention.
 
@@ -22,12 +23,13 @@ import logging
 from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .attention import AttentionBatch
 from .cpu_kernel import OPENMP, CpuKernel
+from .llama import rows_at
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # eagle.py builds on this module: its heads are typed as modules here
     from .llama import DecoderLayer, LlamaModel
 
 log = logging.getLogger(__name__)
@@ -81,8 +83,35 @@ def fused_layer(layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, batch:
     return h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed))))
 
 
+def fused_draft_layer(draft: nn.Module, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
+                      batch: AttentionBatch, last: Tensor | None) -> tuple[Tensor, Tensor]:
+    """An EAGLE-3 head's (`eagle.Eagle3Draft`) step (`eagle.run_draft`): its layer reads ``[norm(embeds),
+    norm(residual)]`` (``[B·n, 2 hidden]``), the residual is ``fc(features)`` for target
+    features; hidden ``[B, n, hidden]`` and logits ``[B, n or 1, draft vocab]``."""
+    layer, ops = draft.midlayer, _ops()
+    attention, mlp, norm = layer.self_attn, layer.mlp, layer.post_attention_layernorm
+    b, n = input_ids.shape
+    width = draft.config.layer.hidden_size
+    residual = (features if features.shape[-1] == width else draft.fc.forward(features)).reshape(b * n, width)
+    x = torch.cat((rms_norm(draft.embed(input_ids).view(b * n, width), layer.input_layernorm),
+                   rms_norm(residual, layer.hidden_norm)), dim=-1)
+    attended = ops.rope_attention(attention.qkv_proj.forward(x), cos, sin, batch.cache.k, batch.cache.v, 0,
+                                  batch.slots, batch.starts, batch.tree_mask.contiguous(), attention.num_heads,
+                                  attention.num_kv_heads)
+    h, normed = ops.add_rms_norm(residual, attention.o_proj.forward(attended), norm.weight, norm.eps)
+    hidden = h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed)))).view(b, n, width)
+    rows = hidden if last is None else rows_at(hidden, last)
+    logits = draft.lm_head.forward(rms_norm(rows.reshape(-1, width), draft.norm))
+    return hidden, logits.view(*rows.shape[:-1], -1)
+
+
 class FusedLayers:
-    """The decoder stack on the fused ops (`llama.LayerStack`)."""
+    """The decoder stack (`llama.LayerStack`) and an EAGLE-3 head's layer
+    (`eagle.DraftStack`) on the fused ops."""
+
+    def run_draft(self, draft: nn.Module, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
+                  batch: AttentionBatch, last: Tensor | None) -> tuple[Tensor, Tensor]:
+        return fused_draft_layer(draft, input_ids, features, cos, sin, batch, last)
 
     def run_layers(self, model: LlamaModel, h: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
                    capture: tuple[int, ...]) -> tuple[Tensor, dict[int, Tensor]]:
@@ -111,3 +140,15 @@ def fused_layers_for(model: LlamaModel) -> FusedLayers | None:
         log.warning("fused CPU layers unavailable (%s); running the eager layers", reason)
         return None
     return FusedLayers()
+
+
+def fused_draft_for(draft: nn.Module, target: LlamaModel) -> FusedLayers | None:
+    """The target's fused stack for its draft head too where the target runs one (the
+    pair's tables were measured so): an EAGLE-3 head with stacked q/k/v and gate/up
+    (a packed draft format) and widths the ops hold; else ``None`` (its eager layer)."""
+    stack = target.layer_stack
+    layer = getattr(draft, "midlayer", None)  # EAGLE-1/2 heads have no EAGLE-3 layer
+    if not isinstance(stack, FusedLayers) or layer is None or layer.self_attn.qkv_proj is None \
+            or layer.mlp.gate_up_proj is None or not fits(draft.config.layer):
+        return None
+    return stack

@@ -33,7 +33,9 @@ from .llama import (
     check_step_shapes,
     eagle3_feature_layers,
     rope_cos_sin,
+    rows_at,
 )
+from .cpu_layer import fused_draft_for
 from .loader import check_state_dict, read_json
 from .weights import DraftFormat, apply_draft_format
 
@@ -70,13 +72,14 @@ class DraftOutput(NamedTuple):
     logits: Tensor
 
 
-class CompiledDraft(Protocol):
+class DraftStack(Protocol):
     """What a draft head calls instead of its eager layer when it carries one:
-    `compiled.CompiledLayers` (which builds on this module, so this module names only
-    the call it needs)."""
+    `compiled.CompiledLayers` or `cpu_layer.FusedLayers` (which build on this module, so
+    this module names only the call it needs).  Returns ``(hidden, logits)`` as `run_draft`
+    does (logits at ``last`` only when given)."""
 
     def run_draft(self, draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
-                  batch: AttentionBatch) -> DraftOutput: ...
+                  batch: AttentionBatch, last: Tensor | None) -> tuple[Tensor, Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -90,22 +93,16 @@ class _TargetRef:
     model: LlamaModel
 
 
-def rows_at(x: Tensor, last: Tensor) -> Tensor:
-    """``x`` ``[B, n, D]`` at one position of each row, ``last`` ``[B]``: ``[B, 1, D]``."""
-    return x.gather(1, last.view(-1, 1, 1).expand(-1, 1, x.shape[-1]))
-
-
 def run_draft(draft: DraftModel, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
               batch: AttentionBatch, last: Tensor | None = None) -> DraftOutput:
     """One draft step: its layer's input side, attention on the head's cache, output side;
-    through ``draft.compiled`` when the head carries one (`compiled.py`).  ``last`` ``[B]``
+    through ``draft.layer_stack`` when the head carries one (`DraftStack`).  ``last`` ``[B]``
     asks for logits ``[B, 1, V]`` at that position of each row only: a catch-up reads no
     others, and on a CPU the LM head over every position was the largest part of a
     prompt's catch-up (204 ms timed alone at 16 x 108 tokens, int8 head, against 379-426 ms
     for the whole catch-up; AMX Xeon)."""
-    if draft.compiled is not None:
-        out = draft.compiled.run_draft(draft, input_ids, features, cos, sin, batch)
-        return out if last is None else DraftOutput(out.hidden, rows_at(out.logits, last))
+    if draft.layer_stack is not None:
+        return DraftOutput(*draft.layer_stack.run_draft(draft, input_ids, features, cos, sin, batch, last))
     residual, q, k, v = draft.attention_inputs(input_ids, features, cos, sin)
     return draft.finish(residual, batch.attend(0, q, k, v), last)
 
@@ -166,7 +163,9 @@ class EagleDraft(DraftHead):
         self.fc = nn.Linear(2 * hidden, hidden, bias=config.fc_bias)
         self.layers = nn.ModuleList([DecoderLayer(config.layer, 0, input_norm=False)])
         self.target = _TargetRef(target)
-        self.compiled: CompiledDraft | None = None  # set by `compiled.compile_models`
+        # Set by `load_draft` (the target's fused CPU layers, `cpu_layer.py`) or
+        # `compiled.compile_models`; None runs the layer eagerly.
+        self.layer_stack: DraftStack | None = None
 
     def forward(
         self,
@@ -263,7 +262,9 @@ class Eagle3Draft(DraftHead):
         self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.arange(vocab) < config.draft_vocab_size)
         self.target = _TargetRef(target)
-        self.compiled: CompiledDraft | None = None  # set by `compiled.compile_models`
+        # Set by `load_draft` (the target's fused CPU layers, `cpu_layer.py`) or
+        # `compiled.compile_models`; None runs the layer eagerly.
+        self.layer_stack: DraftStack | None = None
 
     def feature_layers(self, num_target_layers: int) -> tuple[int, int, int]:
         """Three target layers, fixed by the target's depth (`eagle3_feature_layers`)."""
@@ -406,7 +407,9 @@ def load_draft(
             draft = Eagle3Draft(config, target, own_embedding="embed_tokens.weight" in state)
     check_state_dict(draft, state, path)
     draft.load_state_dict(state, strict=True, assign=True)
-    return apply_draft_format(draft.to(device=device, dtype=dtype).eval(), weight_format)
+    draft = apply_draft_format(draft.to(device=device, dtype=dtype).eval(), weight_format)
+    draft.layer_stack = fused_draft_for(draft, target)
+    return draft
 
 
 def save_draft(model: DraftModel, path: str | Path) -> None:

@@ -255,6 +255,11 @@ class DecoderLayer(nn.Module):
         return h.add_(self.mlp.forward(self.post_attention_layernorm.forward(h)))  # h is ours
 
 
+def rows_at(x: Tensor, last: Tensor) -> Tensor:
+    """``x`` ``[B, n, D]`` at one position of each row, ``last`` ``[B]``: ``[B, 1, D]``."""
+    return x.gather(1, last.view(-1, 1, 1).expand(-1, 1, x.shape[-1]))
+
+
 def check_step_shapes(
     input_ids: Tensor, positions: Tensor, slots: Tensor, tree_mask: Tensor
 ) -> None:

@@ -14,7 +14,8 @@ from sglang_cast.models import LlamaModel, ModelConfig, cpu_layer
 from sglang_cast.models.attention import AttentionBatch, causal_tree_mask
 from sglang_cast.models.kv_cache import KVCache
 from sglang_cast.models.llama import RMSNorm, apply_rope, rope_cos_sin
-from sglang_cast.models.weights import WeightFormat, apply_weight_format
+from sglang_cast.models.weights import DraftFormat, WeightFormat, apply_draft_format, apply_weight_format
+from support.models import random_draft
 
 needs_ops = pytest.mark.skipif(cpu_layer.unavailable_reason(cpu_flags()) is not None,
                                reason=f"fused CPU layer ops: {cpu_layer.unavailable_reason(cpu_flags())}")
@@ -200,3 +201,43 @@ def test_a_model_whose_widths_the_ops_cannot_hold_runs_the_eager_layers() -> Non
     model = apply_weight_format(model.eval(), WeightFormat.parse("int4vnni/int8vnni"))
     assert not cpu_layer.fits(model.config) and cpu_layer.fused_layers_for(model) is None
     assert cpu_layer.fits(ModelConfig.from_hf(tiny_config()))
+
+
+def tiny_head(target: LlamaModel, spec: str):
+    """A random EAGLE-3 head of the tiny model's layer shape, its linears in ``spec``, with
+    the target's fused stack where `load_draft` would give it one."""
+    head = random_draft("eagle3", target)
+    head = apply_draft_format(head, DraftFormat.parse(spec))
+    head.layer_stack = cpu_layer.fused_draft_for(head, target)
+    return head
+
+
+@needs_ops
+@needs_vnni
+@pytest.mark.parametrize("spec", ["int8", "int8vnni"])
+def test_an_eagle3_head_of_a_fused_target_runs_fused_close_to_its_eager_layer(spec: str) -> None:
+    """Target features then its own hidden states (a tree layer appending to scratch, s > n),
+    logits at every row and at the last one only (a catch-up)."""
+    target = tiny_model("int4vnni/int8vnni")
+    head = tiny_head(target, spec)
+    assert head.layer_stack is target.layer_stack
+    assert tiny_head(tiny_model("int4/int8"), spec).layer_stack is None
+    gen = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 128, (2, 3), generator=gen)
+    features = torch.randn(2, 3, 3 * H * D, generator=gen)
+    positions = 9 + torch.arange(3).expand(2, 3)
+    outputs = {}
+    for name, stack in (("fused", head.layer_stack), ("eager", None)):
+        head.layer_stack = stack
+        cache = KVCache.for_model(head.config.layer, 3, 32, "cpu", torch.float32, num_layers=1)
+        cache.lens[:] = 9
+        slots = torch.tensor([2, 0])
+        with torch.inference_mode():
+            first = head(ids, features, positions, cache, slots, causal_tree_mask(2, 3, "cpu"), last=torch.tensor([2, 1]))
+            tree = torch.tensor([[1, 0, 0, 1, 0], [0, 1, 0, 0, 1]], dtype=torch.bool).expand(2, 2, 5)  # s = 5 > n = 2
+            second = head(ids[:, :2], first.hidden[:, :2], positions[:, :2] + 1, cache, slots, tree)
+        outputs[name] = (first, second)
+    for fused, eager in zip(outputs["fused"], outputs["eager"]):
+        torch.testing.assert_close(fused.hidden, eager.hidden, rtol=0, atol=0.02 * eager.hidden.abs().max().item())
+        torch.testing.assert_close(fused.logits, eager.logits, rtol=0, atol=0.02 * eager.logits.abs().max().item())
+    assert outputs["fused"][0].logits.shape == (2, 1, 40)
