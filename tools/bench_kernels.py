@@ -55,14 +55,13 @@ from sglang_cast.models import llama  # noqa: E402
 from sglang_cast.models.attention import AttentionBatch  # noqa: E402
 from sglang_cast.models.compiled import compile_models  # noqa: E402
 from sglang_cast.models.gguf_convert import read_q4_1_linears  # noqa: E402
-from sglang_cast.models.loader import embedded_gguf_path  # noqa: E402
+from sglang_cast.models.loader import apply_target_format, embedded_gguf_path  # noqa: E402
 from sglang_cast.models.numerics import judge_paths, kernel_paths_per_position  # noqa: E402
 from sglang_cast.models.weights import (  # noqa: E402
     ACTIVATION_DTYPE,
     Format,
     Int4Groups,
     WeightFormat,
-    apply_weight_format,
     pack_linear,
 )
 from tools.benchkit.cli import require_positive  # noqa: E402
@@ -176,7 +175,7 @@ def build_variants(fp32: LlamaModel, specs: list[str]) -> dict[str, LlamaModel]:
             continue
         model = copy.deepcopy(fp32).to(dtype)
         int4_blocks = exact if fmt.linears.is_int4 else None
-        models[spec] = apply_weight_format(model, fmt, int4_blocks)
+        models[spec] = apply_target_format(model, fmt, int4_blocks)
     return models
 
 

@@ -227,6 +227,13 @@ def load_target(
     model = build_model(config, state, device, dtype, source=model_dir)
     gguf = gguf_source(path)
     exact = read_q4_1_linears(gguf) if fmt.linears.is_int4 and gguf else None
-    model = apply_weight_format(model, fmt, exact)
+    return apply_target_format(model, fmt, exact), config, load_tokenizer(model_dir)
+
+
+def apply_target_format(model: LlamaModel, fmt: WeightFormat, exact_int4: dict | None = None) -> LlamaModel:
+    """`weights.apply_weight_format` (``exact_int4``: a GGUF's Q4_1 blocks), then the fused
+    CPU layers where the format runs them (`cpu_layer.fused_layers_for`): a target in
+    ``fmt`` as the engine runs it."""
+    model = apply_weight_format(model, fmt, exact_int4)
     model.layer_stack = fused_layers_for(model)
-    return model, config, load_tokenizer(model_dir)
+    return model
