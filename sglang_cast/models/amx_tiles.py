@@ -29,6 +29,9 @@ _TILE_COLS = 16  # columns per tile; a B tile holds one group of 32 inputs (one 
 _TILES = _BLOCK_COLS // _TILE_COLS  # column tiles per block (csrc: kTilesPerBlock)
 
 
+# Built without OpenMP (`cpu_kernel.OPENMP`), so its at::parallel_for runs on the calling
+# thread: `profiles/cpu.yaml` was measured so on the AMX Xeon, and threading it wants a
+# re-profile there (the VNNI library gained 2x on its one-row LM head from it).
 KERNEL = CpuKernel(
     namespace="sglang_cast_amx", source="amx_tiles.cpp",
     required_flags=frozenset({"amx_tile", "amx_bf16", "avx512_bf16", "avx512bw"}),

@@ -2,7 +2,7 @@
 linears, as before the fused ops) against fused (models/cpu_layer.py), torch's int4/int8
 alongside; M new tokens under a causal mask after a committed context, LM head on every row.
 Interleaved round by round; medians (and p10-p90) of REPS rounds of ITERS back-to-back calls.
-Then where a fused one-token forward's time goes (torch.profiler, self time per op).
+Then where a one-token forward's time goes, eager and fused (torch.profiler, self time per op).
 Usage: forwards.py REPS ITERS JSON"""
 import json, statistics, sys, time
 from pathlib import Path
@@ -60,15 +60,16 @@ with torch.inference_mode():
             print(f'context {context} M {rows}: ' + ', '.join(f"{n} {v['median']:.2f}" for n, v in row.items())
                   + f"; fused/eager {row['int4vnni/int8vnni fused']['median'] / row['int4vnni/int8vnni eager']['median']:.2f}",
                   flush=True)
-    vnni.layer_stack = fused
-    step = step_of(vnni, 1, 128)
-    for _ in range(3):
-        step()
-    with torch.profiler.profile() as prof:
-        for _ in range(20):
+    for name, stack in (('eager', None), ('fused', fused)):  # where a one-token forward's time goes
+        vnni.layer_stack = stack
+        step = step_of(vnni, 1, 128)
+        for _ in range(3):
             step()
-    table = prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12)
-    print(table)
-    record['fused_m1_profile'] = {e.key: {'self_ms_per_forward': e.self_cpu_time_total / 1000 / 20, 'calls': e.count // 20}
-                                  for e in prof.key_averages()}
+        with torch.profiler.profile() as prof:
+            for _ in range(20):
+                step()
+        print(f'int4vnni/int8vnni {name}, M = 1, context 128: self time per forward')
+        print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12))
+        record[f'{name}_m1_profile'] = {e.key: {'self_ms_per_forward': e.self_cpu_time_total / 1000 / 20,
+                                                'calls_per_forward': e.count / 20} for e in prof.key_averages()}
 Path(out_path).write_text(json.dumps(record, indent=1))
