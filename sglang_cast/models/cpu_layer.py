@@ -1,16 +1,16 @@
 """Decoder layers (the target's, an EAGLE-3 head's) with their work between the linears
-fused into four CPU ops
-(csrc/cpu_layer.cpp): RMSNorm, the residual add with the next RMSNorm, SwiGLU's product,
-and RoPE + the KV-cache write + tree attention.
+fused into four CPU ops (csrc/cpu_layer.cpp): RMSNorm, the residual add with the next
+RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.
 
 Why: at batch 1 a layer's eager torch ops between its linears (norms, RoPE, views, cache
 copies, SDPA, casts: ~35 small kernels) cost more than the linears themselves on a 2-core
 CPU; a one-token int4vnni forward spent ~6 of its ~12 ms there
 (docs/results/2026-12-04_cpu_layer_avx512.md).  With these ops a layer is nine calls.
 
-`FusedLayers` is a `llama.LayerStack`: `loader.load_target` installs it on a CPU fp32
-model whose linears are in a format that asks for it (`Format.fused_layers`: the VNNI
-formats, whose cost tables were measured with it).  The same math as the eager
+`FusedLayers` is a `llama.LayerStack` and an `eagle.DraftStack`: `loader.apply_target_format`
+installs it on a CPU fp32 target whose linears are in a format that asks for it
+(`Format.fused_layers`: the VNNI formats, whose cost tables were measured with it), and
+`eagle.load_draft` on that target's EAGLE-3 head.  The same math as the eager
 layers, computed in another order: within fp32 rounding of them (the VNNI linears round
 their inputs to bf16, which absorbs most of it; one-token logits came out identical), and
 row-independent like the VNNI kernels (a verify row equals the one-token step of its path,
