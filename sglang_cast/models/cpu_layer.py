@@ -69,18 +69,25 @@ def rms_norm(x: Tensor, norm) -> Tensor:
     return _ops().rms_norm(x, norm.weight, norm.eps)
 
 
+def attention_and_mlp(layer: nn.Module, x: Tensor, residual: Tensor, cos: Tensor, sin: Tensor,
+                      batch: AttentionBatch, tree_mask: Tensor) -> Tensor:
+    """A layer's work after its input norm, shared by a target's layer and an EAGLE-3 head's:
+    its stacked q/k/v projection of ``x`` ``[B·n, in]``, attention on its cache layer, ``o_proj``
+    added to ``residual`` ``[B·n, hidden]`` (not modified), the MLP on the normed sum;
+    ``tree_mask`` is ``batch.tree_mask``, contiguous."""
+    attention, mlp, norm, ops = layer.self_attn, layer.mlp, layer.post_attention_layernorm, _ops()
+    qkv = attention.qkv_proj.forward(x)  # [B·n, (H + 2 KV)·D]
+    attended = ops.rope_attention(qkv, cos, sin, batch.cache.k, batch.cache.v, attention.layer_idx, batch.slots,
+                                  batch.starts, tree_mask, attention.num_heads, attention.num_kv_heads)
+    h, normed = ops.add_rms_norm(residual, attention.o_proj.forward(attended), norm.weight, norm.eps)
+    return h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed))))
+
+
 def fused_layer(layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, batch: AttentionBatch,
                 tree_mask: Tensor) -> Tensor:
     """One decoder layer on ``x`` ``[B·n, hidden]`` (not modified): what `DecoderLayer.forward`
-    computes, with its stacked q/k/v and gate/up linears (`weights.StacksLinears`);
-    ``tree_mask`` is ``batch.tree_mask``, contiguous."""
-    attention, mlp, ops = layer.self_attn, layer.mlp, _ops()
-    qkv = attention.qkv_proj.forward(rms_norm(x, layer.input_layernorm))  # [B·n, (H + 2 KV)·D]
-    attended = ops.rope_attention(qkv, cos, sin, batch.cache.k, batch.cache.v, attention.layer_idx, batch.slots,
-                                  batch.starts, tree_mask, attention.num_heads, attention.num_kv_heads)
-    norm = layer.post_attention_layernorm
-    h, normed = ops.add_rms_norm(x, attention.o_proj.forward(attended), norm.weight, norm.eps)
-    return h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed))))
+    computes, with its stacked q/k/v and gate/up linears (`weights.StacksLinears`)."""
+    return attention_and_mlp(layer, rms_norm(x, layer.input_layernorm), x, cos, sin, batch, tree_mask)
 
 
 def fused_draft_layer(draft: nn.Module, input_ids: Tensor, features: Tensor, cos: Tensor, sin: Tensor,
@@ -88,18 +95,13 @@ def fused_draft_layer(draft: nn.Module, input_ids: Tensor, features: Tensor, cos
     """An EAGLE-3 head's (`eagle.Eagle3Draft`) step (`eagle.run_draft`): its layer reads ``[norm(embeds),
     norm(residual)]`` (``[B·n, 2 hidden]``), the residual is ``fc(features)`` for target
     features; hidden ``[B, n, hidden]`` and logits ``[B, n or 1, draft vocab]``."""
-    layer, ops = draft.midlayer, _ops()
-    attention, mlp, norm = layer.self_attn, layer.mlp, layer.post_attention_layernorm
+    layer = draft.midlayer
     b, n = input_ids.shape
     width = draft.config.layer.hidden_size
     residual = (features if features.shape[-1] == width else draft.fc.forward(features)).reshape(b * n, width)
     x = torch.cat((rms_norm(draft.embed(input_ids).view(b * n, width), layer.input_layernorm),
                    rms_norm(residual, layer.hidden_norm)), dim=-1)
-    attended = ops.rope_attention(attention.qkv_proj.forward(x), cos, sin, batch.cache.k, batch.cache.v, 0,
-                                  batch.slots, batch.starts, batch.tree_mask.contiguous(), attention.num_heads,
-                                  attention.num_kv_heads)
-    h, normed = ops.add_rms_norm(residual, attention.o_proj.forward(attended), norm.weight, norm.eps)
-    hidden = h.add_(mlp.down_proj.forward(ops.silu_mul(mlp.gate_up_proj.forward(normed)))).view(b, n, width)
+    hidden = attention_and_mlp(layer, x, residual, cos, sin, batch, batch.tree_mask.contiguous()).view(b, n, width)
     rows = hidden if last is None else rows_at(hidden, last)
     logits = draft.lm_head.forward(rms_norm(rows.reshape(-1, width), draft.norm))
     return hidden, logits.view(*rows.shape[:-1], -1)

@@ -306,7 +306,7 @@ class LlamaModel(nn.Module):
         # Set by `weights.apply_weight_format`; None / fp32 is the dense reference path.
         self.packed_head: PackedLinear | DenseFromRows | None = None
         self.weight_format = WeightFormat()
-        # Set by `loader.load_target` (a format's fused CPU layers, `cpu_layer.py`) or
+        # Set by `loader.apply_target_format` (a format's fused CPU layers, `cpu_layer.py`) or
         # `compiled.compile_models`; None runs the layers eagerly (the reference).
         self.layer_stack: LayerStack | None = None
 

@@ -16,8 +16,9 @@ Formats (``Format``), what each stores and which kernel runs it:
             multiple of 64, inputs of 32: only in toy models) runs torch's kernel alone.
 * ``int4vnni``, ``int8vnni`` the same int4 or int8 weights, multiplied at every row count
             by our AVX512-VNNI kernels with the activations rounded to int8 per row and
-            group of 32 inputs (models/vnni_dot.py: llama.cpp's Q8 activations; whole
-            forwards 0.64-0.90x int4/int8's on a 2-core AVX-512 EPYC); CPUs with
+            group of 32 inputs (models/vnni_dot.py: llama.cpp's Q8 activations), the
+            target's layers fused between the linears (models/cpu_layer.py); whole B = 1
+            forwards 0.33-0.49x int4/int8's on a 2-core AVX-512 EPYC; CPUs with
             AVX512-VNNI and -BF16.
             A linear they cannot hold runs torch's kernel alone, as the tile formats.
 

@@ -310,8 +310,6 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& cos, const at
 
   at::Tensor out = at::empty({B * n, heads * D}, qkv.options());
   const Attention a{qs, k, v, tree_mask.data_ptr<bool>(), slot, start, out.data_ptr<float>(), n, s, heads, KV, C, D};
-  // Tasks: (batch row, KV head, block of queries).  Small calls (decode steps at short
-  // contexts) run on one thread, where waking the pool would cost more than they do.
   // Tasks: (batch row, KV head, a share of its queries), about two per thread, each
   // transposing its keys once; queries are split only beyond one vector of them (a decode
   // step's few would transpose the keys again for little).  Small calls run on one thread,
