@@ -31,10 +31,11 @@ from typing import Protocol
 import torch
 
 from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, Proposal, TraceIteration, VerifyResult,
-                    VerifyTree, decide_verified, graft_proposals, greedy_tokens, grow_tree, select_verified,
+                    VerifyTree, decide_verified, graft_proposals, grow_tree, select_verified,
                     target_probs, verify_greedy, verify_sampling)
 from ..cast.tree import TreeStorage
 from ..models.attention import causal_tree_mask
+from ..models.cpu_layer import greedy_tokens_for
 from ..models.eagle import rows_at
 from ..models.kv_cache import KVCache, to_device
 from .cuda_graphs import DecodeShapes, EngineGraphs, cache_slots
@@ -269,6 +270,7 @@ class SpeculativeRunner:
         self.max_batch_size, self.context_length = max_batch_size, context_length
         self.tree_room = policy.settings.kv_room
         self.graph_backend = graph_backend
+        self.greedy_tokens = greedy_tokens_for(self.device)  # logits [..., V] -> token ids [...]
         self._allocate_caches()
         if self.draft is not None:
             hidden, vocab = target.config.hidden_size, self.draft.output_vocab_size
@@ -362,8 +364,8 @@ class SpeculativeRunner:
         hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask, last)  # logits [B, 1, V]
         self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
         rows = to_device(host_slots, self.device)
-        self.root_hidden[rows] = rows_at(hidden, last).squeeze(1)
-        self.root_logits[rows] = logits.squeeze(1)
+        self.root_hidden.index_copy_(0, rows, rows_at(hidden, last).squeeze(1))
+        self.root_logits.index_copy_(0, rows, logits.squeeze(1))
 
     def prefill_groups(self, requests: list[Request]) -> list[list[Request]]:
         """`prefill_groups` charged on the policy's target cost table (prompt context 0)."""
@@ -410,7 +412,7 @@ class SpeculativeRunner:
         """Each request's first token from its row of ``logits`` ``[B, V]``: the greedy
         rows' argmaxes in one host read, sampled rows drawn by their own sampler at
         their output position."""
-        greedy = greedy_tokens(logits).tolist() if any(r.params.greedy for r in requests) else None
+        greedy = self.greedy_tokens(logits).tolist() if any(r.params.greedy for r in requests) else None
         return [greedy[i] if r.params.greedy
                 else r.sampler.draw(target_probs(logits[i], r.params), len(r.output_ids))
                 for i, r in enumerate(requests)]
@@ -472,7 +474,8 @@ class SpeculativeRunner:
 
     def expander(self, batch: Batch) -> DraftExpander:
         return DraftExpander(self.draft_forward, self.draft.draft_to_target, batch.slots, batch.context,
-                             self.root_hidden[batch.device_slots], self.root_logits[batch.device_slots])
+                             self.root_hidden.index_select(0, batch.device_slots),
+                             self.root_logits.index_select(0, batch.device_slots))
 
     def _commit_target(self, commit: Commit) -> tuple[list[list[int]], list[int]]:
         """Compact the accepted paths into the target cache.  Returns the kept local
@@ -512,13 +515,13 @@ class SpeculativeRunner:
         greedy = [b for b, r in enumerate(requests) if r.params.greedy]
         sampled = [b for b, r in enumerate(requests) if not r.params.greedy]
         if not sampled:
-            return verify_greedy(vtree, greedy_tokens(logits).cpu())
+            return verify_greedy(vtree, self.greedy_tokens(logits).cpu())
         samplers = [requests[b].sampler for b in sampled]
         positions = [len(requests[b].output_ids) for b in sampled]
         if not greedy:
             return verify_sampling(vtree, logits, samplers, positions)
         paths, bonus = [[] for _ in requests], [0 for _ in requests]
-        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, greedy_tokens(lg).cpu())),
+        for rows, verify in ((greedy, lambda t, lg: verify_greedy(t, self.greedy_tokens(lg).cpu())),
                              (sampled, lambda t, lg: verify_sampling(t, lg, samplers, positions))):
             part = verify(vtree.rows(rows), logits.index_select(0, self._on_device(rows)))
             for b, path, token in zip(rows, part.paths, part.bonus):

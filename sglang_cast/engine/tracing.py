@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cast import (ContextLookup, Policy, Proposal, RecordingExpander, VerifyResult, greedy_tokens, grow_tree,
+from ..cast import (ContextLookup, Policy, Proposal, RecordingExpander, VerifyResult, grow_tree,
                     replay_iteration, select_verified, verify_greedy)
 from .runner import Accepted, Batch, Drafted, SpeculativeRunner, accepted_from, graft_lookup
 
@@ -51,7 +51,7 @@ class TraceRecording:
 
     def accept(self, runner: SpeculativeRunner, batch: Batch, drafted: RecordedDraft, logits: torch.Tensor) -> Accepted:
         vtree = drafted.vtree
-        argmax = greedy_tokens(logits).cpu()  # [B, n], the iteration's one host copy
+        argmax = runner.greedy_tokens(logits).cpu()  # [B, n], the iteration's one host copy
         by_node = torch.empty((argmax.shape[0], drafted.tree.size), dtype=argmax.dtype)
         by_node.scatter_(1, vtree.node_ids, argmax)  # [B, T]
         depth = self.lookup.depth if self.lookup is not None else 0

@@ -31,6 +31,7 @@ commit and the ``n`` new tokens last, at ``lens[b] + s - n .. lens[b] + s - 1``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -40,10 +41,25 @@ from torch import Tensor
 from .kv_cache import KVCache, to_device
 
 
+# Chains up to this long (a draft's catch-up, decoding) share one read-only mask per
+# length and device: building it was two ops a step, ~8 % of a B = 1 CAST step's host
+# work right after a forward (docs/results/2026-12-04_host_work_avx512.md).  Prefill
+# lengths vary and their masks are large: built per call.
+SHARED_CHAIN_MASK_MAX = 64
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_chain_mask(n: int, device: torch.device) -> Tensor:
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
 def causal_tree_mask(batch: int, n: int, device: torch.device | str) -> Tensor:
-    """The ``[batch, n, n]`` ancestor mask of a chain: ordinary prefill / decoding."""
-    mask = torch.ones(n, n, dtype=torch.bool, device=device).tril()
-    return mask.expand(batch, n, n)
+    """The ``[batch, n, n]`` ancestor mask of a chain: ordinary prefill / decoding.  A
+    view: read it, never write it (short chains share one tensor)."""
+    device = torch.device(device)
+    if n <= SHARED_CHAIN_MASK_MAX:
+        return _shared_chain_mask(n, device).expand(batch, n, n)
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril().expand(batch, n, n)
 
 
 def build_attention_mask(starts: Tensor, tree_mask: Tensor, length: int) -> Tensor:

@@ -1,6 +1,7 @@
 """Decoder layers (the target's, an EAGLE-3 head's) with their work between the linears
 fused into four CPU ops (csrc/cpu_layer.cpp): RMSNorm, the residual add with the next
-RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.
+RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.  A fifth op
+reads a step's greedy tokens from its logits (`greedy_tokens_for`).
 
 Why: at batch 1 a layer's eager torch ops between its linears (norms, RoPE, views, cache
 copies, SDPA, casts: ~35 small kernels) cost more than the linears themselves on a 2-core
@@ -20,11 +21,13 @@ bit for bit: attention sums over a row's visible keys only, in cache order).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+from ..cast import sampling
 from .attention import AttentionBatch
 from .cpu_kernel import OPENMP, CpuKernel
 from .llama import rows_at
@@ -62,6 +65,27 @@ def unavailable_reason(flags: frozenset[str] | None = None) -> str | None:
 
 def _ops():
     return torch.ops.sglang_cast_layer
+
+
+def greedy_tokens(logits: Tensor) -> Tensor:
+    """`cast.greedy_tokens` (each row's first maximum, ``[..., V] -> [...]``) in one op
+    for fp32 CPU logits (the ops loaded: `greedy_tokens_for`), any other logits through
+    `cast.greedy_tokens`.  One op instead of the blocked torch read's five: right after a
+    forward every op pays again for the caches the forward evicted (a B = 1 verify read
+    its greedy tokens in ~170 µs there, ~45 µs when repeated at once;
+    docs/results/2026-12-04_host_work_avx512.md)."""
+    if logits.dtype != torch.float32 or logits.device.type != "cpu":
+        return sampling.greedy_tokens(logits)
+    return _ops().greedy_tokens(logits)
+
+
+def greedy_tokens_for(device: torch.device) -> Callable[[Tensor], Tensor]:
+    """How an engine on ``device`` reads the greedy tokens of its logits: `greedy_tokens`
+    on a CPU that builds these ops (loaded here, the first time), else
+    `cast.greedy_tokens`."""
+    if device.type == "cpu" and unavailable_reason() is None:
+        return greedy_tokens
+    return sampling.greedy_tokens
 
 
 def rms_norm(x: Tensor, norm) -> Tensor:

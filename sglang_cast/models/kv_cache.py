@@ -198,7 +198,9 @@ class KVCache:
             # Gathering copies first, so overlapping source/destination ranges are safe.
             self.k[:, rows, :, dst] = self.k[:, rows, :, src]
             self.v[:, rows, :, dst] = self.v[:, rows, :, src]
-        self.lens[slots] = torch.tensor(new_lens, dtype=self.lens.dtype)
+        # Through numpy's view of the host tensor: one tensor op here cost ~90 µs of a B = 1
+        # step right after a forward had evicted the caches (docs/results/2026-12-04_host_work_avx512.md).
+        self.lens.numpy()[slots] = new_lens
 
     def reset(self, slot: int) -> None:
         """Forget a slot's sequence; its stale K/V are masked until overwritten."""

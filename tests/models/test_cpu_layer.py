@@ -4,6 +4,7 @@ their torch twins, and the models that run them."""
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
@@ -241,3 +242,39 @@ def test_an_eagle3_head_of_a_fused_target_runs_fused_close_to_its_eager_layer(sp
         torch.testing.assert_close(fused.hidden, eager.hidden, rtol=0, atol=0.02 * eager.hidden.abs().max().item())
         torch.testing.assert_close(fused.logits, eager.logits, rtol=0, atol=0.02 * eager.logits.abs().max().item())
     assert outputs["fused"][0].logits.shape == (2, 1, 40)
+
+
+@needs_ops
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("vocab", [1, 17, 64, 1000, 49152])
+def test_the_greedy_op_answers_what_argmax_does_with_ties_nans_and_any_split(ops, vocab: int, threads: int) -> None:
+    """Each thread scans its own columns (`greedy_tokens` in csrc): the merged answer must
+    still be the first maximum of the whole row, whatever the split."""
+    gen = torch.Generator().manual_seed(vocab)
+    logits = (torch.randn(4, 3, vocab, generator=gen) * 2).round()  # many exact ties
+    logits[0, 1] = -math.inf  # every entry the maximum
+    logits[1, 0, vocab // 2] = math.nan  # argmax answers the first NaN's index
+    logits[1, 0, vocab - 1] = math.nan
+    logits[2, 2, vocab - 1] = 99.0  # the maximum in the very last entry
+    logits[3, 1, [0, vocab - 1]] = 99.0  # a tie across the first and last thread's columns
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert torch.equal(cpu_layer.greedy_tokens(logits), torch.argmax(logits, dim=-1))
+        assert torch.equal(cpu_layer.greedy_tokens(logits[2, 2]), torch.argmax(logits[2, 2]))  # one row [V] -> []
+        strided = logits.transpose(0, 1)
+        assert torch.equal(cpu_layer.greedy_tokens(strided), torch.argmax(strided, dim=-1))
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_an_engine_reads_greedy_tokens_with_the_op_where_it_builds(monkeypatch) -> None:
+    from sglang_cast.cast import sampling
+    cpu = torch.device("cpu")
+    bf16 = torch.randn(2, 64).bfloat16()
+    assert torch.equal(cpu_layer.greedy_tokens(bf16), torch.argmax(bf16, dim=-1))  # not fp32: torch's read
+    monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: "this CPU lacks avx512f")
+    assert cpu_layer.greedy_tokens_for(cpu) is sampling.greedy_tokens
+    monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: None)
+    assert cpu_layer.greedy_tokens_for(cpu) is cpu_layer.greedy_tokens
+    assert cpu_layer.greedy_tokens_for(torch.device("cuda")) is sampling.greedy_tokens

@@ -494,3 +494,15 @@ def test_smollm_second_load_uses_cache(smollm) -> None:
     model, config, tokenizer = load_target(None, DEVICE, torch.float32)
     assert config.vocab_size == 49152
     assert tokenizer.eos_token_id in config.eos_token_ids, (tokenizer.eos_token_id, config.eos_token_ids)
+
+
+def test_a_chain_mask_is_lower_triangular_and_short_chains_share_one_tensor() -> None:
+    from sglang_cast.models.attention import SHARED_CHAIN_MASK_MAX, causal_tree_mask
+    for n in (1, 5, SHARED_CHAIN_MASK_MAX, SHARED_CHAIN_MASK_MAX + 1):
+        mask = causal_tree_mask(3, n, "cpu")
+        assert mask.shape == (3, n, n) and mask.dtype == torch.bool
+        assert torch.equal(mask[2], torch.ones(n, n, dtype=torch.bool).tril())
+    short = causal_tree_mask(1, 5, "cpu")
+    assert short.data_ptr() == causal_tree_mask(4, 5, torch.device("cpu")).data_ptr()  # built once
+    long = SHARED_CHAIN_MASK_MAX + 1
+    assert causal_tree_mask(1, long, "cpu").data_ptr() != causal_tree_mask(1, long, "cpu").data_ptr()
