@@ -232,8 +232,10 @@ class VerifyTree:
         return self.mask
 
     def positions(self, context_lens: torch.Tensor) -> torch.Tensor:
-        """Absolute positions: the root sits at the first free cache slot."""
-        return context_lens.view(-1, 1) + self.depths
+        """Absolute positions ``[B, n]`` from the host's ``context_lens`` ``[B]``: the root
+        sits at the first free cache slot (summed in numpy: the host tensors' views skip
+        torch's dispatch)."""
+        return torch.from_numpy(context_lens.numpy()[:, None] + self.depths.numpy())
 
 
 def select_verified(tree: DraftTree, num_nodes: int) -> VerifyTree:

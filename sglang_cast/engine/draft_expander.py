@@ -17,6 +17,7 @@ import torch
 
 from ..cast import DraftTree
 from ..cast.tree import node_slice
+from ..models import cpu_layer
 from ..models.kv_cache import to_device
 
 # One draft forward on the draft's cache: ``[B, n]`` tokens, ``[B, n, F]`` features,
@@ -24,13 +25,43 @@ from ..models.kv_cache import to_device
 DraftStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
                      tuple[torch.Tensor, torch.Tensor]]
 
+# A draft layer's children on the host: (logits ``[B, n, V]``, top_k) -> their probabilities
+# ``[B, n, top_k]`` (float64) and target token ids ``[B, n, top_k]``, best first.
+ChildReader = Callable[[torch.Tensor, int], tuple[np.ndarray, np.ndarray]]
+
+
+def on_host(children: torch.Tensor, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[B, n, 2 * top_k]`` float64 children (probabilities, then ids) as the host's two
+    arrays, in one copy."""
+    host = children.cpu().numpy()
+    return host[..., :top_k], host[..., top_k:].astype(np.int64)
+
+
+def torch_children(to_target: Callable[[torch.Tensor], torch.Tensor]) -> ChildReader:
+    """The children read with torch ops on any device (``to_target`` maps the head's ids
+    to the target's; float64 holds the ids exactly)."""
+    def read(logits: torch.Tensor, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        top = torch.topk(torch.softmax(logits.float(), dim=-1), top_k, dim=-1, sorted=True)
+        return on_host(torch.cat([top.values.double(), to_target(top.indices).double()], dim=-1), top_k)
+    return read
+
+
+def child_reader_for(draft, device: torch.device, dtype: torch.dtype) -> ChildReader:
+    """How the engine reads a draft layer's children: one fused op for fp32 logits on a
+    CPU that builds it (`cpu_layer.top_children`: the torch read's eight ops were each
+    paid again after a forward had evicted the caches), else `torch_children`."""
+    if device.type == "cpu" and dtype == torch.float32 and cpu_layer.unavailable_reason() is None:
+        offsets = draft.target_offsets
+        return lambda logits, top_k: on_host(cpu_layer.top_children(logits, top_k, offsets), top_k)
+    return torch_children(draft.draft_to_target)
+
 
 class DraftExpander:
     """Serves ``cast.grow_tree``: children of frontier nodes, best first.
 
     ``step`` runs one draft forward on the draft's cache (``(tokens, features,
     positions, slots, mask) -> DraftOutput``: the runner's, eager or a CUDA graph);
-    ``to_target`` maps the head's token ids to the target's.  ``slots`` ``[B]`` is a
+    ``read_children`` reads a layer's children off its logits (`child_reader_for`).  ``slots`` ``[B]`` is a
     host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device.
 
     The tree is on the host (cast/tree.py): each draft forward's inputs are read off it
@@ -44,10 +75,10 @@ class DraftExpander:
     nodes of every frontier expanded so far (``scratch``, their ids); a node attends to
     those of them that are its ancestors."""
 
-    def __init__(self, step: DraftStep, to_target: Callable[[torch.Tensor], torch.Tensor], slots: torch.Tensor,
+    def __init__(self, step: DraftStep, read_children: ChildReader, slots: torch.Tensor,
                  context_lens: torch.Tensor, root_hidden: torch.Tensor, root_logits: torch.Tensor) -> None:
         self.step = step
-        self.to_target = to_target
+        self.read_children = read_children
         self.slots = slots
         self.context_lens = context_lens
         self.device = root_logits.device
@@ -59,17 +90,9 @@ class DraftExpander:
     def _send(self, host: np.ndarray) -> torch.Tensor:
         return to_device(torch.from_numpy(host), self.device)
 
-    def _top_children(self, logits: torch.Tensor, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``top_k`` most probable children of each row of ``logits`` ``[B, n, V]``
-        and their target token ids, on the host in one copy (float64 holds the ids exactly)."""
-        probs = torch.softmax(logits.float(), dim=-1)
-        top = torch.topk(probs, top_k, dim=-1, sorted=True)
-        host = torch.cat([top.values.double(), self.to_target(top.indices).double()], dim=-1).cpu().numpy()
-        return host[..., :top_k], host[..., top_k:].astype(np.int64)
-
     def expand(self, tree: DraftTree, frontier: range, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         if tree.size == 1:
-            return self._top_children(self.root_logits.unsqueeze(1), top_k)
+            return self.read_children(self.root_logits.unsqueeze(1), top_k)
         nodes, n = node_slice(frontier), len(frontier)
         width = self.last_hidden.shape[-1]
         parent_rows = self._send(tree.parents[:, nodes] - self.last_frontier.start)  # [B, n] rows of ``last_hidden``
@@ -80,4 +103,4 @@ class DraftExpander:
         # ``hidden`` may be a view of a graph's output: read (gathered) before the next replay.
         hidden, logits = self.step(self._send(tree.tokens[:, nodes]), features, positions, self.slots, self._send(mask))
         self.last_frontier, self.last_hidden = frontier, hidden
-        return self._top_children(logits, top_k)
+        return self.read_children(logits, top_k)

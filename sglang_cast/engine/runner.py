@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from ..cast import (ContextLookup, DraftTree, IterationPlan, Policy, Proposal, TraceIteration, VerifyResult,
@@ -39,7 +40,7 @@ from ..models.cpu_layer import greedy_tokens_for
 from ..models.eagle import rows_at
 from ..models.kv_cache import KVCache, to_device
 from .cuda_graphs import DecodeShapes, EngineGraphs, cache_slots
-from .draft_expander import DraftExpander
+from .draft_expander import DraftExpander, child_reader_for
 from .requests import Request
 from .timing import StageClock
 
@@ -182,8 +183,9 @@ class Accepted:
 def accepted_from(vtree: VerifyTree, result: VerifyResult, trace: TraceIteration | None = None) -> Accepted:
     """Verification's outcome with what it commits: per row the accepted draft tokens
     and the bonus, the verified tree's depth and value sum (all on the host)."""
-    return Accepted(result.paths, result.bonus, result.committed(vtree), int(vtree.depths.max()),
-                    vtree.values[:, 1:].sum(dim=1).tolist(), trace)
+    depths, values = vtree.depths.numpy(), vtree.values.numpy()  # host tensors: numpy's views skip torch's dispatch
+    return Accepted(result.paths, result.bonus, result.committed(vtree), int(depths.max()),
+                    values[:, 1:].sum(axis=1).tolist(), trace)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,7 @@ class SpeculativeRunner:
         self.greedy_tokens = greedy_tokens_for(self.device)  # logits [..., V] -> token ids [...]
         self._allocate_caches()
         if self.draft is not None:
+            self.read_children = child_reader_for(self.draft, self.device, self.dtype)
             hidden, vocab = target.config.hidden_size, self.draft.output_vocab_size
             self.root_hidden = torch.zeros(max_batch_size, hidden, device=self.device, dtype=self.dtype)
             self.root_logits = torch.zeros(max_batch_size, vocab, device=self.device, dtype=self.dtype)
@@ -354,10 +357,11 @@ class SpeculativeRunner:
                         start: torch.Tensor, counts: list[int]) -> None:
         """Feed (target feature of position t, token t+1) pairs for the newly committed
         tokens, commit them to the draft cache, and keep each sequence's last output
-        as its next root (hidden state and children logits).  ``slots`` and ``counts``
-        are per sequence, on the host; ``tokens``, ``features`` and ``start`` on the device."""
+        as its next root (hidden state and children logits).  ``slots``, ``counts`` and
+        ``start`` (the draft cache's lengths) are per sequence, on the host; ``tokens``
+        and ``features`` on the device."""
         batch, n = tokens.shape
-        positions = start.view(-1, 1) + torch.arange(n, device=self.device)
+        positions = to_device(torch.from_numpy(start.numpy()[:, None] + np.arange(n)), self.device)  # [B, n]
         mask = causal_tree_mask(batch, n, self.device)
         host_slots = torch.tensor(slots)
         last = self._on_device([c - 1 for c in counts])  # [B]: each sequence's newest token
@@ -425,9 +429,10 @@ class SpeculativeRunner:
         clock = StageClock(self.device)  # stages: set-up, draft, verify, catch-up, the rest
         slot_ids = [r.slot for r in requests]
         slots = torch.tensor(slot_ids)
-        context = self.target_cache.lens[slots]
-        batch = Batch(requests, slot_ids, slots, to_device(slots, self.device), to_device(context, self.device),
-                      context, int(context.max()), [r.root for r in requests])
+        context = self.target_cache.lens.numpy()[slot_ids]  # host: numpy's view skips torch's dispatch
+        batch = Batch(requests, slot_ids, slots, to_device(slots, self.device),
+                      to_device(torch.from_numpy(context), self.device), torch.from_numpy(context), int(context.max()),
+                      [r.root for r in requests])
         clock.mark()
         drafted = self.speculation.draft(self, batch)
         if drafted.tree is not None:
@@ -469,11 +474,10 @@ class SpeculativeRunner:
         width = max(counts)
         tokens = self._on_device([pad_right(t, width) for t, _ in pending])
         features = torch.stack([torch.stack(pad_right(f, width)) for _, f in pending])
-        start = to_device(self.draft_cache.lens[slots], self.device)
-        self._draft_catch_up(slots, tokens, features, start, counts)
+        self._draft_catch_up(slots, tokens, features, self.draft_cache.lens[slots], counts)
 
     def expander(self, batch: Batch) -> DraftExpander:
-        return DraftExpander(self.draft_forward, self.draft.draft_to_target, batch.slots, batch.context,
+        return DraftExpander(self.draft_forward, self.read_children, batch.slots, batch.context,
                              self.root_hidden.index_select(0, batch.device_slots),
                              self.root_logits.index_select(0, batch.device_slots))
 
@@ -497,8 +501,8 @@ class SpeculativeRunner:
             width = len(offsets[0])
             next_tokens = self._on_device([pad_right(c, width) for c in committed])
             kept = self._on_device(offsets).unsqueeze(-1).expand(-1, -1, features.shape[-1])
-            self._draft_catch_up(commit.batch.slot_ids, next_tokens, features.gather(1, kept), commit.batch.context,
-                                 counts)
+            self._draft_catch_up(commit.batch.slot_ids, next_tokens, features.gather(1, kept),
+                                 commit.batch.host_context, counts)
             return
         # Kept past this iteration: a copy, not a view of a graph's output; one view per
         # row from one `unbind` (a select per row cost B dispatches a step: 64 at B = 64).

@@ -1,7 +1,8 @@
 """Decoder layers (the target's, an EAGLE-3 head's) with their work between the linears
 fused into four CPU ops (csrc/cpu_layer.cpp): RMSNorm, the residual add with the next
-RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.  A fifth op
-reads a step's greedy tokens from its logits (`greedy_tokens_for`).
+RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.  Two more
+read a step's logits: the target's greedy tokens (`greedy_tokens_for`) and a draft
+layer's top-k children (`top_children`, engine/draft_expander.py).
 
 Why: at batch 1 a layer's eager torch ops between its linears (norms, RoPE, views, cache
 copies, SDPA, casts: ~35 small kernels) cost more than the linears themselves on a 2-core
@@ -77,6 +78,18 @@ def greedy_tokens(logits: Tensor) -> Tensor:
     if logits.dtype != torch.float32 or logits.device.type != "cpu":
         return sampling.greedy_tokens(logits)
     return _ops().greedy_tokens(logits)
+
+
+def top_children(logits: Tensor, top_k: int, offsets: Tensor | None) -> Tensor:
+    """Each row's ``top_k`` likeliest tokens under its softmax, best first (the lower id
+    first among equal logits), from fp32 CPU logits ``[..., V]`` in one op:
+    ``[..., 2 * top_k]`` float64, their probabilities and then their ids (exact in float64),
+    each id moved by ``offsets[id]`` (``[V]``; ``None``: kept).  The ops loaded
+    (`unavailable_reason`)."""
+    return _ops().top_children(logits, top_k, _NO_OFFSETS if offsets is None else offsets)
+
+
+_NO_OFFSETS = torch.empty(0, dtype=torch.long)
 
 
 def greedy_tokens_for(device: torch.device) -> Callable[[Tensor], Tensor]:

@@ -205,6 +205,11 @@ class EagleDraft(DraftHead):
         """Identity: EAGLE-1/2 heads already predict target-vocab ids."""
         return ids
 
+    @property
+    def target_offsets(self) -> Tensor | None:
+        """``draft_to_target`` as per-id offsets: none, the ids are the target's."""
+        return None
+
 
 class Eagle3Layer(nn.Module):
     """EAGLE-3 decoder layer: attention reads ``concat[norm(embeds), norm(hidden)]``.
@@ -324,6 +329,11 @@ class Eagle3Draft(DraftHead):
     def draft_to_target(self, ids: Tensor) -> Tensor:
         """Map draft-vocab token ids to target-vocab ids."""
         return ids + self.d2t[ids]
+
+    @property
+    def target_offsets(self) -> Tensor | None:
+        """``draft_to_target`` as per-id offsets ``[draft vocab]``: ``d2t``."""
+        return self.d2t
 
 
 DraftModel = EagleDraft | Eagle3Draft

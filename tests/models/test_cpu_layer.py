@@ -278,3 +278,33 @@ def test_an_engine_reads_greedy_tokens_with_the_op_where_it_builds(monkeypatch) 
     monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: None)
     assert cpu_layer.greedy_tokens_for(cpu) is cpu_layer.greedy_tokens
     assert cpu_layer.greedy_tokens_for(torch.device("cuda")) is sampling.greedy_tokens
+
+
+@needs_ops
+@pytest.mark.parametrize("vocab", [5, 100, 8192])
+@pytest.mark.parametrize("top_k", [1, 4, 10])
+def test_the_children_op_reads_what_the_torch_reader_does(ops, vocab: int, top_k: int) -> None:
+    from sglang_cast.engine.draft_expander import on_host, torch_children
+    top_k = min(top_k, vocab)
+    gen = torch.Generator().manual_seed(vocab + top_k)
+    logits = torch.randn(2, 7, vocab, generator=gen) * 4
+    logits[1, 3, vocab - 1] = 30.0  # the best child in the very last entry
+    offsets = torch.randint(0, 1000, (vocab,), generator=gen)
+    for mapped in (offsets, None):
+        to_target = (lambda ids: ids + offsets[ids]) if mapped is not None else (lambda ids: ids)
+        want_probs, want_ids = torch_children(to_target)(logits, top_k)
+        probs, ids = on_host(cpu_layer.top_children(logits, top_k, mapped), top_k)
+        assert probs.shape == ids.shape == (2, 7, top_k)
+        assert (ids == want_ids).all()
+        assert abs(probs - want_probs).max() < 1e-6
+
+
+@needs_ops
+def test_the_children_op_takes_the_lower_id_among_equal_logits_and_refuses_bad_k(ops) -> None:
+    logits = torch.zeros(1, 1, 40)
+    logits[0, 0, [3, 9, 30]] = 1.0
+    probs, ids = cpu_layer.top_children(logits, 4, None).split(4, dim=-1)
+    assert ids.flatten().tolist() == [3, 9, 30, 0]
+    assert torch.allclose(probs.sum(), torch.tensor(3 * math.e + 1, dtype=torch.float64) / (3 * math.e + 37))
+    with pytest.raises(RuntimeError, match=r"k must be in \[1, 40\], got 41"):
+        cpu_layer.top_children(logits, 41, None)

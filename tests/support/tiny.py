@@ -51,6 +51,8 @@ class MirrorDraft(nn.Module):
     def draft_to_target(self, ids):
         return ids
 
+    target_offsets = None  # the ids are the target's (`child_reader_for`)
+
 
 def tiny_target(vocab=VOCAB, seed=0, scale=0.3) -> LlamaModel:
     config = ModelConfig.from_hf({

@@ -84,7 +84,7 @@ def test_training_time_test_matches_engine_tree_drafting():
     slot = torch.tensor([request.slot])
     context = engine.runner.target_cache.lens[slot].clone()
     recorder = RecordingDraft(engine.runner.draft_forward)
-    expander = DraftExpander(recorder, draft.draft_to_target, slot, context, engine.runner.root_hidden[slot],
+    expander = DraftExpander(recorder, engine.runner.read_children, slot, context, engine.runner.root_hidden[slot],
                              engine.runner.root_logits[slot])
     tree = DraftTree.from_roots(torch.tensor([root]))
     # depth 1: a and its sibling b; depth 2: c under b, then d under a (a layer's nodes

@@ -1,7 +1,8 @@
 // A decoder layer's work between its linears, as four CPU ops: RMSNorm, the residual add
 // with the next RMSNorm, SwiGLU's silu(gate) * up, and RoPE + the KV-cache write + tree
-// attention; and a fifth for the step after the forward: the greedy token of each row of
-// logits.  Python side: models/cpu_layer.py.
+// attention; and two for a step's reads of logits: the greedy token of each row (the
+// target's verify) and each row's top-k children (a draft layer).  Python side:
+// models/cpu_layer.py.
 //
 // Why: at batch 1 a layer's eager torch ops between the linears (~35 small kernels: norms,
 // RoPE, views, cache copies, SDPA, casts) cost more than its linears on a 2-core CPU
@@ -395,6 +396,70 @@ at::Tensor greedy_tokens(const at::Tensor& logits) {
   return out.view(logits.sizes().slice(0, logits.dim() - 1));
 }
 
+// ---- a draft layer's children: each row's top k, with their softmax probabilities ----
+
+// The k largest of row[0, V) by value (the lower index first among equals), best first, into
+// values/indices; a vector compare skips the 16-entry stretches that hold none of them.
+void top_k(const float* row, int64_t V, int64_t k, float* values, int64_t* indices) {
+  int64_t held = 0;
+  auto offer = [&](float v, int64_t i) {
+    if (held == k && !(v > values[k - 1])) return;
+    int64_t at = held < k ? held++ : k - 1;
+    for (; at > 0 && v > values[at - 1]; --at) values[at] = values[at - 1], indices[at] = indices[at - 1];
+    values[at] = v, indices[at] = i;
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= V; i += kLanes) {
+    const Vec v = Vec::loadu(row + i);
+    const float floor = held == k ? values[k - 1] : -std::numeric_limits<float>::infinity();
+    const int below = (v > Vec(floor)).zero_mask();  // a bit per lane not above the floor
+    if (held == k && below == (1 << kLanes) - 1) continue;
+    for (int l = 0; l < kLanes; ++l) offer(row[i + l], i + l);
+  }
+  for (; i < V; ++i) offer(row[i], i);
+}
+
+// logits [..., V] fp32, k, offsets [V] int64 (or empty) -> [..., 2k] fp64: each row's k
+// likeliest tokens under its softmax, best first: their probabilities, then their ids (exact
+// in fp64), each id moved by offsets[id] (an EAGLE-3 head's draft-to-target map).  One op
+// and one host array where torch took eight ops (softmax, topk, the id map, casts, the
+// copy), each paid again after a forward has evicted the caches.
+at::Tensor top_children(const at::Tensor& logits, int64_t k, const at::Tensor& offsets) {
+  TORCH_CHECK(logits.scalar_type() == at::kFloat && logits.dim() >= 1, "top_children: logits must be fp32 [..., V]");
+  const at::Tensor rows = logits.reshape({-1, logits.size(-1)}).contiguous();
+  const int64_t R = rows.size(0), V = rows.size(1);
+  TORCH_CHECK(1 <= k && k <= V, "top_children: k must be in [1, ", V, "], got ", k);
+  const bool mapped = offsets.numel() > 0;
+  TORCH_CHECK(!mapped || (offsets.scalar_type() == at::kLong && offsets.dim() == 1 && offsets.size(0) == V &&
+                          offsets.is_contiguous()),
+              "top_children: offsets must be empty or a contiguous int64 [", V, "] tensor");
+  std::vector<int64_t> out_shape(logits.sizes().begin(), logits.sizes().end());
+  out_shape.back() = 2 * k;
+  at::Tensor out = at::empty({R, 2 * k}, logits.options().dtype(at::kDouble));
+  const float* x = rows.data_ptr<float>();
+  const int64_t* shift = mapped ? offsets.data_ptr<int64_t>() : nullptr;
+  double* o = out.data_ptr<double>();
+  at::parallel_for(0, R, 4, [&](int64_t r0, int64_t r1) {
+    std::vector<float> values(k);
+    std::vector<int64_t> ids(k);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * V;
+      top_k(row, V, k, values.data(), ids.data());
+      const float top = values[0];
+      Vec sums(0.0f);
+      int64_t i = 0;
+      for (; i + kLanes <= V; i += kLanes) sums = sums + (Vec::loadu(row + i) - Vec(top)).exp();
+      float total = sums.reduce_add();
+      for (; i < V; ++i) total += std::exp(row[i] - top);
+      for (int64_t j = 0; j < k; ++j) {
+        o[r * 2 * k + j] = std::exp(values[j] - top) / total;
+        o[r * 2 * k + k + j] = double(mapped ? ids[j] + shift[ids[j]] : ids[j]);
+      }
+    }
+  });
+  return out.view(out_shape);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(sglang_cast_layer, m) {
@@ -404,6 +469,7 @@ TORCH_LIBRARY(sglang_cast_layer, m) {
   m.def("rope_attention(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, int layer, "
         "Tensor slots, Tensor starts, Tensor tree_mask, int heads, int kv_heads) -> Tensor");
   m.def("greedy_tokens(Tensor logits) -> Tensor");
+  m.def("top_children(Tensor logits, int k, Tensor offsets) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(sglang_cast_layer, CPU, m) {
@@ -412,4 +478,5 @@ TORCH_LIBRARY_IMPL(sglang_cast_layer, CPU, m) {
   m.impl("silu_mul", &silu_mul);
   m.impl("rope_attention", &rope_attention);
   m.impl("greedy_tokens", &greedy_tokens);
+  m.impl("top_children", &top_children);
 }
