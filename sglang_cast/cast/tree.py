@@ -207,12 +207,14 @@ class VerifyTree:
     @classmethod
     def of_roots(cls, roots) -> VerifyTree:
         """The roots alone (``[B]`` token ids): plain decoding's verified tree, without
-        a draft tree to select it from."""
-        tokens = torch.as_tensor(roots, dtype=torch.long).view(-1, 1)
-        zeros = torch.zeros_like(tokens)
-        return cls(node_ids=zeros, tokens=tokens, parents=torch.full_like(zeros, -1), depths=zeros,
-                   values=torch.ones(tokens.shape, dtype=torch.float64),
-                   mask=torch.ones((tokens.shape[0], 1, 1), dtype=torch.bool))
+        a draft tree to select it from.  Built in NumPy: every torch factory is a dispatch,
+        each paid again after a forward (docs/results/2026-12-04_host_work_avx512.md)."""
+        tokens = host_ints(roots).reshape(-1, 1)
+        zeros = np.zeros_like(tokens)
+        return cls(node_ids=torch.from_numpy(zeros), tokens=torch.from_numpy(tokens),
+                   parents=torch.from_numpy(np.full_like(zeros, -1)), depths=torch.from_numpy(zeros),
+                   values=torch.from_numpy(np.ones(tokens.shape)),
+                   mask=torch.from_numpy(np.ones((len(tokens), 1, 1), dtype=bool)))
 
     @property
     def num_tokens(self) -> int:

@@ -147,7 +147,8 @@ for _ in range(rounds):
 same = result["before"]["text"] == result["after"]["text"]
 print(f"{policy} {Path(dataset).stem} x{prompts}, {rounds} rounds, outputs identical before/after: {same}")
 for name, r in result.items():
-    print(f"  {name:6s} outside forwards per iteration, median of round medians {statistics.median(r['outside']):.3f} ms"
+    print(f"  {name:6s} outside forwards per iteration, median of round medians "
+          f"{statistics.median(r['outside']):.3f} ms"
           f" (rounds {' '.join(f'{v:.3f}' for v in r['outside'])}); step mean {statistics.median(r['step']):.2f} ms")
 diffs = [a - b for a, b in zip(result["after"]["outside"], result["before"]["outside"])]
 print(f"  after - before per round: median {statistics.median(diffs):+.3f} ms"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A B = 1 step's host work on this CPU with profiles/cpu-avx512.yaml, before / after the
+# 2026-12-04 cuts in one process (ab_host.py), and the cost of a cold op (cold_ops.py).
+# From the repository root (~6 min on an idle 2-core machine):
+#   bash docs/results/host_work_2026-12-04/run.sh
+set -euo pipefail
+D=docs/results/host_work_2026-12-04
+.venv/bin/python $D/cold_ops.py 2 | tee $D/cold_ops.log
+for ds in humaneval mt_bench; do
+  for policy in cast vanilla; do
+    .venv/bin/python $D/ab_host.py $policy 10 datasets/$ds.jsonl 8 2>&1 | grep -v USDT
+  done
+done | tee $D/ab_host.log
