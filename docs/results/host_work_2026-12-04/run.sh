@@ -11,3 +11,9 @@ for ds in humaneval mt_bench; do
     .venv/bin/python $D/ab_host.py $policy 10 datasets/$ds.jsonl 8 2>&1 | grep -v USDT
   done
 done | tee $D/ab_host.log
+# CAST against plain decoding at B = 1 with the shipped profile after the cuts (16 x 32 tokens, 7 rounds)
+for ds in mt_bench humaneval; do
+  .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/$ds.jsonl --batch-size 1 --num-prompts 16 \
+      --max-new-tokens 32 --rounds 7 --threads 2 --profile profiles/cpu-avx512.yaml --json $D/firm_b1_$ds.json \
+      --markdown $D/firm_b1_$ds.md 2>&1 | grep -v USDT | tail -4
+done
