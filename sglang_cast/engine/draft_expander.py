@@ -61,8 +61,9 @@ class DraftExpander:
 
     ``step`` runs one draft forward on the draft's cache (``(tokens, features,
     positions, slots, mask) -> DraftOutput``: the runner's, eager or a CUDA graph);
-    ``read_children`` reads a layer's children off its logits (`child_reader_for`).  ``slots`` ``[B]`` is a
-    host tensor; ``context_lens`` ``[B]`` and the root outputs live on the device.
+    ``read_children`` reads a layer's children off its logits (`child_reader_for`).
+    ``slots`` ``[B]`` is a host tensor; ``context_lens`` ``[B]`` and the root outputs live
+    on the device.
 
     The tree is on the host (cast/tree.py): each draft forward's inputs are read off it
     and sent to the device, and each layer's children come back in one copy.  A

@@ -17,3 +17,7 @@ for ds in mt_bench humaneval; do
       --max-new-tokens 32 --rounds 7 --threads 2 --profile profiles/cpu-avx512.yaml --json $D/firm_b1_$ds.json \
       --markdown $D/firm_b1_$ds.md 2>&1 | grep -v USDT | tail -4
 done
+
+.venv/bin/python $D/ops_warm.py | tee $D/ops_warm.log
+.venv/bin/python $D/greedy_first_call.py vanilla 2>&1 | grep -v USDT | tee $D/greedy_first_call.log
+.venv/bin/python $D/greedy_first_call.py cast 2>&1 | grep -v USDT | tee -a $D/greedy_first_call.log
