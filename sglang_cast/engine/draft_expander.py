@@ -48,11 +48,12 @@ def torch_children(to_target: Callable[[torch.Tensor], torch.Tensor]) -> ChildRe
 
 def child_reader_for(draft, device: torch.device, dtype: torch.dtype) -> ChildReader:
     """How the engine reads a draft layer's children: one fused op for fp32 logits on a
-    CPU that builds it (`cpu_layer.top_children`: the torch read's eight ops were each
-    paid again after a forward had evicted the caches), else `torch_children`."""
+    CPU that builds it (`cpu_layer`'s ``top_children``: the torch read's eight ops were
+    each paid again after a forward had evicted the caches), else `torch_children`."""
     if device.type == "cpu" and dtype == torch.float32 and cpu_layer.unavailable_reason() is None:
-        offsets = draft.target_offsets
-        return lambda logits, top_k: on_host(cpu_layer.top_children(logits, top_k, offsets), top_k)
+        children = cpu_layer.step_op("top_children")
+        offsets = cpu_layer.NO_OFFSETS if draft.target_offsets is None else draft.target_offsets
+        return lambda logits, top_k: on_host(children(logits, top_k, offsets), top_k)
     return torch_children(draft.draft_to_target)
 
 

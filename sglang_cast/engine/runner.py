@@ -272,7 +272,7 @@ class SpeculativeRunner:
         self.max_batch_size, self.context_length = max_batch_size, context_length
         self.tree_room = policy.settings.kv_room
         self.graph_backend = graph_backend
-        self.greedy_tokens = greedy_tokens_for(self.device)  # logits [..., V] -> token ids [...]
+        self.greedy_tokens = greedy_tokens_for(self.device, self.dtype)  # logits [..., V] -> token ids [...]
         self._allocate_caches()
         if self.draft is not None:
             self.read_children = child_reader_for(self.draft, self.device, self.dtype)

@@ -1,8 +1,8 @@
 """Decoder layers (the target's, an EAGLE-3 head's) with their work between the linears
 fused into four CPU ops (csrc/cpu_layer.cpp): RMSNorm, the residual add with the next
 RMSNorm, SwiGLU's product, and RoPE + the KV-cache write + tree attention.  Two more
-read a step's logits: the target's greedy tokens (`greedy_tokens_for`) and a draft
-layer's top-k children (`top_children`, engine/draft_expander.py).
+read a step's logits (`step_op`): the target's greedy tokens (`greedy_tokens_for`) and
+a draft layer's top-k children (engine/draft_expander.py's `child_reader_for`).
 
 Why: at batch 1 a layer's eager torch ops between its linears (norms, RoPE, views, cache
 copies, SDPA, casts: ~35 small kernels) cost more than the linears themselves on a 2-core
@@ -21,6 +21,7 @@ bit for bit: attention sums over a row's visible keys only, in cache order).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -68,36 +69,31 @@ def _ops():
     return torch.ops.sglang_cast_layer
 
 
-def greedy_tokens(logits: Tensor) -> Tensor:
-    """`cast.greedy_tokens` (each row's first maximum, ``[..., V] -> [...]``) in one op
-    for fp32 CPU logits (the ops loaded: `greedy_tokens_for`), any other logits through
-    `cast.greedy_tokens`.  One op instead of the blocked torch read's five: right after a
-    forward every op pays again for the caches the forward evicted (a B = 1 verify read
-    its greedy tokens in ~170 µs there, ~45 µs when repeated at once;
-    docs/results/2026-12-04_host_work_avx512.md)."""
-    if logits.dtype != torch.float32 or logits.device.type != "cpu":
-        return sampling.greedy_tokens(logits)
-    return _ops().greedy_tokens(logits)
+# The two ops that read a step's logits, called through their overloads (`step_op`): in a
+# B = 1 step the read right after a forward took ~62 µs through the op's packet and a checking
+# wrapper, ~33 µs through the overload alone; cold Python costs that much there
+# (docs/results/2026-12-04_host_work_avx512.md).
+#   greedy_tokens(logits [..., V] fp32) -> [...] int64: each row's first maximum (`cast.greedy_tokens`)
+#   top_children(logits [..., V] fp32, k, offsets [V] int64 or empty) -> [..., 2k] float64: each
+#     row's k likeliest tokens under its softmax, best first (the lower id first among equal
+#     logits): their probabilities, then their ids (exact in float64) moved by ``offsets[id]``
 
 
-def top_children(logits: Tensor, top_k: int, offsets: Tensor | None) -> Tensor:
-    """Each row's ``top_k`` likeliest tokens under its softmax, best first (the lower id
-    first among equal logits), from fp32 CPU logits ``[..., V]`` in one op:
-    ``[..., 2 * top_k]`` float64, their probabilities and then their ids (exact in float64),
-    each id moved by ``offsets[id]`` (``[V]``; ``None``: kept).  The ops loaded
-    (`unavailable_reason`)."""
-    return _ops().top_children(logits, top_k, _NO_OFFSETS if offsets is None else offsets)
+@functools.cache
+def step_op(name: str):
+    """The overload of one of the step ops above (the library loaded: `unavailable_reason`)."""
+    return getattr(_ops(), name).default
 
 
-_NO_OFFSETS = torch.empty(0, dtype=torch.long)
+NO_OFFSETS = torch.empty(0, dtype=torch.long)  # top_children's ``offsets`` when the ids are kept
 
 
-def greedy_tokens_for(device: torch.device) -> Callable[[Tensor], Tensor]:
-    """How an engine on ``device`` reads the greedy tokens of its logits: `greedy_tokens`
-    on a CPU that builds these ops (loaded here, the first time), else
-    `cast.greedy_tokens`."""
-    if device.type == "cpu" and unavailable_reason() is None:
-        return greedy_tokens
+def greedy_tokens_for(device: torch.device, dtype: torch.dtype) -> Callable[[Tensor], Tensor]:
+    """How an engine on ``device`` whose logits are ``dtype`` reads their greedy tokens:
+    the ``greedy_tokens`` op for fp32 on a CPU that builds these ops (loaded here, the
+    first time), else `cast.greedy_tokens`."""
+    if device.type == "cpu" and dtype == torch.float32 and unavailable_reason() is None:
+        return step_op("greedy_tokens")
     return sampling.greedy_tokens
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -248,22 +249,24 @@ def test_an_eagle3_head_of_a_fused_target_runs_fused_close_to_its_eager_layer(sp
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("vocab", [1, 17, 64, 1000, 49152])
 def test_the_greedy_op_answers_what_argmax_does_with_ties_nans_and_any_split(ops, vocab: int, threads: int) -> None:
-    """Each thread scans its own columns (`greedy_tokens` in csrc): the merged answer must
-    still be the first maximum of the whole row, whatever the split."""
+    """One row on the calling thread, more split across threads: the first maximum of each
+    row either way, ties and NaNs as `torch.argmax` has them."""
+    greedy = cpu_layer.step_op("greedy_tokens")
     gen = torch.Generator().manual_seed(vocab)
     logits = (torch.randn(4, 3, vocab, generator=gen) * 2).round()  # many exact ties
     logits[0, 1] = -math.inf  # every entry the maximum
     logits[1, 0, vocab // 2] = math.nan  # argmax answers the first NaN's index
     logits[1, 0, vocab - 1] = math.nan
     logits[2, 2, vocab - 1] = 99.0  # the maximum in the very last entry
-    logits[3, 1, [0, vocab - 1]] = 99.0  # a tie across the first and last thread's columns
+    logits[3, 1, [0, vocab - 1]] = 99.0  # a tie across the row's first and last entries
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        assert torch.equal(cpu_layer.greedy_tokens(logits), torch.argmax(logits, dim=-1))
-        assert torch.equal(cpu_layer.greedy_tokens(logits[2, 2]), torch.argmax(logits[2, 2]))  # one row [V] -> []
+        assert torch.equal(greedy(logits), torch.argmax(logits, dim=-1))
+        for row in (logits[1, 0], logits[2, 2], logits[3, 1]):  # one row [V] -> []
+            assert torch.equal(greedy(row), torch.argmax(row))
         strided = logits.transpose(0, 1)
-        assert torch.equal(cpu_layer.greedy_tokens(strided), torch.argmax(strided, dim=-1))
+        assert torch.equal(greedy(strided), torch.argmax(strided, dim=-1))
     finally:
         torch.set_num_threads(saved)
 
@@ -271,29 +274,50 @@ def test_the_greedy_op_answers_what_argmax_does_with_ties_nans_and_any_split(ops
 def test_an_engine_reads_greedy_tokens_with_the_op_where_it_builds(monkeypatch) -> None:
     from sglang_cast.cast import sampling
     cpu = torch.device("cpu")
-    bf16 = torch.randn(2, 64).bfloat16()
-    assert torch.equal(cpu_layer.greedy_tokens(bf16), torch.argmax(bf16, dim=-1))  # not fp32: torch's read
-    monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: "this CPU lacks avx512f")
-    assert cpu_layer.greedy_tokens_for(cpu) is sampling.greedy_tokens
     monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: None)
-    assert cpu_layer.greedy_tokens_for(cpu) is cpu_layer.greedy_tokens
-    assert cpu_layer.greedy_tokens_for(torch.device("cuda")) is sampling.greedy_tokens
+    assert cpu_layer.greedy_tokens_for(cpu, torch.bfloat16) is sampling.greedy_tokens  # fp32 logits only
+    assert cpu_layer.greedy_tokens_for(torch.device("cuda"), torch.float32) is sampling.greedy_tokens
+    monkeypatch.setattr(cpu_layer, "unavailable_reason", lambda flags=None: "this CPU lacks avx512f")
+    assert cpu_layer.greedy_tokens_for(cpu, torch.float32) is sampling.greedy_tokens
+
+
+@needs_ops
+def test_where_the_ops_build_an_fp32_cpu_engine_reads_with_them(monkeypatch) -> None:
+    from sglang_cast.engine.draft_expander import child_reader_for
+    greedy = cpu_layer.greedy_tokens_for(torch.device("cpu"), torch.float32)
+    assert greedy is cpu_layer.step_op("greedy_tokens")
+    resolved, step_op = [], cpu_layer.step_op
+    monkeypatch.setattr(cpu_layer, "step_op", lambda name: resolved.append(name) or step_op(name))
+    draft = random_draft("eagle3", tiny_model("int8"))
+    read = child_reader_for(draft, torch.device("cpu"), torch.float32)
+    assert resolved == ["top_children"]
+    probs, ids = read(torch.randn(1, 2, draft.output_vocab_size), 3)
+    assert probs.shape == ids.shape == (1, 2, 3) and ids.dtype == np.int64
+
+
+class _Head:
+    """What `child_reader_for` asks of a draft head: its id map two ways."""
+
+    def __init__(self, offsets: torch.Tensor | None) -> None:
+        self.target_offsets = offsets
+
+    def draft_to_target(self, ids: torch.Tensor) -> torch.Tensor:
+        return ids if self.target_offsets is None else ids + self.target_offsets[ids]
 
 
 @needs_ops
 @pytest.mark.parametrize("vocab", [5, 100, 8192])
 @pytest.mark.parametrize("top_k", [1, 4, 10])
 def test_the_children_op_reads_what_the_torch_reader_does(ops, vocab: int, top_k: int) -> None:
-    from sglang_cast.engine.draft_expander import on_host, torch_children
+    from sglang_cast.engine.draft_expander import child_reader_for
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
     top_k = min(top_k, vocab)
     gen = torch.Generator().manual_seed(vocab + top_k)
     logits = torch.randn(2, 7, vocab, generator=gen) * 4
     logits[1, 3, vocab - 1] = 30.0  # the best child in the very last entry
-    offsets = torch.randint(0, 1000, (vocab,), generator=gen)
-    for mapped in (offsets, None):
-        to_target = (lambda ids: ids + offsets[ids]) if mapped is not None else (lambda ids: ids)
-        want_probs, want_ids = torch_children(to_target)(logits, top_k)
-        probs, ids = on_host(cpu_layer.top_children(logits, top_k, mapped), top_k)
+    for head in (_Head(torch.randint(0, 1000, (vocab,), generator=gen)), _Head(None)):
+        want_probs, want_ids = child_reader_for(head, gpu, torch.float32)(logits, top_k)  # torch's read
+        probs, ids = child_reader_for(head, cpu, torch.float32)(logits, top_k)
         assert probs.shape == ids.shape == (2, 7, top_k)
         assert (ids == want_ids).all()
         assert abs(probs - want_probs).max() < 1e-6
@@ -301,10 +325,11 @@ def test_the_children_op_reads_what_the_torch_reader_does(ops, vocab: int, top_k
 
 @needs_ops
 def test_the_children_op_takes_the_lower_id_among_equal_logits_and_refuses_bad_k(ops) -> None:
+    children = cpu_layer.step_op("top_children")
     logits = torch.zeros(1, 1, 40)
     logits[0, 0, [3, 9, 30]] = 1.0
-    probs, ids = cpu_layer.top_children(logits, 4, None).split(4, dim=-1)
+    probs, ids = children(logits, 4, cpu_layer.NO_OFFSETS).split(4, dim=-1)
     assert ids.flatten().tolist() == [3, 9, 30, 0]
     assert torch.allclose(probs.sum(), torch.tensor(3 * math.e + 1, dtype=torch.float64) / (3 * math.e + 37))
     with pytest.raises(RuntimeError, match=r"k must be in \[1, 40\], got 41"):
-        cpu_layer.top_children(logits, 41, None)
+        children(logits, 41, cpu_layer.NO_OFFSETS)

@@ -6,7 +6,8 @@ The target, whose embedding the head reads, runs int4/int8 (what profiles/cpu-av
 ships) and is not timed.
 
 Usage (repository root): .venv/bin/python docs/results/draft_formats_avx512_2026-12-04/draft_formats.py ROUNDS JSON
-[FORMATS, comma-separated: default fp32,bf16,int8,int4]"""
+[FORMATS, comma-separated: default fp32,bf16,int8,int4] [TARGET FORMAT: default int4/int8; with int4vnni/int8vnni
+the heads run the target's fused CPU layers, as the engine loads them]"""
 import json
 import sys
 import time
@@ -26,8 +27,9 @@ from sglang_cast.training.config import DEFAULT_OUTPUT  # noqa: E402
 rounds, out = int(sys.argv[1]), Path(sys.argv[2])
 torch.set_num_threads(2)
 FORMATS = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ("fp32", "bf16", "int8", "int4")
+TARGET = sys.argv[4] if len(sys.argv) > 4 else "int4/int8"
 ROWS = (1, 4, 8, 16)
-target, config, _ = load_target(None, "cpu", torch.float32, "int4/int8")
+target, config, _ = load_target(None, "cpu", torch.float32, TARGET)
 drafts = {fmt: load_draft(DEFAULT_OUTPUT, target, "cpu", torch.float32, DraftFormat.parse(fmt)) for fmt in FORMATS}
 timers = {fmt: role_timer(target, draft, "draft", 1, MEASURE_CONTEXT + max(ROWS), None) for fmt, draft in drafts.items()}
 hidden = {rows: torch.randn(1, rows, config.hidden_size) for rows in ROWS}
@@ -49,6 +51,7 @@ def once(key: str, rows: int) -> float:
 keys = [f"{fmt}:{part}" for fmt in FORMATS for part in ("forward", "lm_head")]
 ms = measure_costs(once, keys, ROWS, rounds=rounds, warmup=3, budget_s=float("inf"))
 record = {"cpu": cpu_name(), "isa_class": isa_class(), "threads": 2, "rounds": rounds, "context": MEASURE_CONTEXT,
+          "target_format": TARGET,
           "draft": str(DEFAULT_OUTPUT), "median_ms": {key: {str(r): v for r, v in by_rows.items()} for key, by_rows in ms.items()}}
 print(f"{'format':6} " + " ".join(f"{f'{r} rows: forward (lm_head share)':>30}" for r in ROWS))
 for fmt in FORMATS:

@@ -35,6 +35,6 @@ def timed(logits):
 
 runner.greedy_tokens = timed
 engine.generate(run.texts, run.params)
-print(f"{policy} ({read.__module__}.{read.__name__}): median rows {statistics.median(rows)}; us, medians: "
+print(f"{policy} ({getattr(read, '__module__', '')}.{getattr(read, '__name__', read)}): median rows {statistics.median(rows)}; us, medians: "
       f"slice copy first {statistics.median(tiny):.1f}, greedy read then {statistics.median(first):.1f}, "
       f"again at once {statistics.median(again):.1f}")

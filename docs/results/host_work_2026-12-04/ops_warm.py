@@ -19,9 +19,9 @@ offsets = torch.randint(0, 40000, (8192,))
 to_target = lambda ids: ids + offsets[ids]  # noqa: E731
 CALLS = {
     "greedy, torch blocked": (sampling.greedy_tokens, 49152),
-    "greedy, op": (cpu_layer.greedy_tokens, 49152),
+    "greedy, op": (cpu_layer.step_op("greedy_tokens"), 49152),
     "children k 8, torch": (lambda x: torch_children(to_target)(x, 8), 8192),
-    "children k 8, op": (lambda x: on_host(cpu_layer.top_children(x, 8, offsets), 8), 8192),
+    "children k 8, op": (lambda x: on_host(cpu_layer.step_op("top_children")(x, 8, offsets), 8), 8192),
 }
 for rows in (1, 6, 13):
     cells = []

@@ -338,9 +338,17 @@ at::Tensor rope_attention(const at::Tensor& qkv, const at::Tensor& cos, const at
 // argmax is scalar (~60 us over a 49,152-entry row) and the blocked torch version it
 // replaced took five ops, each paid again after a forward has evicted the caches.
 int64_t first_max(const float* row, int64_t n) {
-  Vec best_lanes(-std::numeric_limits<float>::infinity());
+  const Vec low(-std::numeric_limits<float>::infinity());
+  Vec m0 = low, m1 = low, m2 = low, m3 = low;  // four chains: a maximum's latency, not its throughput
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) best_lanes = at::vec::maximum(best_lanes, Vec::loadu(row + i));  // NaN sticks
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {  // NaN sticks (at::vec::maximum propagates it)
+    m0 = at::vec::maximum(m0, Vec::loadu(row + i));
+    m1 = at::vec::maximum(m1, Vec::loadu(row + i + kLanes));
+    m2 = at::vec::maximum(m2, Vec::loadu(row + i + 2 * kLanes));
+    m3 = at::vec::maximum(m3, Vec::loadu(row + i + 3 * kLanes));
+  }
+  for (; i + kLanes <= n; i += kLanes) m0 = at::vec::maximum(m0, Vec::loadu(row + i));
+  const Vec best_lanes = at::vec::maximum(at::vec::maximum(m0, m1), at::vec::maximum(m2, m3));
   float lanes[kLanes];
   best_lanes.store(lanes);
   float best = lanes[0];
@@ -359,39 +367,23 @@ int64_t first_max(const float* row, int64_t n) {
   return 0;  // unreachable: best is one of the row's values
 }
 
-// Columns per thread of the VNNI LM head (csrc/vnni_dot.cpp): at::parallel_for splits its
-// blocks of 64 output columns evenly across the threads, in order.
-constexpr int64_t kHeadBlockCols = 64;
-
-// logits [..., V] fp32 -> [...] int64: each row's greedy token.  The columns are split across
-// the threads as the VNNI LM head splits them, so each thread reads the logits it wrote,
-// still in its own core's cache: reading the other core's half cost a B = 1 step ~55 us.
+// logits [..., V] fp32 -> [...] int64: each row's greedy token.  One row runs on the calling
+// thread: waking the thread team cost more than the row (in a B = 1 step, 58 us a read with
+// the columns split across the threads against 28 inline); more rows split by rows.
 at::Tensor greedy_tokens(const at::Tensor& logits) {
   TORCH_CHECK(logits.scalar_type() == at::kFloat && logits.dim() >= 1 && logits.size(-1) > 0,
               "greedy_tokens: logits must be an fp32 [..., V] tensor with V >= 1");
   const at::Tensor rows = logits.reshape({-1, logits.size(-1)}).contiguous();
   const int64_t R = rows.size(0), V = rows.size(1);
-  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
-  const int64_t span = (V + kHeadBlockCols - 1) / kHeadBlockCols;  // head blocks
-  const int64_t width = (span + threads - 1) / threads * kHeadBlockCols;  // columns per thread
-  const int64_t parts = (V + width - 1) / width;
-  const float* x = rows.data_ptr<float>();
-  std::vector<int64_t> found(parts * R);  // [parts, R]: each part's first maximum per row
-  at::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t c0 = p * width, n = std::min(V, c0 + width) - c0;
-      for (int64_t r = 0; r < R; ++r) found[p * R + r] = c0 + first_max(x + r * V + c0, n);
-    }
-  });
   at::Tensor out = at::empty({R}, logits.options().dtype(at::kLong));
+  const float* x = rows.data_ptr<float>();
   int64_t* o = out.data_ptr<int64_t>();
-  for (int64_t r = 0; r < R; ++r) {  // parts in column order: the first maximum (or NaN) wins
-    int64_t best = found[r];
-    for (int64_t p = 1; p < parts; ++p) {
-      const float have = x[r * V + best], other = x[r * V + found[p * R + r]];
-      if (!std::isnan(have) && (std::isnan(other) || other > have)) best = found[p * R + r];
-    }
-    o[r] = best;
+  if (R == 1) {
+    o[0] = first_max(x, V);
+  } else {
+    at::parallel_for(0, R, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) o[r] = first_max(x + r * V, V);
+    });
   }
   return out.view(logits.sizes().slice(0, logits.dim() - 1));
 }
