@@ -430,9 +430,9 @@ class SpeculativeRunner:
         slot_ids = [r.slot for r in requests]
         slots = torch.tensor(slot_ids)
         context = self.target_cache.lens.numpy()[slot_ids]  # host: numpy's view skips torch's dispatch
-        batch = Batch(requests, slot_ids, slots, to_device(slots, self.device),
-                      to_device(torch.from_numpy(context), self.device), torch.from_numpy(context), int(context.max()),
-                      [r.root for r in requests])
+        host_context = torch.from_numpy(context)
+        batch = Batch(requests, slot_ids, slots, to_device(slots, self.device), to_device(host_context, self.device),
+                      host_context, int(context.max()), [r.root for r in requests])
         clock.mark()
         drafted = self.speculation.draft(self, batch)
         if drafted.tree is not None:

@@ -48,18 +48,20 @@ from .kv_cache import KVCache, to_device
 SHARED_CHAIN_MASK_MAX = 64
 
 
-@functools.lru_cache(maxsize=None)
-def _shared_chain_mask(n: int, device: torch.device) -> Tensor:
+def _chain_mask(n: int, device: torch.device) -> Tensor:
+    """``[n, n]``: each position sees itself and the positions before it."""
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+_shared_chain_mask = functools.lru_cache(maxsize=None)(_chain_mask)
 
 
 def causal_tree_mask(batch: int, n: int, device: torch.device | str) -> Tensor:
     """The ``[batch, n, n]`` ancestor mask of a chain: ordinary prefill / decoding.  A
     view: read it, never write it (short chains share one tensor)."""
     device = torch.device(device)
-    if n <= SHARED_CHAIN_MASK_MAX:
-        return _shared_chain_mask(n, device).expand(batch, n, n)
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril().expand(batch, n, n)
+    mask = _shared_chain_mask(n, device) if n <= SHARED_CHAIN_MASK_MAX else _chain_mask(n, device)
+    return mask.expand(batch, n, n)
 
 
 def build_attention_mask(starts: Tensor, tree_mask: Tensor, length: int) -> Tensor:

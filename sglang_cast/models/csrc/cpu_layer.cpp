@@ -349,11 +349,12 @@ int64_t first_max(const float* row, int64_t n) {
   }
   for (; i + kLanes <= n; i += kLanes) m0 = at::vec::maximum(m0, Vec::loadu(row + i));
   const Vec best_lanes = at::vec::maximum(at::vec::maximum(m0, m1), at::vec::maximum(m2, m3));
+  auto larger = [](float a, float b) { return std::isnan(a) ? a : (std::isnan(b) || b > a ? b : a); };  // NaN sticks
   float lanes[kLanes];
   best_lanes.store(lanes);
   float best = lanes[0];
-  for (int l = 1; l < kLanes; ++l) best = std::isnan(best) ? best : (std::isnan(lanes[l]) ? lanes[l] : std::max(best, lanes[l]));
-  for (int64_t j = i; j < n; ++j) best = std::isnan(best) ? best : (std::isnan(row[j]) ? row[j] : std::max(best, row[j]));
+  for (int l = 1; l < kLanes; ++l) best = larger(best, lanes[l]);
+  for (int64_t j = i; j < n; ++j) best = larger(best, row[j]);
   const bool nan = std::isnan(best);
   const Vec target(best);
   for (i = 0; i + kLanes <= n; i += kLanes) {
@@ -367,9 +368,10 @@ int64_t first_max(const float* row, int64_t n) {
   return 0;  // unreachable: best is one of the row's values
 }
 
-// logits [..., V] fp32 -> [...] int64: each row's greedy token.  One row runs on the calling
-// thread: waking the thread team cost more than the row (in a B = 1 step, 58 us a read with
-// the columns split across the threads against 28 inline); more rows split by rows.
+// logits [..., V] fp32 -> [...] int64: each row's greedy token, rows split across threads.
+// One row runs on the calling thread (at::parallel_for does so for a single iteration):
+// waking the thread team cost more than the row (in a B = 1 step, 58 us a read with the
+// columns split across the threads against 28 inline).
 at::Tensor greedy_tokens(const at::Tensor& logits) {
   TORCH_CHECK(logits.scalar_type() == at::kFloat && logits.dim() >= 1 && logits.size(-1) > 0,
               "greedy_tokens: logits must be an fp32 [..., V] tensor with V >= 1");
@@ -378,13 +380,9 @@ at::Tensor greedy_tokens(const at::Tensor& logits) {
   at::Tensor out = at::empty({R}, logits.options().dtype(at::kLong));
   const float* x = rows.data_ptr<float>();
   int64_t* o = out.data_ptr<int64_t>();
-  if (R == 1) {
-    o[0] = first_max(x, V);
-  } else {
-    at::parallel_for(0, R, 1, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) o[r] = first_max(x + r * V, V);
-    });
-  }
+  at::parallel_for(0, R, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) o[r] = first_max(x + r * V, V);
+  });
   return out.view(logits.sizes().slice(0, logits.dim() - 1));
 }
 
