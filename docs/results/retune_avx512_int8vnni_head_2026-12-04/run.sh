@@ -4,7 +4,7 @@
 # AVX512-BF16, no AMX), 2026-12-04. Both draft formats (int8vnni, int8) are re-timed (--max-age 0: the host overhead
 # tables predate the cuts) and tuned on the same traces; the faster replay is published, gated live at 1.15x as the
 # shipped profile was (docs/results/retune_avx512_fused_2026-12-04/run.sh).
-# Run from the repository root: bash docs/results/retune_avx512_int8vnni_head_2026-12-04/run.sh [profile|tune|ab|tune_vnni_head|ab_heads|floor]
+# Run from the repository root: bash docs/results/retune_avx512_int8vnni_head_2026-12-04/run.sh [profile|tune|ab|tune_vnni_head|ab_heads|floor|anchor]
 set -o pipefail
 cd "$(dirname "$0")/../../.."
 D=docs/results/retune_avx512_int8vnni_head_2026-12-04
@@ -48,4 +48,9 @@ if [ $step = floor ]; then  # B = 2 on mt_bench (the A/B's worst round 0.77x) in
   .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/mt_bench.jsonl --batch-size 2 --num-prompts 16 \
       --max-new-tokens 32 --rounds 7 --threads 2 --profile profiles/cpu-avx512.yaml --json $D/floor_b2_mt_bench.json \
       --markdown $D/floor_b2_mt_bench.md 2>&1 | quiet | tail -4
+fi
+if [ $step = anchor ]; then  # llama.cpp on the same GGUF, B = 1, 8 mt_bench prompts x 128 tokens (bash run.sh anchors first)
+  .venv/bin/python tools/bench.py --methods vanilla,llamacpp,cast --dataset datasets/mt_bench.jsonl --batch-size 1 \
+      --num-prompts 8 --max-new-tokens 128 --rounds 3 --threads 2 --profile profiles/cpu-avx512.yaml --json $D/anchor.json \
+      --markdown $D/anchor.md 2>&1 | quiet | tail -6
 fi
