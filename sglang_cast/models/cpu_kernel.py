@@ -6,9 +6,9 @@ which registers its ops under ``torch.ops.<namespace>``.  The GEMM libraries (AM
 VNNI) register the same two: ``int4_mm(x, blocks)`` and ``int8_mm(x, blocks, scales)``,
 bf16 ``x`` ``[M, K]`` times weights packed in records of 64 output columns (``blocks``
 ``[N/64, K/32, record bytes]``) -> bf16 ``[M, N]``; models/cpu_layer.py's registers a
-decoder layer's other work and a step's reads of its logits.  A CPU without the ISA flags a kernel needs, or a machine
-without the toolchain, gets a ``ValueError`` naming the weight format and the torch-kernel
-format to use instead (`CpuKernel.ensure_loaded`).
+decoder layer's other work and a step's reads of its logits.  A CPU without the ISA flags
+a kernel needs, or a machine without the toolchain, gets a ``ValueError`` naming the
+weight format and the torch-kernel format to use instead (`CpuKernel.ensure_loaded`).
 """
 
 from __future__ import annotations
