@@ -12,6 +12,12 @@ interference comes in bursts of seconds; timing point after point lets a burst
 inflate some ``n`` and not others, which bends the ratio ``f(n) / f(1)`` that CAST
 decides on.  Round-robin exposes every ``n`` of a row to the same bursts.
 
+Several setups profiled in one run (weight formats whose forwards are compared) are
+timed the same way, row by row together: each round runs every setup's points of
+the row, so the machine's drift between formats, up to 1.6x on one 2-core VM
+within an hour (2026-12-04), lands on all of them alike instead of deciding which
+format the tuner publishes.
+
 Each row's points are committed as soon as the row's last round finishes, so an
 interrupted run loses at most the row in flight, and a rerun with the same setup
 measures only what is missing.
@@ -73,13 +79,20 @@ def pending_points(store: Store, setup: Setup, grid: ProfileGrid, max_age: timed
     return [p for p in grid.points() if p.role in roles and p.key not in done]
 
 
-def _time_row(timer: RoleTimer, points: list[GridPoint], warmup: int, repeats: int) -> dict[GridPoint, list]:
-    samples: dict[GridPoint, list[float]] = defaultdict(list)
+def _time_rows(rows: list[tuple[RoleTimer, list[GridPoint]]], warmup: int,
+               repeats: int) -> list[dict[GridPoint, list[float]]]:
+    """Samples of each ``(timer, points)`` row, timed round-robin together: each round
+    runs every row's points once, the rows in a rotating order (no setup always
+    runs first after the previous row's forwards)."""
+    samples: list[dict[GridPoint, list[float]]] = [defaultdict(list) for _ in rows]
     for round_index in range(warmup + repeats):
-        for point in points:
-            elapsed = timer.time(point.batch_size, point.context_len, point.n, warmup=0, repeats=1).median_ms
-            if round_index >= warmup:
-                samples[point].append(elapsed)
+        first = round_index % len(rows)
+        for index in [*range(first, len(rows)), *range(first)]:
+            timer, points = rows[index]
+            for point in points:
+                elapsed = timer.time(point.batch_size, point.context_len, point.n, warmup=0, repeats=1).median_ms
+                if round_index >= warmup:
+                    samples[index][point].append(elapsed)
     return samples
 
 
@@ -95,37 +108,69 @@ def run_profile(pair: ModelPair, store: Store, setup: Setup, grid: ProfileGrid, 
                         should_stop=should_stop)
 
 
+@dataclass(frozen=True)
+class GridJob:
+    """One setup's share of a profile run: the roles whose rows it times, with its timers."""
+
+    timers: TimerFactory
+    setup: Setup
+    roles: tuple[str, ...] = ROLES
+
+
 def profile_grid(timers: TimerFactory, store: Store, setup: Setup, grid: ProfileGrid, *,
                  max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False,
                  roles: tuple[str, ...] = ROLES) -> ProfileReport:
-    """Measure every pending point of ``roles`` on ``grid`` with ``timers``, row by
-    row, each row committed as it finishes; ``should_stop`` is polled between rows
-    (daemon).  A role left out makes no timer (its rows come from elsewhere:
-    ``Store.copy_measurements``)."""
-    todo = pending_points(store, setup, grid, max_age, roles)
-    skipped = sum(p.role in roles for p in grid.points()) - len(todo)
-    rows: dict[tuple[str, int, int], list[GridPoint]] = defaultdict(list)
-    for point in todo:
-        rows[(point.role, point.batch_size, point.context_len)].append(point)
-    measured = 0
-    bar = tqdm(total=len(todo), desc="profile", unit="point", disable=not progress or not todo)
+    """Measure every pending point of ``roles`` on ``grid`` for one setup (``profile_grids``)."""
+    return profile_grids([GridJob(timers, setup, roles)], store, grid, max_age=max_age, progress=progress,
+                         should_stop=should_stop)[0]
+
+
+def profile_grids(jobs: list[GridJob], store: Store, grid: ProfileGrid, *, max_age: timedelta | None = None,
+                  progress: bool = True, should_stop=lambda: False) -> list[ProfileReport]:
+    """Measure every pending point of each job's roles on ``grid``, row by row, the jobs
+    timing a row together (``_time_rows``), each row committed as it finishes;
+    ``should_stop`` is polled between rows (daemon).  A role a job leaves out makes no
+    timer (its rows come from elsewhere: ``Store.copy_measurements``).  Returns one
+    report per job."""
+    todo = [pending_points(store, job.setup, grid, max_age, job.roles) for job in jobs]
+    skipped = [sum(p.role in job.roles for p in grid.points()) - len(points) for job, points in zip(jobs, todo)]
+    measured = [0] * len(jobs)
+    bar = tqdm(total=sum(map(len, todo)), desc="profile", unit="point", disable=not progress or not any(todo))
+
+    def reports() -> list[ProfileReport]:
+        bar.close()
+        return [ProfileReport(*counts) for counts in zip(measured, skipped)]
+
     for role in ROLES:
-        role_rows = {key: points for key, points in rows.items() if key[0] == role}
-        if not role_rows:
-            continue
-        timer = timers(role, max(batch for _, batch, _ in role_rows), max(grid.contexts) + grid.max_n_of(role))
-        first = next(iter(role_rows.values()))[0]
-        timer.time(first.batch_size, first.context_len, first.n, warmup=PROCESS_WARMUP, repeats=1)
-        for (_, batch, context), points in role_rows.items():
-            if should_stop():
-                bar.close()
-                return ProfileReport(measured, skipped)
-            bar.set_postfix_str(f"{role} B={batch} c={context}")
-            samples = _time_row(timer, points, grid.warmup, grid.repeats)
-            load = os.getloadavg()[0]
+        # (B, c) -> per job: its pending points of that row; rows in grid order.
+        rows: dict[tuple[int, int], dict[int, list[GridPoint]]] = defaultdict(lambda: defaultdict(list))
+        for index, points in enumerate(todo):
             for point in points:
-                store.add_measurement(setup, role, batch, context, point.n, summarise(samples[point]), load)
-            measured += len(points)
-            bar.update(len(points))
-    bar.close()
-    return ProfileReport(measured, skipped)
+                if point.role == role:
+                    rows[(point.batch_size, point.context_len)][index].append(point)
+        if not rows:
+            continue
+        timers = {index: _warm_timer(jobs[index].timers, role, grid, [p for p in todo[index] if p.role == role])
+                  for index in sorted({i for row in rows.values() for i in row})}
+        for (batch, context), row in rows.items():
+            if should_stop():
+                return reports()
+            bar.set_postfix_str(f"{role} B={batch} c={context}")
+            samples = _time_rows([(timers[index], points) for index, points in row.items()], grid.warmup,
+                                 grid.repeats)
+            load = os.getloadavg()[0]
+            for (index, points), timed in zip(row.items(), samples):
+                for point in points:
+                    store.add_measurement(jobs[index].setup, role, batch, context, point.n, summarise(timed[point]),
+                                          load)
+                measured[index] += len(points)
+                bar.update(len(points))
+    return reports()
+
+
+def _warm_timer(timers: TimerFactory, role: str, grid: ProfileGrid, points: list[GridPoint]) -> RoleTimer:
+    """A timer for ``role`` sized for a job's pending ``points``, its first forwards run untimed."""
+    timer = timers(role, max(p.batch_size for p in points), max(grid.contexts) + grid.max_n_of(role))
+    first = points[0]
+    timer.time(first.batch_size, first.context_len, first.n, warmup=PROCESS_WARMUP, repeats=1)
+    return timer

@@ -253,9 +253,10 @@ def profiled(setup: Setup, label: str, what: str, report: ProfileReport, store: 
     return "\n".join(lines)
 
 
-def draft_rows_shared(weight_format: str, copied: int) -> str:
-    """``profile``: a format's draft rows taken from an earlier format of the run."""
-    return (f"draft: the rows timed with weight format {weight_format} (the same draft head format; "
+def rows_shared(role: str, weight_format: str, copied: int) -> str:
+    """``profile``: a format's rows of ``role`` taken from another format of the run."""
+    same = "draft head format" if role == "draft" else "target part"
+    return (f"{role}: the rows timed with weight format {weight_format} (the same {same}; "
             f"{copied} copied, the rest already here), not timed again")
 
 

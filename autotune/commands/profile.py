@@ -6,7 +6,7 @@ once, and a rerun measures only what is missing."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -23,7 +23,8 @@ from ..grid import ROLES, ProfileGrid
 from ..options import (BackendOptions, DbOptions, GridOptions, LabelOptions, ModelOptions, OverheadOptions,
                        WeightFormatOptions)
 from ..overhead import NativeStepTimer, StepDesign, StepTimer, design_new_tokens, run_step_profile
-from ..profiler import TimerFactory, native_timers, profile_grid
+from ..models import ModelPair
+from ..profiler import GridJob, TimerFactory, native_timers, profile_grid, profile_grids
 from ..prompts import load_prompts
 from ..sglang_backend import SGLangModels
 from ..store import Setup, Store
@@ -47,49 +48,69 @@ def run(args: argparse.Namespace) -> int:
     checked_label(options, device)
     formats = formats_for(options, device)
     store = open_store(options)
-    timed_heads: dict[DraftFormat, TimedDraft] = {}  # per draft head format, the first format that timed it
-    for fmt in formats:
-        head = WeightFormat.parse(fmt).draft
-        setup = profile_format(options, store, device, fmt, timed_heads.get(head))
-        timed_heads.setdefault(head, TimedDraft(format_name(options, fmt), setup))
+    runs = format_runs(options, device, formats)
+    profile_forwards(options, store, runs)
+    grid = options.profile_grid()
+    for each in runs:
+        if options.overhead_steps:
+            measure_overhead(options, store, each.setup, grid, step_design(options, grid),
+                             NativeStepTimer(each.pair, measured_costs(store, each.setup, overhead=False).costs))
+        else:
+            print(report.OVERHEAD_SKIPPED)
     if len(formats) > 1:
         print(report.profiled_formats(formats))
     return 0
 
 
 @dataclass(frozen=True)
-class TimedDraft:
-    """Where a draft head format's forwards were timed in this run: the weight format
-    (as named in the output) and its setup."""
+class FormatRun:
+    """One weight format of a ``profile`` run: its loaded pair and setup, and per role
+    the run's format that times the role's rows (its index in the run; itself, or the
+    first format with the same target part or draft head format, whose rows it copies:
+    a target forward reads none of the draft's weights, nor a draft forward the
+    target's, and timing the same forward twice only measures the machine's drift)."""
 
-    weight_format: str
+    name: str  # as the output names it (`format_name`)
+    pair: ModelPair
     setup: Setup
+    timed_by: dict[str, int]
+
+    def timed_roles(self, index: int) -> tuple[str, ...]:
+        return tuple(role for role in ROLES if self.timed_by[role] == index)
 
 
-def profile_format(options: ProfileOptions, store: Store, device: str, weight_format: str,
-                   timed_draft: TimedDraft | None = None) -> Setup:
-    """Measure (or resume) one weight format's grid on the native engine, print its
-    curves and return its setup.  With ``timed_draft`` (an earlier format of this run
-    with the same draft head format) the draft rows are that format's, copied: the
-    draft's forward reads none of the target's weights, and timing it again minutes
-    later only adds the machine's drift (2x apart for one head on 2026-12-01), which
-    the host-overhead fit and the comparison of formats would then absorb."""
-    pair = load_pair(options, device, weight_format)
-    setup = current_setup(pair, device)
+def role_part(weight_format: str, role: str) -> WeightFormat | DraftFormat:
+    """What a role's forward runs of ``weight_format``: the draft head format, or the rest."""
+    parsed = WeightFormat.parse(weight_format)
+    return parsed.draft if role == "draft" else replace(parsed, draft=DraftFormat())
+
+
+def format_runs(options: ProfileOptions, device: str, formats: tuple[str, ...]) -> list[FormatRun]:
+    """Every format's pair loaded (their rows are timed together) and who times what."""
+    runs: list[FormatRun] = []
+    for fmt in formats:
+        pair = load_pair(options, device, fmt)
+        timed_by = {role: next(i for i, other in enumerate(formats) if role_part(other, role) == role_part(fmt, role))
+                    for role in ROLES}
+        runs.append(FormatRun(format_name(options, fmt), pair, current_setup(pair, device), timed_by))
+    return runs
+
+
+def profile_forwards(options: ProfileOptions, store: Store, runs: list[FormatRun]) -> None:
+    """Time every format's own rows together (``profiler.profile_grids``: the formats
+    alternate inside each row, so drift cannot rank them), give each format the rows
+    it shares, then print each one's cost curves."""
     grid = options.profile_grid()
-    roles = ROLES
-    if timed_draft is not None:
-        copied = store.copy_measurements(timed_draft.setup, setup, "draft")
-        print(report.draft_rows_shared(timed_draft.weight_format, copied))
-        roles = ("target",)
-    measure_and_report(options, store, setup, native_timers(pair), grid,
-                       f"weight format {format_name(options, weight_format)}", roles)
-    if options.overhead_steps:
-        measure_overhead(options, store, setup, grid, step_design(options, grid),
-                         NativeStepTimer(pair, measured_costs(store, setup, overhead=False).costs))
-    else:
-        print(report.OVERHEAD_SKIPPED)
-    return setup
+    results = profile_grids([GridJob(native_timers(each.pair), each.setup, each.timed_roles(i))
+                             for i, each in enumerate(runs)], store, grid, max_age=options.profile_max_age,
+                            progress=not options.quiet)
+    for index, (each, result) in enumerate(zip(runs, results)):
+        for role, source in each.timed_by.items():
+            if source != index:
+                copied = store.copy_measurements(runs[source].setup, each.setup, role)
+                print(report.rows_shared(role, runs[source].name, copied))
+        print(report.profiled(each.setup, options.label, f"weight format {each.name}", result, store, grid))
+        print(report.measured_curves(store, each.setup))
 
 
 def profile_sglang(options: ProfileOptions) -> None:

@@ -14,13 +14,14 @@ from autotune.bench import BenchConfig, run_bench
 from autotune.costs import measured_costs
 from autotune.errors import AutotuneError
 from autotune.grid import ProfileGrid
-from autotune.profiler import forward_timer, run_profile
+from autotune.profiler import GridJob, forward_timer, profile_grids, run_profile
 from autotune.space import Grid, SearchSpace
 from autotune.store import Setup, Store
 from autotune.tuner import BucketResult
 from autotune.workflow import TuneConfig, larger_batches_note, tune_and_publish
 from sglang_cast import hardware
 from sglang_cast.cast import BucketSettings, TreeShape
+from sglang_cast.engine.timing import Timing
 from sglang_cast.profile import load_profile
 from support import ROOT
 from support.autotune import GRID, SETUP, SPACE, fill, tiny_pair, tiny_prompts
@@ -42,11 +43,12 @@ def test_profile_resumes_after_an_interruption(tmp_path):
     assert costs.target.timed_n == (1, 2, 4, 8) and costs.draft.timed_n == (1, 2, 4)
 
 
-def test_formats_with_one_draft_head_format_time_its_forwards_once(tmp_path, monkeypatch, capsys):
+def test_formats_time_each_shared_forward_once(tmp_path, monkeypatch, capsys):
     """`profile --weight-format int8+int8,int4+int8,int4`: a draft forward reads none of
-    the target's weights, so the second format takes the first one's draft rows
-    (copied, not timed again minutes later) and times only its target; the third has
-    another draft head format (dense) and times its own; a rerun copies nothing."""
+    the target's weights and a target forward none of the draft's, so the second format
+    takes the first one's draft rows and the third the second's target rows (copied, not
+    timed again minutes later); each format times only what no earlier one has; a rerun
+    copies nothing."""
     timers = []  # (format, role) of every timer made
 
     def spy_timers(pair):
@@ -63,28 +65,66 @@ def test_formats_with_one_draft_head_format_time_its_forwards_once(tmp_path, mon
     argv = ["profile", "--gpu", "cpu", "--weight-format", "int8+int8,int4+int8,int4", "--batch-sizes", "1,2",
             "--ctx-bucket", "32", "--ctx-buckets", "1", "--max-n", "4", "--draft-max-n", "2", "--repeats", "1",
             "--overhead-steps", "0", "--quiet", "--db", str(db)]
-    assert cli.main(argv) == 0
-    assert timers == [("int8+int8", "target"), ("int8+int8", "draft"), ("int4+int8", "target"),
-                      ("int4", "target"), ("int4", "draft")]
-    assert "draft: the rows timed with weight format int8+int8 (the same draft head format; 4 copied" in \
-        capsys.readouterr().out  # B = 1, 2 at n = 1, 2
+    timed = [("int8+int8", "target"), ("int4+int8", "target"), ("int8+int8", "draft"), ("int4", "draft")]
+    assert cli.main(argv) == 0 and timers == timed
+    out = capsys.readouterr().out
+    assert "draft: the rows timed with weight format int8+int8 (the same draft head format; 4 copied" in out
+    assert "target: the rows timed with weight format int4+int8 (the same target part; 8 copied" in out
 
-    def draft_rows(fmt: str) -> dict:
+    def rows(fmt: str, role: str) -> dict:
         setup = Setup.current(hardware.device_name("cpu"), f"tiny-target@{fmt}", "mirror-draft", "float32")
         return {(m.batch_size, m.context_len, m.n): (m.median_ms, m.created)
-                for m in Store(db).measurements(setup) if m.role == "draft"}
+                for m in Store(db).measurements(setup) if m.role == role}
 
-    assert len(draft_rows("int8+int8")) == 4 and draft_rows("int4+int8") == draft_rows("int8+int8")
-    assert draft_rows("int4").keys() == draft_rows("int8+int8").keys()  # timed on its own: not the same rows
-    assert draft_rows("int4") != draft_rows("int8+int8")
+    assert len(rows("int8+int8", "draft")) == 4 and rows("int4+int8", "draft") == rows("int8+int8", "draft")
+    assert len(rows("int4", "target")) == 8 and rows("int4", "target") == rows("int4+int8", "target")
+    assert rows("int4", "draft").keys() == rows("int8+int8", "draft").keys()  # timed on its own: not the same rows
+    assert rows("int4", "draft") != rows("int8+int8", "draft")
+    assert rows("int8+int8", "target") != rows("int4+int8", "target")
     timers.clear()
     assert cli.main(argv) == 0 and timers == []
     assert "(the same draft head format; 0 copied" in capsys.readouterr().out
-    # --max-age 0 re-times everything, and still the second format's draft rows are copied.
-    assert cli.main([*argv, "--max-age", "0"]) == 0
-    assert timers == [("int8+int8", "target"), ("int8+int8", "draft"), ("int4+int8", "target"),
-                      ("int4", "target"), ("int4", "draft")]
-    assert "4 copied" in capsys.readouterr().out and draft_rows("int4+int8") == draft_rows("int8+int8")
+    # --max-age 0 re-times everything, and still the shared rows are copied.
+    assert cli.main([*argv, "--max-age", "0"]) == 0 and timers == timed
+    out = capsys.readouterr().out
+    assert "4 copied" in out and "8 copied" in out and rows("int4+int8", "draft") == rows("int8+int8", "draft")
+
+
+def test_formats_are_timed_together_so_drift_cannot_rank_them(tmp_path):
+    """Two setups whose forwards cost the same, on a machine slowing down 4x over the
+    run: their rows are timed round by round together, so every point of the two
+    tables agrees within the drift of one round, where timing one setup after the
+    other would make the second look up to 4x slower."""
+    calls = []  # (setup index, role, B, c, n) of every timed forward, in order
+
+    class DriftingTimer:
+        def __init__(self, index, role):
+            self.index, self.role = index, role
+
+        def time(self, batch_size, context_len, n, warmup, repeats):
+            calls.append((self.index, self.role, batch_size, context_len, n))
+            ms = (1.0 + batch_size + n) * (1.0 + 3.0 * len(calls) / 116)  # 4x slower at the run's end
+            return Timing(ms, ms, ms, repeats)
+
+    def timers(index):
+        return lambda role, max_batch, capacity: DriftingTimer(index, role)
+
+    store = Store(tmp_path / "a.db")
+    setups = [SETUP, replace(SETUP, target_model="tiny-target@other")]
+    grid = replace(GRID, warmup=1, repeats=3)
+    reports = profile_grids([GridJob(timers(i), setup) for i, setup in enumerate(setups)], store, grid,
+                            progress=False)
+    assert [r.measured for r in reports] == [len(grid.points())] * 2
+    assert len(calls) == 116  # 2 setups x 14 points x 4 rounds, and each timer's untimed first call
+    tables = [{(m.role, m.batch_size, m.n): m.median_ms for m in store.measurements(setup)} for setup in setups]
+    assert tables[0].keys() == tables[1].keys()
+    ratios = [tables[1][key] / tables[0][key] for key in tables[0]]
+    assert max(ratios) < 1.1 and min(ratios) > 0.9
+    # Inside a row, the order of the setups rotates from round to round.
+    row = [c[0] for c in calls if c[1:4] == ("target", 1, grid.contexts[0])][2:]  # after the untimed first calls
+    per_setup = len(grid.n_values("target"))
+    assert row[:2 * per_setup] == [0] * per_setup + [1] * per_setup
+    assert row[2 * per_setup:4 * per_setup] == [1] * per_setup + [0] * per_setup
 
 
 def test_an_incomplete_batch_size_is_left_out_and_named(tmp_path):
