@@ -70,13 +70,16 @@ class FormatRun:
     a target forward reads none of the draft's weights, nor a draft forward the
     target's, and timing the same forward twice only measures the machine's drift)."""
 
+    index: int
     name: str  # as the output names it (`format_name`)
     pair: ModelPair
     setup: Setup
     timed_by: dict[str, int]
 
-    def timed_roles(self, index: int) -> tuple[str, ...]:
-        return tuple(role for role in ROLES if self.timed_by[role] == index)
+    @property
+    def own_roles(self) -> tuple[str, ...]:
+        """The roles whose rows this format times itself."""
+        return tuple(role for role in ROLES if self.timed_by[role] == self.index)
 
 
 def role_part(weight_format: str, role: str) -> WeightFormat | DraftFormat:
@@ -88,11 +91,11 @@ def role_part(weight_format: str, role: str) -> WeightFormat | DraftFormat:
 def format_runs(options: ProfileOptions, device: str, formats: tuple[str, ...]) -> list[FormatRun]:
     """Every format's pair loaded (their rows are timed together) and who times what."""
     runs: list[FormatRun] = []
-    for fmt in formats:
+    for index, fmt in enumerate(formats):
         pair = load_pair(options, device, fmt)
         timed_by = {role: next(i for i, other in enumerate(formats) if role_part(other, role) == role_part(fmt, role))
                     for role in ROLES}
-        runs.append(FormatRun(format_name(options, fmt), pair, current_setup(pair, device), timed_by))
+        runs.append(FormatRun(index, format_name(options, fmt), pair, current_setup(pair, device), timed_by))
     return runs
 
 
@@ -101,12 +104,11 @@ def profile_forwards(options: ProfileOptions, store: Store, runs: list[FormatRun
     alternate inside each row, so drift cannot rank them), give each format the rows
     it shares, then print each one's cost curves."""
     grid = options.profile_grid()
-    results = profile_grids([GridJob(native_timers(each.pair), each.setup, each.timed_roles(i))
-                             for i, each in enumerate(runs)], store, grid, max_age=options.profile_max_age,
-                            progress=not options.quiet)
-    for index, (each, result) in enumerate(zip(runs, results)):
+    results = profile_grids([GridJob(native_timers(each.pair), each.setup, each.own_roles) for each in runs], store,
+                            grid, max_age=options.profile_max_age, progress=not options.quiet)
+    for each, result in zip(runs, results):
         for role, source in each.timed_by.items():
-            if source != index:
+            if source != each.index:
                 copied = store.copy_measurements(runs[source].setup, each.setup, role)
                 print(report.rows_shared(role, runs[source].name, copied))
         print(report.profiled(each.setup, options.label, f"weight format {each.name}", result, store, grid))
