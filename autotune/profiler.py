@@ -83,12 +83,17 @@ def _time_rows(rows: list[tuple[RoleTimer, list[GridPoint]]], warmup: int,
                repeats: int) -> list[dict[GridPoint, list[float]]]:
     """Samples of each ``(timer, points)`` row, timed round-robin together: each round
     runs every row's points once, the rows in a rotating order (no setup always
-    runs first after the previous row's forwards)."""
+    runs first after the previous row's forwards).  With several rows, each one's
+    turn starts with an untimed forward of its first point: its weights are then as
+    warm as when it is profiled alone, instead of its first point paying for the
+    other setup's forward (which inflated ``n = 1`` of a draft row by up to 1.3x)."""
     samples: list[dict[GridPoint, list[float]]] = [defaultdict(list) for _ in rows]
     for round_index in range(warmup + repeats):
         first = round_index % len(rows)
         for index in [*range(first, len(rows)), *range(first)]:
             timer, points = rows[index]
+            if len(rows) > 1:
+                timer.time(points[0].batch_size, points[0].context_len, points[0].n, warmup=0, repeats=1)
             for point in points:
                 elapsed = timer.time(point.batch_size, point.context_len, point.n, warmup=0, repeats=1).median_ms
                 if round_index >= warmup:

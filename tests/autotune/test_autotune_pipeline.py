@@ -103,7 +103,7 @@ def test_formats_are_timed_together_so_drift_cannot_rank_them(tmp_path):
 
         def time(self, batch_size, context_len, n, warmup, repeats):
             calls.append((self.index, self.role, batch_size, context_len, n))
-            ms = (1.0 + batch_size + n) * (1.0 + 3.0 * len(calls) / 116)  # 4x slower at the run's end
+            ms = (1.0 + batch_size + n) * (1.0 + 3.0 * len(calls) / 148)  # 4x slower at the run's end
             return Timing(ms, ms, ms, repeats)
 
     def timers(index):
@@ -115,14 +115,15 @@ def test_formats_are_timed_together_so_drift_cannot_rank_them(tmp_path):
     reports = profile_grids([GridJob(timers(i), setup) for i, setup in enumerate(setups)], store, grid,
                             progress=False)
     assert [r.measured for r in reports] == [len(grid.points())] * 2
-    assert len(calls) == 116  # 2 setups x 14 points x 4 rounds, and each timer's untimed first call
+    # 2 setups x 4 rounds x (14 points + an untimed re-warm per row), and each timer's untimed first call
+    assert len(calls) == 2 * 4 * (14 + 4) + 4
     tables = [{(m.role, m.batch_size, m.n): m.median_ms for m in store.measurements(setup)} for setup in setups]
     assert tables[0].keys() == tables[1].keys()
     ratios = [tables[1][key] / tables[0][key] for key in tables[0]]
     assert max(ratios) < 1.1 and min(ratios) > 0.9
     # Inside a row, the order of the setups rotates from round to round.
     row = [c[0] for c in calls if c[1:4] == ("target", 1, grid.contexts[0])][2:]  # after the untimed first calls
-    per_setup = len(grid.n_values("target"))
+    per_setup = len(grid.n_values("target")) + 1  # its points after an untimed re-warm
     assert row[:2 * per_setup] == [0] * per_setup + [1] * per_setup
     assert row[2 * per_setup:4 * per_setup] == [1] * per_setup + [0] * per_setup
 
