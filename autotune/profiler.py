@@ -123,10 +123,9 @@ class GridJob:
 
 
 def profile_grid(timers: TimerFactory, store: Store, setup: Setup, grid: ProfileGrid, *,
-                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False,
-                 roles: tuple[str, ...] = ROLES) -> ProfileReport:
-    """Measure every pending point of ``roles`` on ``grid`` for one setup (``profile_grids``)."""
-    return profile_grids([GridJob(timers, setup, roles)], store, grid, max_age=max_age, progress=progress,
+                 max_age: timedelta | None = None, progress: bool = True, should_stop=lambda: False) -> ProfileReport:
+    """Measure every pending point on ``grid`` for one setup (``profile_grids``)."""
+    return profile_grids([GridJob(timers, setup)], store, grid, max_age=max_age, progress=progress,
                          should_stop=should_stop)[0]
 
 

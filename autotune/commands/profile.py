@@ -24,7 +24,7 @@ from ..options import (BackendOptions, DbOptions, GridOptions, LabelOptions, Mod
                        WeightFormatOptions)
 from ..overhead import NativeStepTimer, StepDesign, StepTimer, design_new_tokens, run_step_profile
 from ..models import ModelPair
-from ..profiler import GridJob, TimerFactory, native_timers, profile_grid, profile_grids
+from ..profiler import GridJob, ProfileReport, TimerFactory, native_timers, profile_grid, profile_grids
 from ..prompts import load_prompts
 from ..sglang_backend import SGLangModels
 from ..store import Setup, Store
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     formats = formats_for(options, device)
     store = open_store(options)
     runs = format_runs(options, device, formats)
-    profile_forwards(options, store, runs)
     grid = options.profile_grid()
+    profile_forwards(options, store, runs, grid)
     for each in runs:
         if options.overhead_steps:
             measure_overhead(options, store, each.setup, grid, step_design(options, grid),
@@ -99,11 +99,10 @@ def format_runs(options: ProfileOptions, device: str, formats: tuple[str, ...]) 
     return runs
 
 
-def profile_forwards(options: ProfileOptions, store: Store, runs: list[FormatRun]) -> None:
+def profile_forwards(options: ProfileOptions, store: Store, runs: list[FormatRun], grid: ProfileGrid) -> None:
     """Time every format's own rows together (``profiler.profile_grids``: the formats
     alternate inside each row, so drift cannot rank them), give each format the rows
     it shares, then print each one's cost curves."""
-    grid = options.profile_grid()
     results = profile_grids([GridJob(native_timers(each.pair), each.setup, each.own_roles) for each in runs], store,
                             grid, max_age=options.profile_max_age, progress=not options.quiet)
     for each, result in zip(runs, results):
@@ -111,8 +110,7 @@ def profile_forwards(options: ProfileOptions, store: Store, runs: list[FormatRun
             if source != each.index:
                 copied = store.copy_measurements(runs[source].setup, each.setup, role)
                 print(report.rows_shared(role, runs[source].name, copied))
-        print(report.profiled(each.setup, options.label, f"weight format {each.name}", result, store, grid))
-        print(report.measured_curves(store, each.setup))
+        print_profiled(options, store, each.setup, grid, f"weight format {each.name}", result)
 
 
 def profile_sglang(options: ProfileOptions) -> None:
@@ -161,10 +159,15 @@ def profile_sglang_forwards(options: ProfileOptions, models: SGLangModels, setup
 
 
 def measure_and_report(options: ProfileOptions, store: Store, setup: Setup, timers: TimerFactory, grid: ProfileGrid,
-                       what: str, roles: tuple[str, ...] = ROLES) -> None:
+                       what: str) -> None:
     """Run the shared grid (``profile_grid``) for one setup and print its cost curves."""
-    result = profile_grid(timers, store, setup, grid, max_age=options.profile_max_age, progress=not options.quiet,
-                          roles=roles)
+    result = profile_grid(timers, store, setup, grid, max_age=options.profile_max_age, progress=not options.quiet)
+    print_profiled(options, store, setup, grid, what, result)
+
+
+def print_profiled(options: ProfileOptions, store: Store, setup: Setup, grid: ProfileGrid, what: str,
+                   result: ProfileReport) -> None:
+    """What one setup's profile measured, and its cost curves."""
     print(report.profiled(setup, options.label, what, result, store, grid))
     print(report.measured_curves(store, setup))
 
