@@ -4,7 +4,7 @@
 # inside each row, the target rows timed once and shared), then the joint tune of the evening record
 # (retune_avx512_int8vnni_head_2026-12-04/run.sh tune), on a 2-core AMD EPYC (family 25, model 17: AVX-512 +
 # AVX512-VNNI + AVX512-BF16, no AMX), 2026-12-04 night. That record's joint tune published the int8 head by replay
-# from two profiles taken 20 minutes apart whose target tables read 1.3-1.6x apart; live, the int8vnni head won.
+# from two profiles whose target rows were timed 12 minutes apart and target tables read 1.3-1.6x apart; live, the int8vnni head won.
 # Does the tuner rank the heads the way the live A/B did once their tables are timed together?
 # Run from the repository root: bash docs/results/retune_avx512_interleaved_2026-12-04/run.sh [profile|redraft|tune|ab]
 # (`profile` as first run, before 1645a90's re-warm; `redraft` re-timed its draft rows with it; with the re-warm in
