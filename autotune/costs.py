@@ -26,7 +26,7 @@ from sglang_cast.cast.table_fit import TableCalibration
 from sglang_cast.engine.timing import interpolate_row
 
 from .errors import AutotuneError
-from .store import Measurement, Setup, StepRecord, Store
+from .store import Measurement, Setup, StepRecord, Store, nearest_setup_hint
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def measured_costs(store: Store, setup: Setup, ctx_bucket: int | None = None,
     if not rows:
         raise AutotuneError(f"no measurements in {store.path} for device {setup.device!r}, models "
                             f"{setup.target_model} + {setup.draft_model} ({setup.dtype}, torch {setup.torch_version}); "
-                            "run `cast-autotune profile` first")
+                            f"{nearest_setup_hint(store.setups(), [setup])}; run `cast-autotune profile` first")
     target = _role_table([r for r in rows if r.role == "target"], "target", ctx_bucket)
     draft = _role_table([r for r in rows if r.role == "draft"], "draft", ctx_bucket)
     loads = [r.load_avg for r in rows]

@@ -220,6 +220,24 @@ class Setup:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+def nearest_setup_hint(stored: list[Setup], wanted: list[Setup]) -> str:
+    """Why none of ``wanted`` has measurements, for an error message: the fields in which
+    the nearest ``stored`` setup differs (fewest differing fields; the newest on a tie, as
+    ``Store.setups`` orders them).  The common case is a new or re-trained draft head:
+    tables are keyed by the head's digest, so yesterday's profile does not count for it."""
+    differing = [(sum(getattr(s, f) != getattr(w, f) for f in Setup.__dataclass_fields__), s, w)
+                 for s in stored for w in wanted]
+    if not differing:
+        return "the database holds no measurements yet"
+    _, nearest, asked = min(differing, key=lambda d: d[0])
+    changed = [f"{f} {getattr(nearest, f)!r} (asked: {getattr(asked, f)!r})"
+               for f in Setup.__dataclass_fields__ if getattr(nearest, f) != getattr(asked, f)]
+    hint = "the nearest measured setup differs in " + "; ".join(changed)
+    if nearest.draft_model != asked.draft_model and nearest.draft_model.split("#")[0] == asked.draft_model.split("#")[0]:
+        hint += " (the draft head changed since it was profiled: tables are kept per head digest)"
+    return hint
+
+
 @dataclass(frozen=True)
 class StoredTrace:
     batch_size: int

@@ -49,7 +49,7 @@ from .publish import publish
 from .sglang_backend import SGLANG, RuntimeStateSizing
 from .sglang_gate import GateLoad, SGLangGate
 from .space import SearchSpace
-from .store import NATIVE, Setup, StoredTrace, Store, package_version
+from .store import NATIVE, Setup, StoredTrace, Store, nearest_setup_hint, package_version
 from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
 
 RANDOM_HEAD_NOTE = ("draft head: random-weight EAGLE-1/2 head (no trained head existed when this ran). The target "
@@ -154,8 +154,8 @@ def format_setups(store: Store, setup: Setup, formats: tuple[str, ...]) -> tuple
     if len(missing) == len(formats):
         raise AutotuneError(f"--weight-format: no measurements in {store.path} for {setup.device!r}, "
                             f"{reference_target_id(setup.target_model)} in {', '.join(formats)} (threads "
-                            f"{setup.threads}); run `cast-autotune profile --weight-format {','.join(formats)}` "
-                            "first")
+                            f"{setup.threads}); {nearest_setup_hint(store.setups(), list(setups.values()))}; run "
+                            f"`cast-autotune profile --weight-format {','.join(formats)}` first")
     return {fmt: s for fmt, s in setups.items() if fmt not in missing}, missing
 
 

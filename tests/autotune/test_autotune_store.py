@@ -35,6 +35,29 @@ def test_measurements_round_trip_and_newest_row_wins(tmp_path):
     assert {s.device for s in store.setups()} == {"test-cpu", "other-device"}
 
 
+def test_missing_tables_name_what_changed_since_the_profile(tmp_path):
+    """A re-trained head has a new digest, and its tables are missing though the old head's
+    are there: the error says that the draft head changed, not only "profile first"."""
+    from autotune.costs import measured_costs
+    store = Store(tmp_path / "a.db")
+    old_head = Setup.current("test-cpu", "tiny-target", "assets/head#sha256:aaaaaaaaaaaa", "float32")
+    store.add_measurement(old_head, "target", 1, 128, 1, Timing(1.0, 1.0, 1.0, 1), 0.0)
+    further = Setup.current("test-cpu", "tiny-target", "tiny-draft", "bfloat16")  # newer, two fields off
+    store.add_measurement(further, "target", 1, 128, 1, Timing(1.0, 1.0, 1.0, 1), 0.0)
+    new_head = Setup.current("test-cpu", "tiny-target", "assets/head#sha256:bbbbbbbbbbbb", "float32")
+    with pytest.raises(AutotuneError) as err:
+        measured_costs(store, new_head)
+    message = str(err.value)
+    assert "draft_model 'assets/head#sha256:aaaaaaaaaaaa' (asked: 'assets/head#sha256:bbbbbbbbbbbb')" in message
+    assert "the draft head changed" in message and "cast-autotune profile" in message
+    other_device = Setup.current("other-cpu", "tiny-target", "assets/head#sha256:aaaaaaaaaaaa", "float32")
+    with pytest.raises(AutotuneError, match="differs in device 'test-cpu' \\(asked: 'other-cpu'\\); run") as err:
+        measured_costs(store, other_device)
+    assert "the draft head changed" not in str(err.value)
+    with pytest.raises(AutotuneError, match="holds no measurements yet"):
+        measured_costs(Store(tmp_path / "empty.db"), new_head)
+
+
 def test_traces_round_trip(tmp_path):
     store = Store(tmp_path / "a.db")
     traces = [make_trace(seed) for seed in range(3)]

@@ -37,11 +37,11 @@ date
     --output $NEW 2>&1 | quiet | tee $D/tune.log
 date
 fi
-if [ $step = ab ]; then  # the new publication against the shipped profile, B = 1 and 2, 16 x 32 tokens, 5 rounds
+if [ $step = ab ]; then  # the new publication against the shipped profile (before it was replaced), B 1-2, 16 x 32, 5 rounds
   .venv/bin/python docs/results/retune_avx512_fused_2026-12-04/ab_profiles.py $OLD $NEW mt_bench,humaneval 1,2 5 16 \
       $D/ab_profiles.json 2>&1 | quiet | tee $D/ab_profiles.log
 fi
-if [ $step = bench ]; then  # the shipped pair (run 27's head, this profile) against plain decoding, B 1-16, one run a dataset
+if [ $step = bench ]; then  # after the copy into profiles/: the shipped pair against plain decoding, B 1-16, one run a dataset
   for ds in mt_bench humaneval; do
     .venv/bin/python tools/bench.py --methods vanilla,cast --dataset datasets/$ds.jsonl --batch-size 1,2,4,8,16 \
         --num-prompts 16 --max-new-tokens 32 --rounds 3 --threads 2 --profile $OLD --json $D/bench_$ds.json \
