@@ -225,15 +225,17 @@ def nearest_setup_hint(stored: list[Setup], wanted: list[Setup]) -> str:
     the nearest ``stored`` setup differs (fewest differing fields; the newest on a tie, as
     ``Store.setups`` orders them).  The common case is a new or re-trained draft head:
     tables are keyed by the head's digest, so yesterday's profile does not count for it."""
-    differing = [(sum(getattr(s, f) != getattr(w, f) for f in Setup.__dataclass_fields__), s, w)
-                 for s in stored for w in wanted]
-    if not differing:
+    def changed(stored_setup: Setup, asked: Setup) -> list[str]:
+        have, want = stored_setup.columns(), asked.columns()
+        return [f"{name} {have[name]!r} (asked: {want[name]!r})" for name in want if have[name] != want[name]]
+
+    pairs = [(changed(s, w), s, w) for s in stored for w in wanted]
+    if not pairs:
         return "the database holds no measurements yet"
-    _, nearest, asked = min(differing, key=lambda d: d[0])
-    changed = [f"{f} {getattr(nearest, f)!r} (asked: {getattr(asked, f)!r})"
-               for f in Setup.__dataclass_fields__ if getattr(nearest, f) != getattr(asked, f)]
-    hint = "the nearest measured setup differs in " + "; ".join(changed)
-    if nearest.draft_model != asked.draft_model and nearest.draft_model.split("#")[0] == asked.draft_model.split("#")[0]:
+    fields, nearest, asked = min(pairs, key=lambda pair: len(pair[0]))
+    hint = "the nearest measured setup differs in " + "; ".join(fields)
+    same_head_path = nearest.draft_model.partition("#")[0] == asked.draft_model.partition("#")[0]
+    if nearest.draft_model != asked.draft_model and same_head_path:
         hint += " (the draft head changed since it was profiled: tables are kept per head digest)"
     return hint
 
