@@ -190,7 +190,7 @@ class DraftTree:
         return self._ranked
 
 
-@dataclass
+@dataclass(frozen=True)
 class VerifyTree:
     """The nodes one target forward verifies, root first, then the chosen nodes in
     rank order (parents before children).  ``parents`` index into this list.  Host
@@ -202,7 +202,15 @@ class VerifyTree:
     parents: torch.Tensor  # [B, n] local index, -1 for the root
     depths: torch.Tensor  # [B, n]
     values: torch.Tensor  # [B, n]
-    mask: torch.Tensor | None = None  # [B, n, n] ancestor-or-self; derived from parents if absent
+    mask: torch.Tensor  # [B, n, n] ancestor-or-self: what tree attention lets token i see
+
+    @classmethod
+    def of_arrays(cls, node_ids: np.ndarray, tokens: np.ndarray, parents: np.ndarray, depths: np.ndarray,
+                  values: np.ndarray, mask: np.ndarray) -> VerifyTree:
+        """From host arrays (``[B, n]``; ``mask`` ``[B, n, n]``), shared, not copied."""
+        return cls(node_ids=torch.from_numpy(node_ids), tokens=torch.from_numpy(tokens),
+                   parents=torch.from_numpy(parents), depths=torch.from_numpy(depths),
+                   values=torch.from_numpy(values), mask=torch.from_numpy(mask))
 
     @classmethod
     def of_roots(cls, roots) -> VerifyTree:
@@ -211,10 +219,8 @@ class VerifyTree:
         each paid again after a forward (docs/results/2026-12-04_host_work_avx512.md)."""
         tokens = host_ints(roots).reshape(-1, 1)
         zeros = np.zeros_like(tokens)
-        return cls(node_ids=torch.from_numpy(zeros), tokens=torch.from_numpy(tokens),
-                   parents=torch.from_numpy(np.full_like(zeros, -1)), depths=torch.from_numpy(zeros),
-                   values=torch.from_numpy(np.ones(tokens.shape)),
-                   mask=torch.from_numpy(np.ones((len(tokens), 1, 1), dtype=bool)))
+        return cls.of_arrays(zeros, tokens, np.full_like(zeros, -1), zeros, np.ones(tokens.shape),
+                             np.ones((len(tokens), 1, 1), dtype=bool))
 
     @property
     def num_tokens(self) -> int:
@@ -222,16 +228,8 @@ class VerifyTree:
 
     def rows(self, index: list[int]) -> VerifyTree:
         """The trees of the sequences at ``index`` (a sub-batch)."""
-        index = torch.tensor(index)
-        return VerifyTree(*(t.index_select(0, index) for t in (self.node_ids, self.tokens, self.parents,
-                                                                self.depths, self.values, self.ancestor_mask())))
-
-    def ancestor_mask(self) -> torch.Tensor:
-        """``mask[b, i, j]`` is True when node ``j`` is node ``i`` or one of its
-        ancestors: exactly what tree attention lets token ``i`` see."""
-        if self.mask is None:
-            self.mask = ancestor_mask(self.parents)
-        return self.mask
+        fields = (self.node_ids, self.tokens, self.parents, self.depths, self.values, self.mask)
+        return VerifyTree.of_arrays(*(t.numpy()[index] for t in fields))
 
     def positions(self, context_lens: torch.Tensor) -> torch.Tensor:
         """Absolute positions ``[B, n]`` from the host's ``context_lens`` ``[B]``: the root
@@ -261,9 +259,8 @@ def verified_subtree(tree: DraftTree, nodes: np.ndarray) -> VerifyTree:
     parent_ids = tree.parents[rows, node_ids]
     parents = np.where(parent_ids < 0, -1, local_of[rows, np.maximum(parent_ids, 0)])
     mask = tree.ancestors[rows[:, :, None], node_ids[:, :, None], node_ids[:, None, :]]  # [B, n, n]
-    return VerifyTree(node_ids=torch.from_numpy(node_ids), tokens=torch.from_numpy(tree.tokens[rows, node_ids]),
-                      parents=torch.from_numpy(parents), depths=torch.from_numpy(tree.depths[rows, node_ids]),
-                      values=torch.from_numpy(tree.values[rows, node_ids]), mask=torch.from_numpy(mask))
+    return VerifyTree.of_arrays(node_ids, tree.tokens[rows, node_ids], parents, tree.depths[rows, node_ids],
+                                tree.values[rows, node_ids], mask)
 
 
 def ancestor_matrix(parents: np.ndarray) -> np.ndarray:

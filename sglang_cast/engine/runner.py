@@ -330,7 +330,7 @@ class SpeculativeRunner:
             mask = torch.ones((len(batch.roots), 1, 1), dtype=torch.bool, device=self.device)
             return self._on_device(batch.roots).view(-1, 1), batch.context.view(-1, 1), mask
         return tuple(to_device(t, self.device) for t in (vtree.tokens, vtree.positions(batch.host_context),
-                                                         vtree.ancestor_mask()))
+                                                         vtree.mask))
 
     # ------------------------------------------------------------------ forwards
     def target_forward(self, tokens, positions, slots, mask) -> tuple[torch.Tensor, torch.Tensor]:
@@ -366,7 +366,7 @@ class SpeculativeRunner:
         host_slots = torch.tensor(slots)
         last = self._on_device([c - 1 for c in counts])  # [B]: each sequence's newest token
         hidden, logits = self.draft_forward(tokens, features, positions, host_slots, mask, last)  # logits [B, 1, V]
-        self.draft_cache.commit_lists(slots, [list(range(n))] * batch, counts)  # written in place
+        self.draft_cache.advance(slots, counts)  # written in place
         rows = to_device(host_slots, self.device)
         self.root_hidden.index_copy_(0, rows, rows_at(hidden, last).squeeze(1))
         self.root_logits.index_copy_(0, rows, logits.squeeze(1))

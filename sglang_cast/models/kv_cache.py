@@ -24,6 +24,7 @@ asynchronous host-to-device copy instead (`to_device`).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -174,13 +175,13 @@ class KVCache:
         on tiny host tensors took ~45 µs per commit and the walk takes ~10 µs at B <= 4,
         about as long at B = 32 (AMX Xeon).  The entries that move go to the device as
         index lists."""
+        new_lens = self._grown_lens(slots, counts)  # refused before anything moves
         lens = self.lens.tolist()
-        rows, src, dst, new_lens = [], [], [], []
+        rows, src, dst = [], [], []
         for slot, offsets, count in zip(slots, keep, counts, strict=True):
             start = lens[slot]
             kept = offsets[:count]
-            if not 0 <= count <= len(offsets) or start + count > self.capacity \
-                    or (kept and (min(kept) < 0 or max(kept) >= self.capacity - start)):
+            if not 0 <= count <= len(offsets) or (kept and (min(kept) < 0 or max(kept) >= self.capacity - start)):
                 raise ValueError(
                     f"commit: invalid keep/counts (counts must be in [0, {len(offsets)}], kept offsets "
                     f"in [0, capacity - lens) with capacity {self.capacity})"
@@ -192,15 +193,29 @@ class KVCache:
                     rows.append(slot)
                     src.append(start + k)
                     dst.append(start + j)
-            new_lens.append(start + count)
         if rows:
             rows, src, dst = (to_device(torch.tensor(t), self.device) for t in (rows, src, dst))
             # Gathering copies first, so overlapping source/destination ranges are safe.
             self.k[:, rows, :, dst] = self.k[:, rows, :, src]
             self.v[:, rows, :, dst] = self.v[:, rows, :, src]
-        # Through numpy's view of the host tensor: one tensor op here cost ~90 µs of a B = 1
-        # step right after a forward had evicted the caches (docs/results/2026-12-04_host_work_avx512.md).
         self.lens.numpy()[slots] = new_lens
+
+    def advance(self, slots: list[int], counts: list[int]) -> None:
+        """Commit the first ``counts[b]`` scratch entries of each slot, already in place
+        (the draft's catch-up writes its tokens where they stay): ``lens`` grows, nothing moves."""
+        self.lens.numpy()[slots] = self._grown_lens(slots, counts)
+
+    def _grown_lens(self, slots: list[int], counts: list[int]) -> np.ndarray:
+        """The slots' lengths after committing ``counts`` more entries each, checked against
+        the capacity.  Read and written through numpy's view of the host tensor: one tensor
+        op here cost ~90 µs of a B = 1 step right after a forward
+        (docs/results/2026-12-04_host_work_avx512.md)."""
+        lens = self.lens.numpy()[slots]
+        grown = lens + counts
+        if min(counts, default=0) < 0 or grown.max(initial=0) > self.capacity:
+            raise ValueError(f"commit: counts must be >= 0 and keep lens within capacity {self.capacity}, "
+                             f"got counts {counts} at lens {lens.tolist()}")
+        return grown
 
     def reset(self, slot: int) -> None:
         """Forget a slot's sequence; its stale K/V are masked until overwritten."""

@@ -62,7 +62,7 @@ def test_ancestor_mask_positions_and_paths():
     vt = select_verified(tree, 3)
     assert vt.tokens.tolist() == [[9, 1, 5, 2]]
     expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 1]], dtype=torch.bool)
-    assert torch.equal(vt.ancestor_mask()[0], expected)
+    assert torch.equal(vt.mask[0], expected)
     assert vt.positions(torch.tensor([20])).tolist() == [[20, 21, 22, 21]]
     assert root_to_leaf_paths(vt.parents)[0].tolist() == [[0, 1, 2], [0, 3, -1]]
 
@@ -124,8 +124,7 @@ def _draw(draws: int, seed: int):
     logits = torch.randn(1, vt.num_tokens, VOCAB, generator=torch.Generator().manual_seed(1234))
     logits[0, 0] = torch.tensor([0.5, 1.2, -0.3, 1.0, 0.8, -2.0])  # root: drafted 3, 1, 4 all likely
     logits[0, 1] = torch.tensor([1.0, -0.5, 0.9, 0.2, -1.0, 0.4])  # after 3: drafted 0, 2
-    batch_tree = type(vt)(*(t.expand(draws, *t.shape[1:]) for t in (vt.node_ids, vt.tokens, vt.parents,
-                                                                      vt.depths, vt.values)))
+    batch_tree = vt.rows([0] * draws)
     result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), _samplers(draws, seed), [0] * draws)
     first = []
     second_after_3 = []
@@ -242,7 +241,7 @@ def test_incremental_ancestors_equal_the_walk(seed, batch, size):
     tree = random_tree(random.Random(seed), batch, size)
     assert np.array_equal(tree.ancestors, ancestor_matrix(tree.parents))
     chosen = select_verified(tree, random.Random(seed).randrange(tree.size))
-    assert torch.equal(chosen.ancestor_mask(), ancestor_mask(chosen.parents))
+    assert torch.equal(chosen.mask, ancestor_mask(chosen.parents))
 
 
 def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
@@ -257,8 +256,7 @@ def test_bonus_after_an_accepted_leaf_follows_the_target_at_that_leaf():
                             [-2.0, 0.0, 1.5, -2.0, 0.0, 1.0],  # after 1 (a leaf)
                             [-3.0, -2.0, 1.0, -2.0, 0.5, 1.5]]])  # after 3, 0 (a leaf)
     draws = 6000
-    batch_tree = type(vt)(*(t.expand(draws, *t.shape[1:]) for t in (vt.node_ids, vt.tokens, vt.parents,
-                                                                      vt.depths, vt.values)))
+    batch_tree = vt.rows([0] * draws)
     result = verify_sampling(batch_tree, logits.expand(draws, -1, -1), _samplers(draws, 11), [0] * draws)
     after_leaf_1, after_leaf_0 = [], []
     for tokens in result.committed(batch_tree):
@@ -277,7 +275,7 @@ def test_verifying_no_node_gives_the_root_alone():
     root = select_verified(tree, 0)
     assert root.node_ids.tolist() == [[0]] * 3 and root.parents.tolist() == [[-1]] * 3
     assert root.tokens.tolist() == tree.tokens[:, :1].tolist() and root.depths.tolist() == [[0]] * 3
-    assert root.values.tolist() == [[1.0]] * 3 and root.ancestor_mask().tolist() == [[[True]]] * 3
+    assert root.values.tolist() == [[1.0]] * 3 and root.mask.tolist() == [[[True]]] * 3
     result = verify_greedy(root, torch.tensor([[5], [6], [7]]))
     assert result.num_accepted == [0, 0, 0] and result.bonus == [5, 6, 7]
 
@@ -289,7 +287,7 @@ def test_the_roots_verified_tree_equals_selecting_no_node_of_a_roots_tree():
     made, selected = VerifyTree.of_roots(roots), select_verified(DraftTree.from_roots(roots), 0)
     for name in ("node_ids", "tokens", "parents", "depths", "values"):
         assert torch.equal(getattr(made, name), getattr(selected, name)), name
-    assert torch.equal(made.ancestor_mask(), selected.ancestor_mask())
+    assert torch.equal(made.mask, selected.mask)
 
 
 def test_an_iteration_commits_its_accepted_tokens_and_one_bonus_per_sequence():

@@ -113,6 +113,22 @@ def test_commit_in_place_advances_lengths_only() -> None:
     assert torch.equal(cache.k[:, 1, :, 2], k[:, 1, :, 3])  # moved one index down
 
 
+def test_advance_commits_entries_in_place_within_capacity() -> None:
+    """The draft's catch-up writes where its entries stay: ``advance`` grows ``lens`` and
+    moves nothing; past the capacity it refuses, naming it, and changes nothing."""
+    cache = KVCache(2, 3, 1, 8, 4, DEVICE, torch.float32)
+    cache.k.normal_()
+    k = cache.k.clone()
+    cache.lens[:] = torch.tensor([2, 5, 0])
+    cache.advance([1, 0], [3, 1])
+    assert cache.lens.tolist() == [3, 8, 0] and torch.equal(cache.k, k)
+    with pytest.raises(ValueError, match="capacity 8"):
+        cache.advance([2, 0], [1, 6])
+    with pytest.raises(ValueError, match="counts must be >= 0"):
+        cache.advance([2], [-1])
+    assert cache.lens.tolist() == [3, 8, 0]
+
+
 @pytest.mark.parametrize("keep", [[[0, 2, 5, 6], [0, 1, 4, 0]],  # accepted paths: offsets increase
                                   [[3, 1, 4, 0], [0, 2, 5, 6]]])  # one row out of order: a source is overwritten first
 def test_commit_moves_each_kept_entry_from_its_old_place(keep: list[list[int]]) -> None:

@@ -266,7 +266,7 @@ def test_sglangs_tree_kernel_builds_our_mask_positions_and_retrieve_indices(seed
     assert torch.equal(positions.view(batch, n), ours.positions(seq_lens))
     assert torch.equal(retrieve_index, torch.arange(batch * n).view(batch, n))
     offset = 0
-    expected_mask = ours.ancestor_mask()
+    expected_mask = ours.mask
     for b in range(batch):
         rows = mask[offset: offset + n * (int(seq_lens[b]) + n)].view(n, int(seq_lens[b]) + n)
         offset += rows.numel()
@@ -399,7 +399,7 @@ def test_the_workers_draft_hands_sglang_the_native_engines_verified_tree(monkeyp
     for b, length in enumerate(seq_lens.tolist()):
         rows = mask[offset: offset + width * (length + width)].view(width, length + width)
         offset += rows.numel()
-        assert torch.equal(rows[:, length:], expected.ancestor_mask()[b])
+        assert torch.equal(rows[:, length:], expected.mask[b])
 
 
 def test_use_depth_and_width_swap_in_the_runtime_state_of_that_shape():
