@@ -11,7 +11,7 @@ from .sampling import InvalidSamplingParam, RequestSampler, SamplingParams, gree
 from .settings import EAGLE2_SHAPE, BucketSettings, PolicySettings, Thresholds, TreeShape, bucket_index
 from .trace import (TRACE_FORMAT, IterationOutcome, RecordingExpander, ReplayResult, TraceIteration, charge,
                     charged_ms, replay, replay_iteration)
-from .tree import DraftTree, VerifyTree, ancestor_mask, select_verified, verified_subtree
+from .tree import DraftTree, VerifyTree, select_verified, verified_subtree
 from .verify import VerifyResult, committed_tokens, verify_greedy, verify_sampling
 
 __all__ = [
@@ -22,6 +22,6 @@ __all__ = [
     "InvalidSamplingParam", "SamplingParams", "greedy_tokens", "target_probs", "EAGLE2_SHAPE", "BucketSettings", "bucket_index", "PolicySettings", "Thresholds", "TreeShape",
     "TRACE_FORMAT", "IterationOutcome", "RecordingExpander", "ReplayResult", "TraceIteration", "charge", "charged_ms", "replay",
     "replay_iteration",
-    "DraftTree", "VerifyTree", "ancestor_mask", "select_verified", "verified_subtree",
+    "DraftTree", "VerifyTree", "select_verified", "verified_subtree",
     "VerifyResult", "committed_tokens", "verify_greedy", "verify_sampling",
 ]

@@ -273,8 +273,3 @@ def ancestor_matrix(parents: np.ndarray) -> np.ndarray:
     for i in range(1, n):
         mask[:, i] |= mask[rows, np.maximum(parents[:, i], 0)] & (parents[:, i] >= 0)[:, None]
     return mask
-
-
-def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
-    """`ancestor_matrix` of a tensor of parents, on its device."""
-    return torch.from_numpy(ancestor_matrix(parents.cpu().numpy())).to(parents.device)

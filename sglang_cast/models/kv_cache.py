@@ -207,8 +207,8 @@ class KVCache:
 
     def _grown_lens(self, slots: list[int], counts: list[int]) -> np.ndarray:
         """The slots' lengths after committing ``counts`` more entries each, checked against
-        the capacity.  Read and written through numpy's view of the host tensor: one tensor
-        op here cost ~90 µs of a B = 1 step right after a forward
+        the capacity.  Read (and written by the callers) through numpy's view of the host
+        tensor: one tensor op here cost ~90 µs of a B = 1 step right after a forward
         (docs/results/2026-12-04_host_work_avx512.md)."""
         lens = self.lens.numpy()[slots]
         grown = lens + counts

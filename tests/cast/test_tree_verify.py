@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, ancestor_mask, committed_tokens,
+from sglang_cast.cast import (DraftTree, RequestSampler, SamplingParams, VerifyTree, committed_tokens,
                               select_verified, target_probs, verify_greedy, verify_sampling)
 from sglang_cast.cast.sampling import inverse_cdf, nucleus, position_uniform
 from sglang_cast.cast.tree import ancestor_matrix
-from support.synthetic import path_of, random_tree, root_to_leaf_paths
+from support.synthetic import ancestor_mask, path_of, random_tree, root_to_leaf_paths
 
 
 @settings(max_examples=200, deadline=None)

@@ -11,7 +11,14 @@ import random
 
 import torch
 
-from sglang_cast.cast import DraftTree, ancestor_mask
+from sglang_cast.cast import DraftTree
+from sglang_cast.cast.tree import ancestor_matrix
+
+
+def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
+    """`ancestor_matrix` of a tensor of parents, on its device: the reference the tests
+    check `VerifyTree.mask` against (the engine gathers it from the draft tree's)."""
+    return torch.from_numpy(ancestor_matrix(parents.cpu().numpy())).to(parents.device)
 
 
 def path_of(tree: DraftTree, b: int, node: int) -> tuple[int, ...]:
