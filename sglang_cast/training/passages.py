@@ -45,7 +45,10 @@ class Archive:
 
 
 LLAMA_RECIPES = Archive(
-    url="https://files.pythonhosted.org/packages/source/l/llama-recipes/llama_recipes-0.0.5.post2.tar.gz",
+    # the file's own address on PyPI's file host, as the simple index gives it (the short
+    # /packages/source/ redirect answers 404 where only the registries are reachable)
+    url="https://files.pythonhosted.org/packages/07/96/8b97deb7cdeb0673c43e89d34abeeebd8e9004f6599e64c178cf617815d9/"
+        "llama_recipes-0.0.5.post2.tar.gz",
     sha256="1801849f11304b278be6488736ec2b2bb0b004c7930f51d803a8b97aa48c7a5a",
     news=("end-to-end-use-cases/long_context/H2O/data/summarization/xsum.jsonl",
           "end-to-end-use-cases/long_context/H2O/data/summarization/cnn_dailymail.jsonl"),
