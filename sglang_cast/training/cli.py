@@ -62,6 +62,11 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--soft-labels": ("train", "soft_labels", float, "weight in [0, 1] of the cross-entropy against the target's "
                                                      "top-k distribution (needs --soft-top-k answers); the rest "
                                                      "weighs its argmax token (0)"),
+    "--lm-head-basis": ("train", "lm_head_basis", float, "> 0: train the head's LM head as W + B·P, B the target's "
+                                                         "own output rows of the draft tokens (scaled to this L2 "
+                                                         "norm / sqrt(hidden); frozen), P shared and trained from "
+                                                         "zero, so rare tokens learn through it; folded into one "
+                                                         "matrix at export (0: off)"),
     "--lr": ("train", "lr", float, "peak AdamW learning rate (1e-3)"),
     "--warmup-steps": ("train", "warmup_steps", int, "linear warm-up steps (50)"),
     "--checkpoint-every": ("train", "checkpoint_every", int, "checkpoint + validation interval in steps (200)"),

@@ -60,6 +60,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float = 0.5
     soft_labels: float = 0.0  # weight of the soft-label (distillation) loss; 1 - it weighs the argmax label
+    lm_head_basis: float = 0.0  # > 0: train the LM head as W + B·P over the target's output rows (lm_head_basis.py)
     val_fraction: float = 0.02  # held-out sequences for the per-step accuracy log
     checkpoint_every: int = 200
 

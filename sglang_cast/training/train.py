@@ -21,6 +21,7 @@ from sglang_cast.models import Eagle3Draft
 from .config import PipelineConfig, TrainConfig
 from .features import FeatureSet, collate, make_batches
 from .head import new_draft
+from .lm_head_basis import folded_state, with_basis
 from .target import Target
 from .ttt import StepStats, ttt_loss
 from .vocab import target_to_draft
@@ -83,6 +84,8 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
     draft = new_draft(target, vocab["d2t"], vocab["t2d"])
     if (vocab_dir / "init_head.pt").is_file():
         draft.load_state_dict(torch.load(vocab_dir / "init_head.pt"), strict=True)
+    if tc.lm_head_basis:
+        with_basis(draft, target.model.lm_head_weight, tc.lm_head_basis)
     to_draft = target_to_draft(vocab["t2d"])
     fs = FeatureSet.open(responses_dir, tc.max_seq_len)
     if tc.soft_labels and fs.soft is None:
@@ -140,7 +143,7 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
             os.replace(checkpoint.with_name("checkpoint.tmp"), checkpoint)
             draft.train()
     bar.close()
-    torch.save(draft.state_dict(), out / "draft.pt")
+    torch.save(folded_state(draft), out / "draft.pt")
     last = json.loads(log.read_text().splitlines()[-1])
     return {"steps": state["step"], "steps_per_epoch": per_epoch, "train_seconds": state["seconds"],
             "scored_tokens": state["tokens"], "train_sequences": len(schedule.train),
