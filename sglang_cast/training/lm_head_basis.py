@@ -44,8 +44,7 @@ class BasisLmHead(nn.Module):
 def target_basis(draft: Eagle3Draft, target_output: Tensor, scale: float) -> Tensor:
     """``[V_d, h]``: the target's output rows (``target_output`` ``[V, h]``) of the draft's tokens, in draft-id
     order, each scaled to L2 norm ``scale / sqrt(h)``."""
-    draft_ids = torch.arange(draft.d2t.numel())
-    rows = target_output.detach().float()[draft.d2t.long() + draft_ids]
+    rows = target_output.detach().float()[draft.draft_to_target(torch.arange(draft.d2t.numel()))]
     return rows * (scale / rows.shape[1] ** 0.5 / rows.norm(dim=1, keepdim=True).clamp(min=1e-12))
 
 

@@ -42,7 +42,7 @@ def test_a_token_never_labelled_still_learns_through_the_shared_projection():
     """What the basis is for: a plain LM head leaves a row no label reaches where it was;
     with the basis, every token's labels move it."""
     target = tiny()
-    x = torch.randn(64, tiny().model.config.hidden_size)
+    x = torch.randn(64, target.model.config.hidden_size)
     labels = torch.randint(0, 10, (64,))  # draft tokens 0-9 only; token 20 is never a label
     moved = {}
     for basis in (False, True):
