@@ -8,7 +8,7 @@
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
-#                               [--data-from RUN] [STAGE...]
+#                               [--data-from RUN] [--lm-head-basis S] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
@@ -19,18 +19,20 @@
 #     --data-from RUN        an A/B arm: `data` hard-links run RUN's prompts and answers (and its vocabulary, if
 #                            built) instead of drawing new ones; give RUN's --seed (train_draft refuses stages
 #                            built with another)
+#     --lm-head-basis S      train the LM head as W + B.P over the target's output rows (train_draft's flag; off
+#                            by default, docs/draft_head.md)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
 set -euo pipefail
-usage() { sed -n '9,22p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '9,24p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr|--data-from)
+    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
-                 --data-from) DATA_FROM=$2 ;; *) BASELINE_RECORD=$2 ;; esac
+                 --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     data|train|tau|gap) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
 [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
+[[ -z $BASIS || $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
@@ -51,6 +54,7 @@ DATA=(self_instruct prompts responses)  # what the data stage writes into the wo
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
+[ -z "$BASIS" ] || RECIPE+=" --lm-head-basis $BASIS"
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost

@@ -53,6 +53,7 @@ def test_help_prints_the_usage():
     (["--run", "1", "--seed", "1", "--from", "a=missing", "--record", "r"], "missing is not a draft head folder"),
     ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap)"),
     (["--run"], "--run needs a value"),
+    ([*RUN24, "--lm-head-basis", "-1", "train"], "--lm-head-basis takes a number >= 0 (0: off); got '-1'"),
 ])
 def test_bad_arguments_are_named_and_nothing_runs(project, args, message):
     done = run(project, *args)
@@ -73,6 +74,13 @@ def test_an_earlier_runs_learning_rate_can_be_named(project):
     assert run(project, *RUN24, "--lr", "5e-4", "train").returncode == 0
     [train] = calls(project)
     assert "--lr 5e-4" in train and "2.5e-4" not in train
+
+
+def test_the_lm_head_basis_reaches_training_only_when_asked(project):
+    assert run(project, *RUN24, "train").returncode == 0
+    assert run(project, *RUN24, "--lm-head-basis", "24", "train").returncode == 0
+    plain, basis = calls(project)
+    assert "--lm-head-basis" not in plain and " --lm-head-basis 24 " in f"{basis} "
 
 
 def test_data_stops_after_the_answers(project):
