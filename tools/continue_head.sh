@@ -8,7 +8,7 @@
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
-#                               [--data-from RUN] [--lm-head-basis S] [STAGE...]
+#                               [--data-from RUN] [--lm-head-basis S] [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
@@ -21,12 +21,14 @@
 #                            built with another)
 #     --lm-head-basis S      train the LM head as W + B.P over the target's output rows (train_draft's flag; off
 #                            by default, docs/draft_head.md)
+#     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
+#                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
 set -euo pipefail
-usage() { sed -n '9,24p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '9,26p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS= UNTIL= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
     --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis)
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
                  --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
+    --skip-eval) UNTIL="--until train"; shift ;;
     data|train|tau|gap) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) fail "unknown argument '$1' (stages are data, train, tau, gap)" ;;
@@ -75,7 +78,7 @@ for stage in "${STAGES[@]}"; do
           fi ;;
     train) [ -z "$DATA_FROM" ] || link_data  # never regenerate an arm's data
            $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
-               --init-head "$PREVIOUS" $RECIPE $MIX 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
+               --init-head "$PREVIOUS" $RECIPE $MIX $UNTIL 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
            cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
     tau) for b in humaneval mt_bench; do
            if [ ! -f "$RECORD/$b.json" ] && [ -n "$BASELINE_RECORD" ]; then cp "$BASELINE_RECORD/$b.json" "$RECORD/$b.json"; fi

@@ -83,6 +83,13 @@ def test_the_lm_head_basis_reaches_training_only_when_asked(project):
     assert "--lm-head-basis" not in plain and " --lm-head-basis 24 " in f"{basis} "
 
 
+def test_skip_eval_stops_training_at_the_exported_head(project):
+    assert run(project, *RUN24, "--skip-eval", "train").returncode == 0
+    [train] = calls(project)
+    assert train.endswith(" --until train")
+    assert (project / "docs" / "results" / "draft_head_report_run24.json").is_file()
+
+
 def test_data_stops_after_the_answers(project):
     assert run(project, *RUN24, "data").returncode == 0
     [data] = calls(project)
