@@ -9,7 +9,7 @@
 #   on the device:  call 1 carry [".gpu/p1"]: mkdir -p /tmp/g && cp .gpu/p1/* /tmp/g/
 #                   call 2 carry [".gpu/p2"]: cp .gpu/p2/* /tmp/g/
 #                   call 3 carry [".gpu/p3"]: source .gpu/p3/on_device.sh && bash tools/gpu_kit.sh run
-# `train` in place of `run` trains the draft head online instead (#48; TRAIN_S, EVAL_PROMPTS below); carry
+# `train` in place of `run` trains the draft head online instead (#48; TRAIN_S, EVAL_PROMPTS, LM_HEAD_BASIS below); carry
 # [".gpu/p3", ".gpu/online"] with an earlier call's unpacked online.tar to resume it.
 #
 # One device call may run 600 s: each step has its own cap (seconds, environment), so a step that runs out is
@@ -166,7 +166,7 @@ train() {  # #48: the draft head trained online (sglang_cast/training/online.py)
     echo "error: no CUDA device here; train runs on a lent GPU machine (docs/draft_head.md)" >&2; exit 2
   fi
   TQDM_DISABLE=1 PYTHONUNBUFFERED=1 timeout "$TRAIN_CAP_S" "$PY" -m sglang_cast.training.online --out "$run" \
-    --budget-s "$TRAIN_S" --eval-prompts "$EVAL_PROMPTS" 2>&1 | tee "$OUT_DIR/online.log"
+    --budget-s "$TRAIN_S" --eval-prompts "$EVAL_PROMPTS" --lm-head-basis "$LM_HEAD_BASIS" 2>&1 | tee "$OUT_DIR/online.log"
   # What comes back is at most 8 files of 16 MiB: the fp16 head (~20 MB) travels in 15 MB pieces;
   # bring it home with  cat online.tar.part-* | tar -x -C DIR
   tar -cf - -C "$run" . | split -b 15m - "$OUT_DIR/online.tar.part-"
@@ -177,6 +177,7 @@ train() {  # #48: the draft head trained online (sglang_cast/training/online.py)
 TRAIN_S=${TRAIN_S:-280}  # train: seconds of generation and training (--budget-s)
 TRAIN_CAP_S=${TRAIN_CAP_S:-480}  # train: the whole command's cap, evaluation included
 EVAL_PROMPTS=${EVAL_PROMPTS:-40}  # train: τ of the shipped and the trained head on this many first turns each
+LM_HEAD_BASIS=${LM_HEAD_BASIS:-24}  # train: --lm-head-basis (run 29's CPU A/B: 24 beat off; 0: off)
 
 case ${1:-} in
   prepare) prepare ;;

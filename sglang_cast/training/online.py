@@ -41,6 +41,7 @@ from .docstrings import doc_prompts, stdlib_doc_items
 from .evaluate import benchmark_prompts, evaluate_head
 from .features import Batch, make_batches
 from .head import head_state, new_draft, write_head
+from .lm_head_basis import folded_state, with_basis
 from .passages import load_passages, passage_prompts
 from .prompts import clean_request, self_instruct_requests, template_prompts
 from .target import Target, chat_ids, generate
@@ -254,7 +255,9 @@ def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, be
 
     After every round ``out`` holds the head (``head/``, fp16) and ``state.json``: small
     enough to come back from a device call and be carried into the next, which resumes
-    from them (its optimiser's moments start afresh, re-warmed over ``warmup_steps``).
+    from them (its optimiser's moments start afresh, re-warmed over ``warmup_steps``; with
+    ``train.lm_head_basis`` the head is written folded and each call trains a fresh ``P``
+    from zero on top of it, as `lm_head_basis.py` says).
     ``log.jsonl`` gets one line a round.  Returns the run's summary."""
     began = time.time()
     out.mkdir(parents=True, exist_ok=True)
@@ -266,6 +269,8 @@ def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, be
         print(f"[online] resuming {out} at round {state.round}, step {state.step}", flush=True)
     draft = new_draft(target, start["d2t"], start["t2d"])
     draft.load_state_dict(start, strict=True)
+    if cfg.train.lm_head_basis:
+        with_basis(draft, target.model.lm_head_weight, cfg.train.lm_head_basis)
     draft.to(device)
     draft.train()
     to_draft = target_to_draft(draft.t2d.cpu()).to(device)
@@ -302,7 +307,7 @@ def run_online(target: Target, cfg: OnlineConfig, init_head: Path, out: Path, be
         print(f"[online] {json.dumps(entry)}", flush=True)
         with (out / "log.jsonl").open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
-        write_head(target, draft.d2t, draft.t2d, draft.state_dict(), out / "head")
+        write_head(target, draft.d2t, draft.t2d, folded_state(draft), out / "head")
         write_json(out / STATE, asdict(state))
         last_round_s = time.time() - round_began
     return {"rounds": state.round, "steps": state.step, "resumed": resumed,
@@ -368,6 +373,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=OnlineConfig().train.lr,
                         help="peak AdamW learning rate (default %(default)s; continuing a trained head, 1e-4 holds its "
                              "accuracy where 5e-4 first costs it ~0.04: docs/draft_head.md)")
+    parser.add_argument("--lm-head-basis", type=float, default=0.0,
+                        help="> 0: train the LM head as W + B·P over the target's output rows at this scale "
+                             "(training/lm_head_basis.py; 24 won the CPU A/B of run 29), folded into the written "
+                             "head; 0 (default): off")
     parser.add_argument("--schedule-steps", type=int, default=OnlineConfig.schedule_steps,
                         help="optimiser steps the cosine learning rate decays over, across calls "
                              "(default %(default)s); set it near the run's expected steps to anneal by its end")
@@ -381,6 +390,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--scale: must be > 0, got {args.scale}")
     if not 0 < args.lr <= 1:
         parser.error(f"--lr: must be in (0, 1], got {args.lr}")
+    if args.lm_head_basis < 0:
+        parser.error(f"--lm-head-basis: must be >= 0 (0: off), got {args.lm_head_basis}")
     if args.budget_s <= 0:
         parser.error(f"--budget-s: must be > 0, got {args.budget_s}")
     for name in ("rounds", "eval_prompts"):
@@ -414,7 +425,7 @@ def config_from(args: argparse.Namespace) -> OnlineConfig:
     return replace(base, budget_s=args.budget_s, rounds=args.rounds, response_tokens=args.response_tokens,
                    gen_batch=args.gen_batch, val_sequences=max(1, round(base.val_sequences * min(args.scale, 1))),
                    feature_batch_tokens=args.batch_tokens, passes=args.passes, schedule_steps=args.schedule_steps,
-                   train=replace(base.train, lr=args.lr), **source_counts(args))
+                   train=replace(base.train, lr=args.lr, lm_head_basis=args.lm_head_basis), **source_counts(args))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

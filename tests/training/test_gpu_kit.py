@@ -36,3 +36,17 @@ def test_without_cuda_the_kit_stops_at_once_with_one_line(tmp_path):
 def test_without_a_command_it_prints_its_usage(tmp_path):
     done = kit(tmp_path=tmp_path)
     assert done.returncode == 2 and "usage: bash tools/gpu_kit.sh prepare|run" in done.stderr
+
+
+def test_train_hands_its_budget_and_the_lm_head_basis_to_the_online_trainer(tmp_path):
+    """The command line `train` runs, recorded by a stand-in interpreter (the real one needs CUDA)."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
+    fake.chmod(0o755)
+    done = kit("train", tmp_path=tmp_path, PY=str(fake), TRAIN_S="123", LM_HEAD_BASIS="7")
+    assert done.returncode == 0, done.stderr
+    trainer = [line for line in calls.read_text().splitlines() if line.startswith("-m sglang_cast.training.online")]
+    assert len(trainer) == 1 and "--budget-s 123 " in trainer[0] and trainer[0].endswith("--lm-head-basis 7")
+    default = kit("train", tmp_path=tmp_path, PY=str(fake))
+    assert default.returncode == 0 and calls.read_text().splitlines()[-1].endswith("--lm-head-basis 24")

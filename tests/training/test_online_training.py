@@ -17,6 +17,7 @@ from sglang_cast.training import responses as responses_stage
 from sglang_cast.training import vocab as draft_vocab
 from sglang_cast.training.features import FeatureSet, TrainSequence, collate
 from sglang_cast.training.head import write_head
+from sglang_cast.training.lm_head_basis import BasisLmHead
 from support import ROOT
 from support.training import random_head, tiny
 
@@ -75,6 +76,39 @@ def test_rounds_train_the_head_and_a_second_call_resumes_where_the_first_stopped
     assert json.loads((out / online.STATE).read_text())["val_ids"] == state["val_ids"]  # the same held-out set
 
 
+def test_with_the_basis_the_lm_head_trains_as_w_plus_bp_and_the_head_is_written_folded(tmp_path, monkeypatch):
+    """``--lm-head-basis``: every training step sees a `BasisLmHead`, and the written head
+    has the public layout (one ``lm_head.weight``), so the next call and the engine load it."""
+    target = tiny()
+    init = tmp_path / "init"
+    draft = random_head(target)
+    write_head(target, draft.d2t, draft.t2d, draft.state_dict(), init)
+    monkeypatch.setattr(online, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
+    heads = []
+
+    def spy(draft, *args, **kwargs):
+        heads.append(type(draft.lm_head))
+        return online_ttt_loss(draft, *args, **kwargs)
+
+    online_ttt_loss = online.ttt_loss
+    monkeypatch.setattr(online, "ttt_loss", spy)
+    base = online.OnlineConfig()
+    cfg = online.OnlineConfig(rounds=1, self_instruct=0, doc_prompts=2, template_prompts=3, task_prompts=2,
+                              response_tokens=8, gen_batch=4, feature_batch_tokens=256, val_sequences=2,
+                              soft_top_k=0, max_prompt_tokens=400,
+                              train=dataclasses.replace(base.train, lm_head_basis=24.0))
+    out = tmp_path / "run"
+    online.run_online(target, cfg, init, out, tmp_path)
+    assert heads and set(heads) == {BasisLmHead}
+    trained = online.head_state(out / "head", target)
+    assert not any(k.startswith("lm_head.") and k != "lm_head.weight" for k in trained)
+    plain = random_head(target)
+    plain.load_state_dict(trained, strict=True)
+    assert not torch.equal(plain.lm_head.weight, draft.lm_head.weight)
+    second = online.run_online(target, dataclasses.replace(cfg, rounds=2), init, out, tmp_path)
+    assert second["resumed"] and second["rounds"] == 2
+
+
 def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
     """The module run as a command: exit code 2, the flag named in the last line."""
     result = subprocess.run([sys.executable, "-m", "sglang_cast.training.online", "--out", str(tmp_path),
@@ -90,6 +124,7 @@ def test_a_bad_flag_stops_the_command_with_one_line(tmp_path):
     (["--task-prompts", "-1"], "--task-prompts: must be >= 0, got -1"),
     (["--batch-tokens", "0"], "--batch-tokens: must be >= 1, got 0"),
     (["--lr", "0"], "--lr: must be in (0, 1], got 0.0"),
+    (["--lm-head-basis", "-1"], "--lm-head-basis: must be >= 0 (0: off), got -1.0"),
     (["--self-instruct", "0", "--doc-prompts", "0", "--template-prompts", "0", "--task-prompts", "0"],
      "at least one must be >= 1"),
 ])
@@ -115,8 +150,8 @@ def test_the_head_trains_under_bf16_autocast_on_the_cpu_exactly_when_the_target_
 def test_per_source_counts_override_the_scale_and_the_batch_flags_reach_the_config(tmp_path):
     args = online.parse_args(["--out", str(tmp_path), "--device", "cpu", "--scale", "0.5", "--task-prompts", "7",
                               "--doc-prompts", "0", "--batch-tokens", "2048", "--passes", "1",
-                              "--schedule-steps", "900", "--lr", "1e-4"])
+                              "--schedule-steps", "900", "--lr", "1e-4", "--lm-head-basis", "24"])
     cfg = online.config_from(args)
-    assert cfg.train.lr == 1e-4 and cfg.train.warmup_steps == online.OnlineConfig().train.warmup_steps
+    assert cfg.train.lr == 1e-4 and cfg.train.lm_head_basis == 24.0 and cfg.train.warmup_steps == online.OnlineConfig().train.warmup_steps
     assert (cfg.self_instruct, cfg.doc_prompts, cfg.template_prompts, cfg.task_prompts) == (192, 0, 64, 7)
     assert (cfg.feature_batch_tokens, cfg.passes, cfg.schedule_steps) == (2048, 1, 900)
