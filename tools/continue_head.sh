@@ -19,8 +19,8 @@
 #     --data-from RUN        an A/B arm: `data` hard-links run RUN's prompts and answers (and its vocabulary, if
 #                            built) instead of drawing new ones; give RUN's --seed (train_draft refuses stages
 #                            built with another)
-#     --lm-head-basis S      train the LM head as W + B.P over the target's output rows (train_draft's flag; off
-#                            by default, docs/draft_head.md)
+#     --lm-head-basis S      train the LM head as W + B.P over the target's output rows at scale S (train_draft's
+#                            flag; default 24, since run 29; 0: off, the recipe of runs 24-28; docs/draft_head.md)
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
@@ -28,7 +28,7 @@
 set -euo pipefail
 usage() { sed -n '9,26p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS= UNTIL= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 UNTIL= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
     --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis)
@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
 [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
-[[ -z $BASIS || $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
+[[ $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
@@ -57,7 +57,7 @@ DATA=(self_instruct prompts responses)  # what the data stage writes into the wo
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
-[ -z "$BASIS" ] || RECIPE+=" --lm-head-basis $BASIS"
+[[ $BASIS =~ ^0+(\.0+)?$ ]] || RECIPE+=" --lm-head-basis $BASIS"
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost

@@ -76,11 +76,13 @@ def test_an_earlier_runs_learning_rate_can_be_named(project):
     assert "--lr 5e-4" in train and "2.5e-4" not in train
 
 
-def test_the_lm_head_basis_reaches_training_only_when_asked(project):
+def test_the_lm_head_basis_is_on_at_24_unless_turned_off_with_0(project):
     assert run(project, *RUN24, "train").returncode == 0
-    assert run(project, *RUN24, "--lm-head-basis", "24", "train").returncode == 0
-    plain, basis = calls(project)
-    assert "--lm-head-basis" not in plain and " --lm-head-basis 24 " in f"{basis} "
+    assert run(project, *RUN24, "--lm-head-basis", "8.5", "train").returncode == 0
+    assert run(project, *RUN24, "--lm-head-basis", "0", "train").returncode == 0
+    default, scaled, plain = calls(project)
+    assert " --lm-head-basis 24 " in f"{default} " and " --lm-head-basis 8.5 " in f"{scaled} "
+    assert "--lm-head-basis" not in plain
 
 
 def test_skip_eval_stops_training_at_the_exported_head(project):
