@@ -84,13 +84,13 @@ def test_with_the_basis_the_lm_head_trains_as_w_plus_bp_and_the_head_is_written_
     draft = random_head(target)
     write_head(target, draft.d2t, draft.t2d, draft.state_dict(), init)
     monkeypatch.setattr(online, "load_benchmark_prompts", lambda _dir: ["an unrelated benchmark prompt"])
-    heads = []
+    heads = []  # the LM head's type at every training and validation step
+    online_ttt_loss = online.ttt_loss
 
     def spy(draft, *args, **kwargs):
         heads.append(type(draft.lm_head))
         return online_ttt_loss(draft, *args, **kwargs)
 
-    online_ttt_loss = online.ttt_loss
     monkeypatch.setattr(online, "ttt_loss", spy)
     base = online.OnlineConfig()
     cfg = online.OnlineConfig(rounds=1, self_instruct=0, doc_prompts=2, template_prompts=3, task_prompts=2,
