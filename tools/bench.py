@@ -14,6 +14,9 @@ adds the prompt-lookup branch to its trees (cast/context_lookup.py; cast+lookup,
 eagle2+lookup) and +nolookup leaves it out where the profile's buckets chose it
 (cast+nolookup); llamacpp (the
 llama.cpp anchor on the same GGUF, batch 1; `bash run.sh anchors` builds it).
+--against-profile OLD.yaml runs every profile-shaped method (cast, goodput, ...) again under
+another profile of the same weight format, labelled cast@OLD.yaml, in the same rounds: how a
+re-tuned profile is judged against the one it replaces.
 --figure acceptance|verify-budget draws the paper's Fig. 3 / Fig. 4 instead.
 
 Greedy runs check losslessness against vanilla (a divergence that is no measured

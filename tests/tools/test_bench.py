@@ -17,9 +17,11 @@ from autotune.store import Store
 from autotune.tuner import replay_settings
 from sglang_cast.cast import CostModel, PolicySettings, SamplingParams, Thresholds, TreeShape
 from sglang_cast.engine import StepLog
+from sglang_cast.engine.format_choice import FormatChoice
 from sglang_cast.engine.runner import PolicySpeculation
 from sglang_cast.hardware import cpu_name
 from sglang_cast.models.numerics import KernelPaths, judge_paths, kernel_paths
+from sglang_cast.profile import Profile, save_profile
 from tools import bench
 from tools.benchkit import anchor, cli, figures, inputs, lossless, table
 from tools.benchkit import methods as methodkit
@@ -214,6 +216,61 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     assert bench.main(["--dataset", str(tmp_path / "none.jsonl"), "--json", str(tmp_path / "o.json"),
                        "--weight-format", "int3"]) == 2
     assert "--weight-format: 'int3' is not '<linears>' or '<linears>/<lm_head>', either optionally" in capsys.readouterr().err
+
+
+
+# ------------------------------------------------------------ --against-profile
+
+SMALL = TreeShape(top_k=2, max_depth=2, num_verify_tokens=3)
+
+
+def test_a_method_against_another_profile_runs_that_profiles_trees(pair):
+    """``against`` adds each drafting method the profile shapes, under the other profile's
+    settings; in the interleaved run it verifies that profile's trees, not the run's."""
+    methods = [methodkit.Method.parse(m) for m in ("vanilla", "eagle2", "cast", "goodput")]
+    other = settings().with_shape(SMALL)
+    added = methodkit.against(methods, "old.yaml", other)
+    assert [m.label for m in added] == ["cast@old.yaml", "goodput@old.yaml"]
+    assert methodkit.method_settings(added[0], settings(), {}, 1)[0] is other
+    records = table.bench(pair, methods[:1] + methods[2:3] + added[:1], settings(), {}, PROMPTS[:3], [1], [0.0], 8, 64)
+    verified = {r.method: r.mean_verified_tokens for r in records}
+    assert verified["cast@old.yaml"] <= SMALL.num_verify_tokens - 1 < verified["cast"]
+    assert all(r.lossless for r in records)
+    against = next(r for r in records if r.method == "cast@old.yaml")
+    assert len(against.speedup_vs_vanilla_rounds) == 3  # ratios per interleaved round, as every method's
+
+
+def write_profile(path: Path, shape: TreeShape, weight_format: str) -> str:
+    save_profile(Profile("cpu", "cpu", "measured", settings().with_shape(shape), model={"weight_format": weight_format}),
+                 path)
+    return str(path)
+
+
+def test_against_profile_lands_in_the_json_and_bad_uses_exit_2(pair, tmp_path, monkeypatch, capsys):
+    def load_inputs(args):
+        args.format_choice = FormatChoice("fp32", "explicit")
+        return PROMPTS[:2], settings(), "test", pair
+
+    monkeypatch.setattr(cli, "load_inputs", load_inputs)
+    out, old = tmp_path / "o.json", write_profile(tmp_path / "old.yaml", SMALL, "fp32")
+    common = ["--dataset", "unused", "--num-prompts", "2", "--max-new-tokens", "6", "--json", str(out)]
+    assert bench.main(common + ["--methods", "vanilla,cast", "--against-profile", old]) == 0
+    data = json.loads(out.read_text())
+    assert [r["method"] for r in data["records"]] == ["vanilla", "cast", f"cast@{old}"]
+    assert set(data["against_profiles"]) == {old} and data["against_profiles"][old]["calibration"] is None
+    int8 = write_profile(tmp_path / "int8.yaml", SMALL, "int8")
+    for flags, says in ((["--methods", "vanilla,cast", "--against-profile", int8],
+                         f"--against-profile: {int8} was tuned for weight format int8, this run's models run fp32"),
+                        (["--methods", "vanilla,cast", "--against-profile", str(tmp_path / "none.yaml")],
+                         "--against-profile: profile file not found"),
+                        (["--methods", "vanilla,cast", "--against-profile", old, "--against-profile", old],
+                         f"--against-profile: {old} given twice"),
+                        (["--methods", "vanilla,eagle2", "--against-profile", old],
+                         "--against-profile: no method here is shaped by a profile"),
+                        (["--figure", "acceptance", "--against-profile", old],
+                         "--against-profile: not used with --figure")):
+        assert bench.main(common + flags) == 2, flags
+        assert says in capsys.readouterr().err
 
 
 # ------------------------------------------------------------ the llama.cpp anchor

@@ -23,13 +23,14 @@ from sglang_cast.engine.format_choice import (AUTO, DENSE, choose_weight_format,
 from sglang_cast.engine.table_calibration import calibrate
 from sglang_cast.hardware import MachineIdentity
 from sglang_cast.models.compiled import COMPILE_MODES, compile_models, compile_wanted
+from sglang_cast.profile import LoadedProfile, ProfileError, load_profile
 from sglang_cast.server.startup_calibration import wanted
 
 from .anchor import anchor_model
 from .figures import FIGURES, budget_sweep
 from .inputs import BenchError, DeviceSpec, load_settings, parse_device, parse_list
 from .lossless import Judge, check_failed, kernel_path_judge, needs_judge
-from .methods import DEFAULT_METHODS, best_static_shapes, parse_methods
+from .methods import DEFAULT_METHODS, against, best_static_shapes, parse_methods
 from .plots import plot_acceptance, plot_speedups, plot_verify_budget
 from .records import command_line, machine_info, model_record, write_json
 from .rounds import DEFAULT_ROUNDS, MIN_ROUNDS
@@ -59,6 +60,11 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
                         help="the target's and draft's dtype (residual stream; dense weights on CUDA): "
                              "float32, bfloat16 or float16 (default float32)")
     parser.add_argument("--profile", help="CAST profile YAML (default: profiles/<this hardware's label>.yaml)")
+    parser.add_argument("--against-profile", action="append", default=[], metavar="YAML",
+                        help="another CAST profile of the same weight format: every drafting method the profile "
+                             "shapes (cast, goodput, ...) runs under it too, in the same interleaved rounds, "
+                             "labelled '<method>@<YAML>'; repeatable. How a re-tuned profile is judged against "
+                             "the one it replaces; not used with --figure")
     parser.add_argument("--db", type=Path, default=None,
                         help="autotune database with the traces eagle2-best is chosen on (default: cast-autotune's)")
     parser.add_argument("--best-traces", type=int, default=20, help="traces replayed per grid point (20)")
@@ -147,9 +153,8 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
     if len(prompt_set.texts) < args.num_prompts:
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
     loaded = load_settings(args.profile, spec.device)
-    settings = loaded.profile.settings
     args.format_choice = choose_weight_format(args.weight_format, device=spec.device, profile=loaded.profile,
-                                              sizes=timed_sizes(args, settings), model_path=args.model_path,
+                                              sizes=timed_sizes(args, loaded.profile.settings), model_path=args.model_path,
                                               dtype=spec.torch_dtype)
     print(args.format_choice.describe(spec.torch_dtype), file=sys.stderr)
     pair = load_model_pair(args.model_path, args.draft_path, spec.device, spec.dtype,
@@ -159,12 +164,43 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
         started = time.perf_counter()
         compile_models(pair.target, pair.draft, max(parse_list(args.batch_size, int, "--batch-size", 1, 256)))
         args.compile_s = round(time.perf_counter() - started, 1)
-    if wanted(args.cast_calibrate, loaded.profile, MachineIdentity.current("cuda" if spec.is_cuda else "cpu")):
-        served = calibrate(pair.target, pair.draft, settings.costs, max(parse_list(args.batch_size, int, "--batch-size",
-                                                                                   1, 256)), pair.graph_backend)
-        args.calibration = served.report(settings.costs)
-        settings = replace(settings, costs=served.costs)
+    settings, args.calibration = served_settings(args, loaded, pair)
     return prompt_set.texts[: args.num_prompts], settings, f"{loaded.path} (version {loaded.version})", pair
+
+
+def served_settings(args: argparse.Namespace, loaded: LoadedProfile,
+                    pair: ModelPair) -> tuple[PolicySettings, dict | None]:
+    """``loaded``'s settings as this run serves them: its forward tables fitted to this
+    machine where ``--cast-calibrate`` wants it (with the fit's report), else as published."""
+    settings = loaded.profile.settings
+    if not wanted(args.cast_calibrate, loaded.profile, MachineIdentity.current("cuda" if args.spec.is_cuda else "cpu")):
+        return settings, None
+    served = calibrate(pair.target, pair.draft, settings.costs, max(parse_list(args.batch_size, int, "--batch-size",
+                                                                               1, 256)), pair.graph_backend)
+    return replace(settings, costs=served.costs), served.report(settings.costs)
+
+
+def load_against(args: argparse.Namespace, pair: ModelPair) -> tuple[dict[str, PolicySettings], dict[str, dict]]:
+    """``--against-profile``: each profile's served settings by the name its methods are
+    labelled with, and what the JSON records of each (version, calibration); every one must
+    have been tuned for the weight format this run loaded."""
+    against: dict[str, PolicySettings] = {}
+    recorded_as: dict[str, dict] = {}
+    for path in args.against_profile:
+        if path in against:
+            raise BenchError(f"--against-profile: {path} given twice")
+        try:
+            loaded = load_profile(path)
+        except ProfileError as err:
+            raise BenchError(f"--against-profile: {err}") from None
+        recorded = loaded.profile.weight_format
+        if recorded is not None and parse_requested(recorded) != args.format_choice.weight_format:
+            raise BenchError(f"--against-profile: {path} was tuned for weight format {recorded}, this run's models "
+                             f"run {args.format_choice.weight_format}; compare profiles of one format (run the "
+                             "bench once per format)")
+        against[path], calibration = served_settings(args, loaded, pair)
+        recorded_as[path] = {"version": loaded.version, "calibration": calibration}
+    return against, recorded_as
 
 
 def context_for(pair: ModelPair, prompts: list[str], max_new_tokens: int) -> int:
@@ -195,6 +231,8 @@ def figure_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         if args.methods is not None:
             raise BenchError("--methods: not used with --figure (it runs EAGLE-2's tree at each --budgets m)")
+        if args.against_profile:
+            raise BenchError("--against-profile: not used with --figure (it runs EAGLE-2's tree, no profile's)")
         batch_sizes = parse_list(args.batch_size, int, "--batch-size", 1, 256)
         budgets = parse_list(args.budgets, int, "--budgets", 2, EAGLE2_SHAPE.pool_size + 1)
         temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
@@ -236,6 +274,13 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         temperatures = parse_list(args.temperature, float, "--temperature", 0, 2)
         check_run_sizes(args, batch_sizes)
         texts, settings, profile_name, pair = load_inputs(args)
+        others, against_profiles = load_against(args, pair)
+        for name, other in others.items():
+            added = against(methods, name, other)
+            if not added:
+                raise BenchError("--against-profile: no method here is shaped by a profile (cast, goodput, "
+                                 "cast+lookup, ...); add one to --methods")
+            methods += added
         if pair.random_draft and any(m.drafts for m in methods):
             print(f"WARNING: no trained draft head; speculative methods use {pair.draft_id}", file=sys.stderr)
         gguf, methods = anchor_model(methods, args.model_path, args.spec.is_cuda)
@@ -251,7 +296,7 @@ def table_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     records = bench(pair, methods, settings, best, prompts, batch_sizes, temperatures, args.max_new_tokens,
                     context_for(pair, prompts, args.max_new_tokens), gguf, judge_for(pair, args.spec), args.rounds)
     write_json(args.json, header(args, argv, pair) | {
-        "profile": profile_name, "prompts": len(prompts),
+        "profile": profile_name, "against_profiles": against_profiles, "prompts": len(prompts),
         "eagle2_best_shapes": {str(b): asdict(s) for b, s in best.items()},
         "records": [asdict(r) for r in records]})
     table = markdown(records, Path(args.dataset).stem)

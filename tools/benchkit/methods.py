@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -32,6 +32,9 @@ class Method:
     # False "+nolookup" leaves it out; None: the profile's per-bucket choice for a profile's
     # trees, none on static trees.
     lookup: bool | None = None
+    # Another profile's settings (`--against-profile`) for a profile-shaped method; None:
+    # the run's own profile.
+    settings: PolicySettings | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_anchor(self) -> bool:
@@ -79,9 +82,18 @@ def parse_methods(text: str | None) -> list[Method]:
     return methods
 
 
+def against(methods: list[Method], name: str, settings: PolicySettings) -> list[Method]:
+    """Each drafting method shaped by the profile again, under ``settings`` (another
+    profile's, named ``name``), labelled ``<method>@<name>``."""
+    return [replace(m, label=f"{m.label}@{name}", settings=settings) for m in methods
+            if m.shape == "profile" and m.drafts and m.settings is None]
+
+
 def method_settings(method: Method, settings: PolicySettings, best: dict[int, TreeShape],
                     batch_size: int) -> tuple[PolicySettings, TreeShape | None]:
-    """The settings ``method`` runs with at ``batch_size``, and its static tree if it has one."""
+    """The settings ``method`` runs with at ``batch_size`` (its own profile's, else the
+    run's ``settings``), and its static tree if it has one."""
+    settings = method.settings or settings
     if method.lookup is not None:
         settings = settings.with_lookup(ContextLookup().depth if method.lookup else 0)
     elif method.shape != "profile":
