@@ -8,7 +8,7 @@
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
-#                               [--data-from RUN] [--lm-head-basis S] [--skip-eval] [STAGE...]
+#                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
@@ -21,20 +21,25 @@
 #                            built with another)
 #     --lm-head-basis S      train the LM head as W + B.P over the target's output rows at scale S (train_draft's
 #                            flag; default 24, since run 29; 0: off, the recipe of runs 24-28; docs/draft_head.md)
+#     --target-format F      the target answers the run's prompts with its linears stored in F, e.g.
+#                            int4vnni/int8vnni (a served format's own answers and features; train_draft's flag;
+#                            default fp32); give it to data and train alike; with --data-from the arm shares
+#                            RUN's prompts only and answers them itself
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap (default: all four, in that order)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
 set -euo pipefail
-usage() { sed -n '9,26p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '9,30p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 UNTIL= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 UNTIL= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis)
+    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
-                 --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; *) BASELINE_RECORD=$2 ;; esac
+                 --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; --target-format) TARGET_FORMAT=$2 ;;
+                 *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     --skip-eval) UNTIL="--until train"; shift ;;
     data|train|tau|gap) STAGES+=("$1"); shift ;;
@@ -54,7 +59,11 @@ W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
 WORK=$W/run$RUN
 DATA=(self_instruct prompts responses)  # what the data stage writes into the work dir (train builds vocab)
+LINKED=("${DATA[@]}" vocab)  # what an arm shares with its --data-from run
+# An arm in another target format shares the prompts and answers them itself.
+[ "$TARGET_FORMAT" = fp32 ] || { DATA=(self_instruct prompts); LINKED=("${DATA[@]}"); }
 COMMON="--benchmark-dir datasets --response-tokens 192 --max-answers 0 --eval-prompts 20 --gen-batch 64"
+COMMON+=" --target-format $TARGET_FORMAT"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 [[ $BASIS =~ ^0+(\.0+)?$ ]] || RECIPE+=" --lm-head-basis $BASIS"
@@ -65,16 +74,17 @@ link_data() {  # hard links: the arm's stages are the source run's files, at no 
     [ -e "$W/run$DATA_FROM/$data" ] || fail "--data-from: $W/run$DATA_FROM has no $data (run its data stage first)"
   done
   mkdir -p "$WORK"
-  for data in "${DATA[@]}" vocab; do
+  for data in "${LINKED[@]}"; do
     [ -e "$WORK/$data" ] || [ ! -e "$W/run$DATA_FROM/$data" ] || cp -al "$W/run$DATA_FROM/$data" "$WORK/$data"
   done
 }
 mkdir -p "$RECORD"
 for stage in "${STAGES[@]}"; do
   case $stage in
-    data) if [ -n "$DATA_FROM" ]; then link_data
-          else $PY tools/train_draft.py $COMMON --until responses --work-dir $WORK --seed $SEED $MIX --soft-top-k 16 \
-                   2>&1 | quiet
+    data) [ -z "$DATA_FROM" ] || link_data
+          if [ -z "$DATA_FROM" ] || [ "$TARGET_FORMAT" != fp32 ]; then
+            $PY tools/train_draft.py $COMMON --until responses --work-dir $WORK --seed $SEED $MIX --soft-top-k 16 \
+                2>&1 | quiet
           fi ;;
     train) [ -z "$DATA_FROM" ] || link_data  # never regenerate an arm's data
            $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \

@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from sglang_cast.models.weights import DraftFormat, WeightFormat
+
 from .config import PipelineConfig
 from .pipeline import STOPS, run_pipeline
 from .target import Target
@@ -28,6 +30,9 @@ FLAGS: dict[str, tuple[str | None, str, type, str]] = {
     "--init-head": (None, "init_head", Path, "continue training this exported head (a directory with "
                                              "model.safetensors) on this run's data, keeping its draft vocab; "
                                              "give the run a new --seed so its prompts are new (none: fresh head)"),
+    "--target-format": (None, "target_format", str, "how the target's linears are stored while it answers the "
+                                                    "training prompts (responses stage only), e.g. int4vnni/int8vnni: "
+                                                    "the served format's own answers and features (fp32)"),
     "--self-instruct": ("data", "self_instruct", int, "meta-prompts asking the target to invent a request (1500)"),
     "--doc-prompts": ("data", "doc_prompts", int, "requests built from stdlib docstrings (1000)"),
     "--template-prompts": ("data", "template_prompts", int, "requests from our chat and arithmetic templates "
@@ -103,6 +108,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
             cfg = dataclasses.replace(cfg, **{name: value})
         else:
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{name: value})})
+    try:
+        target_format = WeightFormat.parse(cfg.target_format)
+    except ValueError as err:
+        parser.error(f"--target-format: {str(err).removeprefix('weight_format: ')}")
+    if target_format.draft != DraftFormat():
+        parser.error(f"--target-format: {cfg.target_format!r} names a draft part ('+...'); it sets the target's "
+                     "linears only")
+    reason = target_format.unavailable_reason()
+    if reason is not None:
+        parser.error(f"--target-format: {cfg.target_format} cannot run on this CPU: {reason}")
+    cfg = dataclasses.replace(cfg, target_format=str(target_format))
     if cfg.train.soft_labels > 1:
         parser.error(f"--soft-labels: must be in [0, 1], got {cfg.train.soft_labels}")
     if cfg.init_head is not None and not (cfg.init_head.expanduser() / "model.safetensors").is_file():
@@ -117,4 +133,5 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the flags, load the embedded target and run every stage."""
     cfg, args = parse_args(argv)
-    run_pipeline(Target.embedded(), cfg, args.until)
+    answerer = None if cfg.target_format == "fp32" else Target.embedded(cfg.target_format)
+    run_pipeline(Target.embedded(), cfg, args.until, answerer)

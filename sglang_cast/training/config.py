@@ -83,6 +83,10 @@ class PipelineConfig:
     seed: int = 0
     threads: int = 2
     init_head: Path | None = None  # continue training this exported head (its vocab and weights)
+    # How the target's linears are stored while it answers the training prompts (the
+    # responses stage): a served format's own answers and features ("int4vnni/int8vnni");
+    # every other stage runs the fp32 target.
+    target_format: str = "fp32"
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -23,11 +23,17 @@ STAGES = ("self_instruct", "prompts", "responses", "vocab", "train", "eval")
 STOPS = ("responses", "train", "eval")  # where a run may stop: data only, a head without its evaluation, all
 
 
-def run_pipeline(target: Target, cfg: PipelineConfig, until: str = "eval") -> dict[str, Any]:
+def run_pipeline(target: Target, cfg: PipelineConfig, until: str = "eval",
+                 answerer: Target | None = None) -> dict[str, Any]:
     """Every stage in order up to ``until`` (one of `STOPS`), skipping completed ones;
     returns the report it writes.  Stopping after ``responses`` builds data only (a
     held-out set for `gap`, or data several recipes' runs share); after ``train`` the
-    head is exported but not evaluated."""
+    head is exported but not evaluated.  ``answerer``, the same model stored in
+    ``cfg.target_format``, answers the training prompts when that format is not fp32
+    (the responses stage's settings name it)."""
+    if (answerer is None) != (cfg.target_format == "fp32"):
+        raise ValueError(f"target_format {cfg.target_format}: pass the target stored in it as answerer "
+                         "(and none for fp32)")
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -36,7 +42,8 @@ def run_pipeline(target: Target, cfg: PipelineConfig, until: str = "eval") -> di
     s = stage_settings(cfg)
     requests = run_stage(work, "self_instruct", s["self_instruct"], lambda out: build_self_instruct(target, cfg, out))
     prompts = run_stage(work, "prompts", s["prompts"], lambda out: build_prompts(target, cfg, requests, out))
-    responses = run_stage(work, "responses", s["responses"], lambda out: build_responses(target, cfg, prompts, out))
+    responses = run_stage(work, "responses", s["responses"],
+                          lambda out: build_responses(answerer or target, cfg, prompts, out))
     if until == "responses":
         return finish(work, STAGES[:3], {})
     vocab = run_stage(work, "vocab", s["vocab"], lambda out: build_vocab(target, cfg, responses, out))

@@ -26,9 +26,10 @@ class Target:
     eos_token_ids: tuple[int, ...]
 
     @classmethod
-    def embedded(cls) -> Target:
-        """The embedded SmolLM2-135M-Instruct in float32 on the CPU."""
-        model, config, tokenizer = load_target(None, "cpu", torch.float32)
+    def embedded(cls, weight_format: str = "fp32") -> Target:
+        """The embedded SmolLM2-135M-Instruct on the CPU, its residual stream in float32 and
+        its linears stored in ``weight_format`` (models/weights.py)."""
+        model, config, tokenizer = load_target(None, "cpu", torch.float32, weight_format)
         return cls(model, tokenizer, config.eos_token_ids)
 
     @property

@@ -109,6 +109,8 @@ def stage_settings(cfg: PipelineConfig) -> dict[str, dict[str, Any]]:
     s_responses = {**s_prompts, "response_tokens": d.response_tokens, "max_answers": d.max_answers}
     if d.soft_top_k:
         s_responses["soft_top_k"] = d.soft_top_k
+    if cfg.target_format != "fp32":
+        s_responses["target_format"] = cfg.target_format
     s_vocab = {**s_responses, "draft_vocab": cfg.train.draft_vocab}
     if cfg.init_head is not None:
         s_vocab["init_head"] = str(cfg.init_head)

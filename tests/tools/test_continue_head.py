@@ -131,3 +131,18 @@ def test_an_ab_arm_links_the_runs_data_and_trains_under_its_label(project):
         linked = project / "work" / "run24_lr" / data / "rows.jsonl"
         assert linked.read_text() == data and linked.stat().st_ino == (source / data / "rows.jsonl").stat().st_ino
     assert (project / "docs" / "results" / "draft_head_report_run24_lr.json").read_text() == '"arm"'
+
+
+def test_an_arm_in_another_target_format_shares_the_prompts_and_answers_them_itself(project):
+    source = project / "work" / "run24"
+    for data in ("self_instruct", "prompts", "responses", "vocab"):
+        (source / data).mkdir()
+        (source / data / "rows.jsonl").write_text(data)
+    arm = ["--run", "24_q", "--seed", "23", "--from", "run23=head", "--record", "record", "--data-from", "24",
+           "--target-format", "int4vnni/int8vnni"]
+    assert run(project, *arm, "data").returncode == 0
+    [data] = calls(project)
+    assert "--until responses" in data and "--target-format int4vnni/int8vnni" in data
+    assert sorted(p.name for p in (project / "work" / "run24_q").iterdir()) == ["prompts", "self_instruct"]
+    assert run(project, *RUN24, "data").returncode == 0
+    assert "--target-format fp32" in calls(project)[-1]  # the default: the fp32 target answers

@@ -342,6 +342,38 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
                     plain.work_dir / "responses", tmp_path / "out")
 
 
+def test_the_answerer_in_a_served_format_writes_the_training_answers(tmp_path):
+    """--target-format: the responses stage's answers are the answerer's greedy answers (here
+    a stand-in model whose answers differ from the fp32 target's) and its settings name the
+    format, so fp32 data is never reused for it; a format without its answerer is refused."""
+    target, answerer = tiny(), tiny(seed=3)
+    cfg = dataclasses.replace(tiny_config(tmp_path), target_format="int8")
+    run_pipeline(target, cfg, until="responses", answerer=answerer)
+    assert stage_settings(cfg.work_dir, "responses")["target_format"] == "int8"
+    answers = responses_stage.read_generations(cfg.work_dir / "responses")
+    plain = {name: t.engine(None, TreeShape(1, 1, 2), 1, 512) for name, t in (("fp32", target), ("answerer", answerer))}
+    params = SamplingParams(max_new_tokens=cfg.data.response_tokens)
+    greedy = {name: [e.generate([a.prompt_ids], params)[0].token_ids for a in answers] for name, e in plain.items()}
+    assert [a.output_ids for a in answers] == greedy["answerer"] != greedy["fp32"]
+    with pytest.raises(ValueError, match="target_format int8: pass the target stored in it as answerer"):
+        run_pipeline(target, cfg)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValueError, match="target_format fp32: pass the target stored in it as answerer"):
+        run_pipeline(target, tiny_config(tmp_path / "plain"), answerer=answerer)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target-format", "int3"], "--target-format: 'int3' is not '<linears>' or '<linears>/<lm_head>'"),
+    (["--target-format", "int4/int8+int8"], "--target-format: 'int4/int8+int8' names a draft part"),
+])
+def test_target_format_flag_errors_name_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+    assert message in capsys.readouterr().err
+    assert parse_args(["--target-format", "int4 / int8"])[0].target_format == "int4/int8"  # canonical
+    assert parse_args([])[0].target_format == "fp32"
+
+
 def stage_settings(work_dir: Path, stage: str) -> dict:
     return json.loads((work_dir / stage / "meta.json").read_text())["settings"]
 
