@@ -7,6 +7,9 @@ so heads are compared on the same prompts and the difference is read prompt by p
            next (the eval stage's procedure: EAGLE-2's tree, full pool, batch 1, greedy), and
            keeps each prompt's accepted counts and output tokens in a JSON file. Resumable: a
            (prompt, head) pair already in the file is skipped, so a head can be added later.
+           --weight-format F stores the target (and, with '+<draft>', the heads) as a profile
+           serves them, e.g. int4vnni/int8vnni+int8vnni (default fp32, the eval stage's); a
+           file holds one format.
   summary  prints, per head, τ pooled over the first 20 and all prompts; against a baseline
            head, the pooled difference, its 95 % bootstrap interval over prompts (2,000
            resamples, seed 0) and how many prompts it wins and loses; and how many prompts
@@ -24,12 +27,13 @@ import argparse
 import json
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_cast.cast import committed_tokens  # noqa: E402
+from sglang_cast.models.weights import DraftFormat, WeightFormat  # noqa: E402
 
 RESAMPLES = 2000
 FIRST = 20  # the eval stage's prompt count, the other pooled column
@@ -81,7 +85,8 @@ def summary(data: dict, baseline: str | None) -> str:
     rows = [row for row in rows if all(h in row for h in heads)]
     if not rows:
         raise CompareError(f"no prompt has been decoded under every head ({', '.join(heads)}) yet")
-    lines = [f"## {data['benchmark']}: {len(rows)} prompts, heads {', '.join(heads)}",
+    served = "" if file_format(data) == "fp32" else f", weight format {file_format(data)}"
+    lines = [f"## {data['benchmark']}: {len(rows)} prompts, heads {', '.join(heads)}{served}",
              f"| head | τ first {FIRST} | τ all | Δ vs {baseline} (all) | 95 % interval | prompts up / level / down |",
              "| --- | --- | --- | --- | --- | --- |",
              f"| {baseline} | {pooled_tau(rows[:FIRST], baseline):.3f} | {pooled_tau(rows, baseline):.3f} | | | |"]
@@ -94,32 +99,50 @@ def summary(data: dict, baseline: str | None) -> str:
     return "\n".join(lines)
 
 
-def decode(out: Path, benchmark: str, first: int, last: int, heads: dict[str, Path]) -> None:
-    """Fill ``out`` with each prompt in ``[first, last)`` decoded under every head (skipping pairs already there)."""
+def decode(out: Path, benchmark: str, first: int, last: int, heads: dict[str, Path],
+           weight_format: WeightFormat = WeightFormat()) -> None:
+    """Fill ``out`` with each prompt in ``[first, last)`` decoded under every head (skipping pairs already
+    there), the target and the heads stored in ``weight_format``."""
     import torch
 
     from sglang_cast.training.config import EAGLE2_SHAPE, EvalConfig
     from sglang_cast.training.evaluate import benchmark_prompts, evaluate_mode
     from sglang_cast.training.target import Target
 
+    done = load(out) if out.is_file() else {"benchmark": benchmark, "heads": {}, "prompts": {},
+                                            "weight_format": str(weight_format)}
+    if done["benchmark"] != benchmark:
+        raise CompareError(f"{out} holds {done['benchmark']}, not {benchmark}")
+    if file_format(done) != str(weight_format):
+        raise CompareError(f"{out} holds rows decoded in weight format {file_format(done)}, not {weight_format} "
+                           "(a file holds one format: give it its own file)")
     torch.set_num_threads(2)
-    target = Target.embedded()
+    target = Target.embedded(str(replace(weight_format, draft=DraftFormat())))
     prompts = benchmark_prompts(target, Path("datasets"), benchmark, last)
     if len(prompts) < last:
         raise CompareError(f"--prompts: {benchmark} has {len(prompts)} first turns, asked up to {last}")
-    done = load(out) if out.is_file() else {"benchmark": benchmark, "heads": {}, "prompts": {}}
-    if done["benchmark"] != benchmark:
-        raise CompareError(f"{out} holds {done['benchmark']}, not {benchmark}")
     done["heads"].update({name: str(path) for name, path in heads.items()})
     for i in range(first, last):
         row = done["prompts"].setdefault(str(i), {})
         for name, head in heads.items():
             if name not in row:
                 run = evaluate_mode(target, head, [prompts[i]], EAGLE2_SHAPE, EvalConfig.max_new_tokens,
-                                    f"{name} prompt {i}")
+                                    f"{name} prompt {i}", draft_format=weight_format.draft)
                 row[name] = {"tau": run["tau"], "accepted": run["accepted"], "tokens": run["outputs"][0]}
         out.write_text(json.dumps(done))  # after every prompt: an interrupted run resumes here
         print(i, " ".join(f"{name} {r['tau']:.3f}" for name, r in row.items()), flush=True)
+
+
+def file_format(data: dict) -> str:
+    """The weight format a file's rows were decoded in (files from before the flag: fp32)."""
+    return data.get("weight_format", "fp32")
+
+
+def parse_format(text: str) -> WeightFormat:
+    try:
+        return WeightFormat.parse(text)
+    except ValueError as error:
+        raise CompareError(f"--weight-format: {str(error).removeprefix('weight_format: ')}") from None
 
 
 def load(path: Path) -> dict:
@@ -166,6 +189,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("out", type=Path, help="the JSON file to fill (created, or resumed when it exists)")
     run.add_argument("benchmark", help="a benchmark of datasets/, e.g. mt_bench or humaneval")
     run.add_argument("--prompts", default="0:80", help="first turns FIRST:LAST to decode (default 0:80)")
+    run.add_argument("--weight-format", default="fp32",
+                     help="how the target (and, with '+<draft>', the heads) are stored, as a profile serves them, "
+                          "e.g. int4vnni/int8vnni+int8vnni (default fp32: the eval stage's)")
     run.add_argument("heads", nargs="+", metavar="NAME=HEAD", help="head folders, each under a name for the table")
     table = commands.add_parser("summary", help="the Markdown table of one or more decode files")
     table.add_argument("files", nargs="+", type=Path)
@@ -177,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         if args.command == "decode":
-            decode(args.out, args.benchmark, *parse_range(args.prompts), parse_heads(args.heads))
+            decode(args.out, args.benchmark, *parse_range(args.prompts), parse_heads(args.heads),
+                   parse_format(args.weight_format))
         else:
             print("\n".join(summary(load(path), args.baseline) for path in args.files))
     except CompareError as error:

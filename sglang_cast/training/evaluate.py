@@ -14,6 +14,7 @@ from tqdm import tqdm
 from sglang_cast.cast import SamplingParams, TreeShape, committed_tokens
 from sglang_cast.engine import StepLog
 from sglang_cast.models import load_draft
+from sglang_cast.models.weights import DraftFormat, apply_draft_format
 
 from .benchmark_filter import first_turns
 from .config import EVAL_DATASETS, EvalConfig, PipelineConfig
@@ -37,11 +38,12 @@ def acceptance(accepted: Sequence[int], depth: int) -> dict[str, Any]:
 
 
 def evaluate_mode(target: Target, head: Path, prompts: list[list[int]], shape: TreeShape, max_new: int,
-                  desc: str, lookup_depth: int = 0) -> dict[str, Any]:
+                  desc: str, lookup_depth: int = 0, draft_format: DraftFormat = DraftFormat()) -> dict[str, Any]:
     """Greedy batch-1 decoding of every prompt (trees with a ``lookup_depth``-token
-    prompt-lookup branch when > 0); τ and per-iteration accepted counts."""
+    prompt-lookup branch when > 0; the head's linears in ``draft_format``); τ and
+    per-iteration accepted counts."""
     weight = target.model.embed_tokens.weight  # the head runs where and in the dtype the target does
-    draft = load_draft(head, target.model, str(weight.device), weight.dtype)
+    draft = apply_draft_format(load_draft(head, target.model, str(weight.device), weight.dtype), draft_format)
     engine = target.engine(draft, shape, 1, max(len(p) for p in prompts) + max_new, lookup_depth)
     params = SamplingParams(max_new_tokens=max_new)
     outputs = []

@@ -67,6 +67,7 @@ def test_a_named_baseline_comes_first(results, capsys):
     (["decode", "{out}", "mt_bench", "--prompts", "x", "a={head}"], "--prompts 'x': expected FIRST:LAST"),
     (["decode", "{out}", "mt_bench", "nameless"], "head 'nameless': expected NAME=FOLDER"),
     (["decode", "{out}", "mt_bench", "a={missing}"], "is not a draft head folder (no config.json)"),
+    (["decode", "{out}", "mt_bench", "--weight-format", "int3", "a={head}"], "--weight-format: 'int3' is not"),
 ])
 def test_bad_input_names_the_argument(results, tmp_path, capsys, args, message):
     head = tmp_path / "head"
@@ -83,11 +84,11 @@ def test_decode_resumes_skipping_pairs_already_decoded(tmp_path, monkeypatch, ca
     """Only (prompt, head) pairs missing from the file are decoded, each prompt under every head in turn."""
     decoded = []
 
-    def fake_decode(_target, head, prompts, _shape, _max_new, desc):
+    def fake_decode(_target, head, prompts, _shape, _max_new, desc, draft_format):
         decoded.append(desc)
         return {"tau": 2.0, "accepted": [1], "outputs": [prompts[0]]}
 
-    monkeypatch.setattr(target.Target, "embedded", classmethod(lambda cls: None))
+    monkeypatch.setattr(target.Target, "embedded", classmethod(lambda cls, fmt: None))
     monkeypatch.setattr(evaluate, "benchmark_prompts", lambda _t, _d, _name, count: [[i] for i in range(count)])
     monkeypatch.setattr(evaluate, "evaluate_mode", fake_decode)
     heads = []
@@ -105,3 +106,29 @@ def test_decode_resumes_skipping_pairs_already_decoded(tmp_path, monkeypatch, ca
     assert data["prompts"]["2"]["b"] == {"tau": 2.0, "accepted": [1], "tokens": [2]}
     assert main(["decode", str(out), "humaneval", "--prompts", "0:1", heads[0]]) == 2
     assert "holds mt_bench, not humaneval" in capsys.readouterr().err
+
+
+def test_decode_in_a_served_format_loads_target_and_heads_so_and_keeps_one_format_a_file(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """--weight-format: the target is loaded in the target part, each head in the draft part; the file
+    records the format, refuses rows of another, and its table names it."""
+    loaded, draft_formats = [], []
+
+    def fake_decode(_target, head, prompts, _shape, _max_new, desc, draft_format):
+        draft_formats.append(str(draft_format.linears.value))
+        return {"tau": 2.0, "accepted": [1], "outputs": [prompts[0]]}
+
+    monkeypatch.setattr(target.Target, "embedded", classmethod(lambda cls, fmt: loaded.append(fmt)))
+    monkeypatch.setattr(evaluate, "benchmark_prompts", lambda _t, _d, _name, count: [[i] for i in range(count)])
+    monkeypatch.setattr(evaluate, "evaluate_mode", fake_decode)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "config.json").write_text("{}")
+    out = tmp_path / "out.json"
+    served = ["decode", str(out), "mt_bench", "--prompts", "0:1", "--weight-format", "int4vnni/int8vnni+int8vnni"]
+    assert main([*served, f"a={tmp_path / 'a'}"]) == 0
+    assert loaded == ["int4vnni/int8vnni"] and draft_formats == ["int8vnni"]
+    assert json.loads(out.read_text())["weight_format"] == "int4vnni/int8vnni+int8vnni"
+    assert main(["decode", str(out), "mt_bench", "--prompts", "0:1", f"a={tmp_path / 'a'}"]) == 2
+    assert "holds rows decoded in weight format int4vnni/int8vnni+int8vnni, not fp32" in capsys.readouterr().err
+    assert main(["summary", str(out)]) == 0
+    assert "heads a, weight format int4vnni/int8vnni+int8vnni" in capsys.readouterr().out
