@@ -154,8 +154,8 @@ def load_inputs(args: argparse.Namespace) -> tuple[list[str], PolicySettings, st
         raise BenchError(f"--num-prompts: {args.dataset} has only {len(prompt_set.texts)} prompts")
     loaded = load_settings(args.profile, spec.device)
     args.format_choice = choose_weight_format(args.weight_format, device=spec.device, profile=loaded.profile,
-                                              sizes=timed_sizes(args, loaded.profile.settings), model_path=args.model_path,
-                                              dtype=spec.torch_dtype)
+                                              sizes=timed_sizes(args, loaded.profile.settings),
+                                              model_path=args.model_path, dtype=spec.torch_dtype)
     print(args.format_choice.describe(spec.torch_dtype), file=sys.stderr)
     pair = load_model_pair(args.model_path, args.draft_path, spec.device, spec.dtype,
                            weight_format=args.format_choice.weight_format)
