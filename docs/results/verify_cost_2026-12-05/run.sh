@@ -9,3 +9,4 @@ patch -s -o $T/unpack_once.cpp sglang_cast/models/csrc/vnni_dot.cpp $D/unpack_on
 .venv/bin/python $D/kernel_variants.py $T/same.cpp,$T/unpack_once.cpp 1,4,8,13,16 7     # 1. the int4 kernel, hot
 .venv/bin/python $D/stream_vs_hot.py 1,2,4,8,13,16,32 5                                 # 2. a forward's linears, streamed vs hot
 .venv/bin/python $D/forward_profile.py 1,16                                             # 3. whole forwards, by op
+.venv/bin/python $D/nta_probe.py 1 40 && .venv/bin/python $D/nta_probe.py 13 30              # 4. non-temporal prefetch: host work after a forward
