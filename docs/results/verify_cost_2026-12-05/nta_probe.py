@@ -12,7 +12,7 @@ torch.set_num_threads(2)
 from sglang_cast.models.vnni_dot import VnniInt4, VnniInt8, KERNEL
 KERNEL.load()
 ops = {"T0": torch.ops.sglang_cast_vnni}
-src = Path(__file__).resolve().parents[3] / "sglang_cast/models/csrc/vnni_dot.cpp".read_text()
+src = (Path(__file__).resolve().parents[3] / "sglang_cast/models/csrc/vnni_dot.cpp").read_text()
 assert src.count("_MM_HINT_T0") == 1
 build = Path(tempfile.mkdtemp())
 (build / "nta.cpp").write_text(src.replace("_MM_HINT_T0", "_MM_HINT_NTA").replace("sglang_cast_vnni", "kx_nta"))
