@@ -9,7 +9,8 @@ import torch
 from torch.utils import cpp_extension
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 torch.set_num_threads(2)
-from sglang_cast.models.vnni_dot import VnniInt4, VnniInt8, KERNEL
+from sglang_cast.models.vnni_dot import KERNEL
+from forward_weights import SHAPES, forward_weights
 KERNEL.load()
 ops = {"T0": torch.ops.sglang_cast_vnni}
 src = (Path(__file__).resolve().parents[3] / "sglang_cast/models/csrc/vnni_dot.cpp").read_text()
@@ -20,12 +21,8 @@ cpp_extension.load(name="kx_nta", sources=[str(build / "nta.cpp")], extra_cflags
                    extra_ldflags=["-fopenmp"], build_directory=str(build), is_python_module=False)
 ops["NTA"] = torch.ops.kx_nta
 g = torch.Generator().manual_seed(0)
-shapes = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
-def w4(n, k):
-    return VnniInt4.pack(torch.randint(0, 16, (n, k), generator=g), torch.rand(n, k // 32, generator=g) * 0.01,
-                         torch.randn(n, k // 32, generator=g) * 0.01).blocks
-layers = [[w4(n, k) for n, k in shapes] for _ in range(30)]
-head = VnniInt8.pack(torch.randint(-127, 128, (49152, 576), generator=g, dtype=torch.int32).to(torch.int8), torch.rand(49152) * 0.01)
+shapes = SHAPES
+layers, head = forward_weights(g)
 rows = int(sys.argv[1]); rounds = int(sys.argv[2])
 xs = {k: torch.randn(rows, k, generator=g) for k in (576, 1536)}
 def forward(op):

@@ -5,18 +5,15 @@ import torch
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 2)
-from sglang_cast.models.vnni_dot import VnniInt4, VnniInt8, KERNEL
+from sglang_cast.models.vnni_dot import KERNEL
+from forward_weights import SHAPES, forward_weights
 KERNEL.load()
 op = torch.ops.sglang_cast_vnni
 rows = [int(m) for m in sys.argv[1].split(",")]
 rounds = int(sys.argv[2])
 g = torch.Generator().manual_seed(0)
-shapes = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
-def w4(n, k):
-    return VnniInt4.pack(torch.randint(0, 16, (n, k), generator=g), torch.rand(n, k // 32, generator=g) * 0.01,
-                         torch.randn(n, k // 32, generator=g) * 0.01).blocks
-layers = [[w4(n, k) for n, k in shapes] for _ in range(30)]
-head = VnniInt8.pack(torch.randint(-127, 128, (49152, 576), generator=g, dtype=torch.int32).to(torch.int8), torch.rand(49152) * 0.01)
+shapes = SHAPES
+layers, head = forward_weights(g)
 xs = {(m, k): torch.randn(m, k, generator=g) for m in rows for k in (576, 1536)}
 def forward(m):
     for ws in layers:
