@@ -3,12 +3,15 @@
 # A run is: the target's own answers to a fresh prompt mix drawn with the run's seed (`data`); training from
 # the previous head with the shipped recipe, then the eval stage (`train`); τ prompt by prompt on all 80
 # first turns of mt_bench and humaneval against the previous head (`tau`, tools/compare_heads.py); and where
-# acceptance is lost on held-out data (`gap`, tools/draft_gap.py). Every stage is resumable (training
-# checkpoints every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
+# acceptance is lost on held-out data (`gap`, tools/draft_gap.py); and, given --served-format, τ on the first 20
+# of each with the target and heads stored as a profile serves them (`served`: int4 targets accept less than
+# fp32's, docs/results/2026-12-05_served_format_tau_avx512.md). Every stage is resumable (training checkpoints
+# every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
-#                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--skip-eval] [STAGE...]
+#                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--served-format F]
+#                               [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
@@ -25,26 +28,31 @@
 #                            int4vnni/int8vnni (a served format's own answers and features; train_draft's flag;
 #                            default fp32); give it to data and train alike; with --data-from the arm shares
 #                            RUN's prompts only and answers them itself
+#     --served-format F      the weight format the served stage judges in: a profile's `weight_format`, e.g.
+#                            int4vnni/int8vnni+int8vnni (profiles/cpu-avx512.yaml); adds `served` to the default
+#                            stages; with --baseline-record its served_*.json rows (same format) are reused
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
-#     STAGE                  data, train, tau, gap (default: all four, in that order)
-# On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9.
+#     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
+#                            --served-format is given)
+# On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3.
 set -euo pipefail
-usage() { sed -n '9,30p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '11,37p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 UNTIL= STAGES=()
+RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
+UNTIL= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format)
+    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
                  --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; --target-format) TARGET_FORMAT=$2 ;;
-                 *) BASELINE_RECORD=$2 ;; esac
+                 --served-format) SERVED_FORMAT=$2 ;; *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     --skip-eval) UNTIL="--until train"; shift ;;
-    data|train|tau|gap) STAGES+=("$1"); shift ;;
+    data|train|tau|gap|served) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
-    *) fail "unknown argument '$1' (stages are data, train, tau, gap)" ;;
+    *) fail "unknown argument '$1' (stages are data, train, tau, gap, served)" ;;
   esac
 done
 [[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
@@ -53,7 +61,8 @@ done
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
+[[ " ${STAGES[*]} " != *" served "* || -n $SERVED_FORMAT ]] || fail "the served stage needs --served-format F"
 
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
@@ -67,6 +76,15 @@ COMMON+=" --target-format $TARGET_FORMAT"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 [[ $BASIS =~ ^0+(\.0+)?$ ]] || RECIPE+=" --lm-head-basis $BASIS"
+judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: run N against the previous head, then the table
+  local b=$1 file=$2 prompts=$3; shift 3
+  if [ -n "$BASELINE_RECORD" ] && [ -f "$BASELINE_RECORD/$file.json" ] && [ ! -f "$RECORD/$file.json" ]; then
+    cp "$BASELINE_RECORD/$file.json" "$RECORD/$file.json"  # the previous head's rows: only run N decodes
+  fi
+  $PY tools/compare_heads.py decode "$RECORD/$file.json" $b --prompts $prompts "$@" "$FROM" run$RUN=$WORK/head \
+      2>&1 | quiet | bars | tee -a "$RECORD/$file.log"
+  $PY tools/compare_heads.py summary "$RECORD/$file.json" --baseline "${FROM%%=*}" > "$RECORD/${file}_summary.md"
+}
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost
@@ -90,13 +108,9 @@ for stage in "${STAGES[@]}"; do
            $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
                --init-head "$PREVIOUS" $RECIPE $MIX $UNTIL 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
            cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
-    tau) for b in humaneval mt_bench; do
-           if [ ! -f "$RECORD/$b.json" ] && [ -n "$BASELINE_RECORD" ]; then cp "$BASELINE_RECORD/$b.json" "$RECORD/$b.json"; fi
-           $PY tools/compare_heads.py decode "$RECORD/$b.json" $b --prompts 0:80 "$FROM" run$RUN=$WORK/head \
-               2>&1 | quiet | bars | tee -a "$RECORD/$b.log"
-           $PY tools/compare_heads.py summary "$RECORD/$b.json" --baseline "${FROM%%=*}" > "$RECORD/${b}_summary.md"
-         done ;;
+    tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
     gap) $PY tools/draft_gap.py --head $WORK/head --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
              --json "$RECORD/gap_run$RUN.json" 2>&1 | quiet | bars | tee "$RECORD/gap_run$RUN.log" ;;
+    served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format "$SERVED_FORMAT"; done ;;
   esac
 done

@@ -51,7 +51,8 @@ def test_help_prints_the_usage():
     ([*RUN24, "--data-from", "99", "data"], "--data-from: "),
     (["--run", "1", "--seed", "1", "--record", "r"], "--from NAME=HEAD and --record DIR are required"),
     (["--run", "1", "--seed", "1", "--from", "a=missing", "--record", "r"], "missing is not a draft head folder"),
-    ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap)"),
+    ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap, served)"),
+    ([*RUN24, "served"], "the served stage needs --served-format F"),
     (["--run"], "--run needs a value"),
     ([*RUN24, "--lm-head-basis", "-1", "train"], "--lm-head-basis takes a number >= 0 (0: off); got '-1'"),
 ])
@@ -99,6 +100,8 @@ def test_data_stops_after_the_answers(project):
 
 
 def test_tau_reuses_the_previous_records_rows_and_judges_against_the_previous_head(project):
+    (project / "record").mkdir()
+    (project / "record" / "humaneval.json").write_text('"resumed rows"')  # an interrupted tau stage's own rows
     assert run(project, *RUN24, "--baseline-record", "previous", "tau").returncode == 0
     decode_humaneval, summary_humaneval, decode_mt_bench, _ = calls(project)
     head = f"run24={project}/work/run24/head"
@@ -106,7 +109,29 @@ def test_tau_reuses_the_previous_records_rows_and_judges_against_the_previous_he
     assert summary_humaneval == "tools/compare_heads.py summary record/humaneval.json --baseline run23"
     assert decode_mt_bench.startswith("tools/compare_heads.py decode record/mt_bench.json mt_bench")
     assert (project / "record" / "mt_bench.json").read_text() == '"mt_bench rows"'  # copied, so only run 24 decodes
+    assert (project / "record" / "humaneval.json").read_text() == '"resumed rows"'  # kept, not overwritten
     assert (project / "record" / "humaneval_summary.md").is_file()
+
+
+def test_served_judges_the_first_20_in_the_served_format_reusing_the_previous_records_rows(project):
+    (project / "previous" / "served_mt_bench.json").write_text('"served mt_bench rows"')
+    served = "int4vnni/int8vnni+int8vnni"
+    assert run(project, *RUN24, "--baseline-record", "previous", "--served-format", served, "served").returncode == 0
+    decode_humaneval, summary_humaneval, decode_mt_bench, summary_mt_bench = calls(project)
+    head = f"run24={project}/work/run24/head"
+    assert decode_humaneval == ("tools/compare_heads.py decode record/served_humaneval.json humaneval --prompts 0:20 "
+                                f"--weight-format {served} run23=head {head}")
+    assert decode_mt_bench.startswith("tools/compare_heads.py decode record/served_mt_bench.json mt_bench")
+    assert summary_mt_bench == "tools/compare_heads.py summary record/served_mt_bench.json --baseline run23"
+    assert (project / "record" / "served_mt_bench.json").read_text() == '"served mt_bench rows"'
+    assert not (project / "record" / "served_humaneval.json").exists()  # none to reuse: both heads decode
+
+
+def test_the_served_stage_joins_the_default_stages_only_with_a_served_format(project):
+    assert run(project, *RUN24).returncode == 0
+    assert not any("--weight-format" in call for call in calls(project))
+    assert run(project, *RUN24, "--served-format", "int8vnni").returncode == 0
+    assert calls(project)[-2].endswith(f"--weight-format int8vnni run23=head run24={project}/work/run24/head")
 
 
 def test_stages_run_in_the_order_given(project):
