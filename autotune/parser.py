@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sglang_cast.cast.settings import MAX_LOOKUP_DEPTH
 from sglang_cast.flags import OneLineParser, float_in, float_list, int_in, int_list
-from sglang_cast.models.weights import WeightFormat
+from sglang_cast.models.weights import WeightFormat, WeightFormatError
 from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 from sglang_cast.sglang_plugin.plugin_config import DEFAULT_MAX_RUNNING_REQUESTS
 from sglang_cast.sglang_plugin.state_cover import StateCap
@@ -59,9 +59,8 @@ def weight_formats(text: str) -> str | tuple[str, ...]:
         return text
     try:
         formats = tuple(dict.fromkeys(str(WeightFormat.parse(part)) for part in text.split(",")))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated formats: "
-                                         f"{str(err).removeprefix('weight_format: ')}") from None
+    except WeightFormatError as err:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated formats: {err.reason}") from None
     return formats
 
 

@@ -33,7 +33,7 @@ import yaml
 from .cast import BucketSettings, CostModel, PolicySettings
 from .cast.settings import check_mapping
 from . import hardware
-from .models.weights import WeightFormat
+from .models.weights import WeightFormat, WeightFormatError
 
 SCHEMA = 1
 SOURCES = ("measured", "analytic")
@@ -171,8 +171,8 @@ def _check_weight_format(model: dict[str, Any]) -> None:
                            f"with, such as int4/int8, got {value!r}")
     try:
         WeightFormat.parse(value)
-    except ValueError as exc:
-        raise ProfileError(f"profile.model.{exc}") from None
+    except WeightFormatError as exc:
+        raise ProfileError(f"profile.model.weight_format: {exc.reason}") from None
 
 
 def _check_isa_class(provenance: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_cast.cast import committed_tokens  # noqa: E402
-from sglang_cast.models.weights import DraftFormat, WeightFormat  # noqa: E402
+from sglang_cast.models.weights import DraftFormat, WeightFormat, WeightFormatError  # noqa: E402
 
 RESAMPLES = 2000
 FIRST = 20  # the eval stage's prompt count, the other pooled column
@@ -141,8 +141,8 @@ def file_format(data: dict) -> str:
 def parse_format(text: str) -> WeightFormat:
     try:
         return WeightFormat.parse(text)
-    except ValueError as error:
-        raise CompareError(f"--weight-format: {str(error).removeprefix('weight_format: ')}") from None
+    except WeightFormatError as error:
+        raise CompareError(f"--weight-format: {error.reason}") from None
 
 
 def load(path: Path) -> dict:

@@ -36,7 +36,7 @@ import torch
 
 from ..cast import PolicySettings
 from ..hardware import isa_class
-from ..models.weights import DraftFormat, WeightFormat
+from ..models.weights import DraftFormat, WeightFormat, WeightFormatError
 from .timing import round_robin_medians
 
 AUTO = "auto"
@@ -87,8 +87,8 @@ def parse_requested(spec: str) -> str:
         return AUTO
     try:
         return str(WeightFormat.parse(spec))
-    except ValueError as err:
-        raise ValueError(f"{err} (or 'auto')") from None
+    except WeightFormatError as err:
+        raise WeightFormatError(f"{err.reason} (or 'auto')") from None
 
 
 def running_format(weight_format: str, dtype: torch.dtype) -> str:

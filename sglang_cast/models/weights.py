@@ -71,6 +71,16 @@ _DENSE_TAG = ":dense"
 MAX_DENSE_FROM = 1 << 20  # rows: a switch above this would never fire in a real forward
 
 
+
+class WeightFormatError(ValueError):
+    """A weight-format spec that does not parse.  ``reason`` is the message without the config
+    field's name, so a command line can name its own flag instead (``--weight-format: ...``)."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"weight_format: {reason}")
+        self.reason = reason
+
+
 class Format(str, Enum):
     """How one class of weights is stored and multiplied (module docstring)."""
 
@@ -144,10 +154,10 @@ class DenseSwitch:
             return part, cls()
         rows, colon, dense = suffix.partition(":")
         if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
-            raise ValueError(f"weight_format: {spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
+            raise WeightFormatError(f"{spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
                              f"[1, {MAX_DENSE_FROM}], got {rows!r}")
         if colon and dense not in _DENSE_FORMATS:
-            raise ValueError(f"weight_format: {spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
+            raise WeightFormatError(f"{spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
                              f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
         return part, cls(int(rows), Format(dense) if colon else Format.FP32)
 
@@ -184,11 +194,11 @@ class DraftFormat:
         part, dense = DenseSwitch.split(spec, str(spec) if part is None else part)
         part = part.strip()
         if part not in _FORMAT_NAMES:
-            raise ValueError(f"weight_format: {spec!r}: the draft part must be one of "
+            raise WeightFormatError(f"{spec!r}: the draft part must be one of "
                              f"{', '.join(_FORMAT_NAMES)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
                              f"got {part!r}")
         if dense.rows and part in _DENSE_FORMATS:
-            raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed draft part to switch from")
+            raise WeightFormatError(f"{spec!r}: '{_DENSE_TAG}<N>' needs a packed draft part to switch from")
         return cls(Format(part), dense)
 
     def __str__(self) -> str:
@@ -226,15 +236,15 @@ class WeightFormat:
         target, dense = DenseSwitch.split(spec, target)
         parts = [part.strip() for part in target.split("/")]  # [linears] or [linears, lm_head]
         if len(parts) not in (1, 2) or any(n not in _FORMAT_NAMES for n in parts):
-            raise ValueError(
-                f"weight_format: {spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
+            raise WeightFormatError(
+                f"{spec!r} is not '<linears>' or '<linears>/<lm_head>', either optionally "
                 f"followed by '{_DENSE_TAG}<N>[:bf16]' and then by '+<draft>[{_DENSE_TAG}<N>[:bf16]]', "
                 f"with each one of {', '.join(_FORMAT_NAMES)}"
             )
         fmt = cls(Format(parts[0]), Format(parts[-1]), DraftFormat.parse(spec, draft) if plus else DraftFormat(),
                   dense)
         if dense.rows and fmt.linears == fmt.lm_head == Format.FP32:
-            raise ValueError(f"weight_format: {spec!r}: '{_DENSE_TAG}<N>' needs a packed target part to switch from")
+            raise WeightFormatError(f"{spec!r}: '{_DENSE_TAG}<N>' needs a packed target part to switch from")
         return fmt
 
     def __str__(self) -> str:

@@ -29,11 +29,12 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 def _weight_format(text: str) -> str:
     from ..engine.format_choice import parse_requested  # imports torch: only when the flag is given
+    from ..models.weights import WeightFormatError
 
     try:
         return parse_requested(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("weight_format: ")) from None
+    except WeightFormatError as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
 
 
 def _compile_mode(text: str) -> str:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from sglang_cast.models.weights import DraftFormat, WeightFormat
+from sglang_cast.models.weights import DraftFormat, WeightFormat, WeightFormatError
 
 from .config import PipelineConfig
 from .pipeline import STOPS, run_pipeline
@@ -110,8 +110,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{name: value})})
     try:
         target_format = WeightFormat.parse(cfg.target_format)
-    except ValueError as err:
-        parser.error(f"--target-format: {str(err).removeprefix('weight_format: ')}")
+    except WeightFormatError as err:
+        parser.error(f"--target-format: {err.reason}")
     if target_format.draft != DraftFormat():
         parser.error(f"--target-format: {cfg.target_format!r} names a draft part ('+...'); it sets the target's "
                      "linears only")

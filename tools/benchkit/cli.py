@@ -23,6 +23,7 @@ from sglang_cast.engine.format_choice import (AUTO, DENSE, choose_weight_format,
 from sglang_cast.engine.table_calibration import calibrate
 from sglang_cast.hardware import MachineIdentity
 from sglang_cast.models.compiled import COMPILE_MODES, compile_models, compile_wanted
+from sglang_cast.models.weights import WeightFormatError
 from sglang_cast.profile import LoadedProfile, ProfileError, load_profile
 from sglang_cast.server.startup_calibration import wanted
 
@@ -126,8 +127,8 @@ def check_run_sizes(args: argparse.Namespace, batch_sizes: Sequence[int]) -> Non
         raise BenchError(f"--rounds: must be in [{MIN_ROUNDS}, {MAX_ROUNDS}], got {args.rounds}")
     try:
         args.weight_format = parse_requested(args.weight_format)
-    except ValueError as err:
-        raise BenchError(f"--weight-format: {str(err).removeprefix('weight_format: ')}") from None
+    except WeightFormatError as err:
+        raise BenchError(f"--weight-format: {err.reason}") from None
     args.spec = parse_device(args.device, args.dtype)
     if args.spec.is_cuda and args.weight_format not in (AUTO, DENSE):
         raise BenchError(f"--weight-format: {args.weight_format} runs on the CPU only; on {args.device} use auto "
