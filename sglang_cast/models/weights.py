@@ -71,7 +71,6 @@ _DENSE_TAG = ":dense"
 MAX_DENSE_FROM = 1 << 20  # rows: a switch above this would never fire in a real forward
 
 
-
 class WeightFormatError(ValueError):
     """A weight-format spec that does not parse.  ``reason`` is the message without the config
     field's name, so a command line can name its own flag instead (``--weight-format: ...``)."""
@@ -155,10 +154,10 @@ class DenseSwitch:
         rows, colon, dense = suffix.partition(":")
         if not (rows.isdigit() and 1 <= int(rows) <= MAX_DENSE_FROM):
             raise WeightFormatError(f"{spec!r}: the rows after '{_DENSE_TAG}' must be an integer in "
-                             f"[1, {MAX_DENSE_FROM}], got {rows!r}")
+                                    f"[1, {MAX_DENSE_FROM}], got {rows!r}")
         if colon and dense not in _DENSE_FORMATS:
             raise WeightFormatError(f"{spec!r}: the dense side after '{_DENSE_TAG}{rows}:' must be one of "
-                             f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
+                                    f"{', '.join(_DENSE_FORMATS)}, got {dense!r}")
         return part, cls(int(rows), Format(dense) if colon else Format.FP32)
 
     def spelled(self) -> str:
@@ -195,8 +194,8 @@ class DraftFormat:
         part = part.strip()
         if part not in _FORMAT_NAMES:
             raise WeightFormatError(f"{spec!r}: the draft part must be one of "
-                             f"{', '.join(_FORMAT_NAMES)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
-                             f"got {part!r}")
+                                    f"{', '.join(_FORMAT_NAMES)}, optionally followed by '{_DENSE_TAG}<N>[:bf16]', "
+                                    f"got {part!r}")
         if dense.rows and part in _DENSE_FORMATS:
             raise WeightFormatError(f"{spec!r}: '{_DENSE_TAG}<N>' needs a packed draft part to switch from")
         return cls(Format(part), dense)
