@@ -11,7 +11,7 @@
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
 #                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--served-format F]
-#                               [--skip-eval] [STAGE...]
+#                               [--replay RUN[,RUN...]] [--max-steps N] [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
@@ -31,23 +31,29 @@
 #     --served-format F      the weight format the served stage judges in: a profile's `weight_format`, e.g.
 #                            int4vnni/int8vnni+int8vnni (profiles/cpu-avx512.yaml); adds `served` to the default
 #                            stages; with --baseline-record its served_*.json rows (same format) are reused
+#     --replay RUN[,RUN...]  train on those earlier runs' answers too, beside this run's ($W/runRUN/responses:
+#                            train_draft's --replay-responses); the epochs then cover them all
+#     --max-steps N          stop training after N optimiser steps (default: the epochs decide), e.g. a replay
+#                            arm held to the compute of the run it is compared with
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
 #                            --served-format is given)
 # On a 2-core AVX-512 EPYC: data ~22 min, train ~32 + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3.
 set -euo pipefail
-usage() { sed -n '11,37p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '11,41p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
 RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
-UNTIL= STAGES=()
+REPLAY= MAX_STEPS= UNTIL= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format)
+    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
+    --replay|--max-steps)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
                  --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; --target-format) TARGET_FORMAT=$2 ;;
-                 --served-format) SERVED_FORMAT=$2 ;; *) BASELINE_RECORD=$2 ;; esac
+                 --served-format) SERVED_FORMAT=$2 ;; --replay) REPLAY=$2 ;; --max-steps) MAX_STEPS=$2 ;;
+                 *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     --skip-eval) UNTIL="--until train"; shift ;;
     data|train|tau|gap|served) STAGES+=("$1"); shift ;;
@@ -58,6 +64,9 @@ done
 [[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
 [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
 [[ $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
+RUN_ID='[0-9]+(_[a-z0-9]+)?'
+[[ -z $REPLAY || $REPLAY =~ ^$RUN_ID(,$RUN_ID)*$ ]] || fail "--replay takes run numbers, comma-separated (29,30); got '$REPLAY'"
+[[ -z $MAX_STEPS || $MAX_STEPS =~ ^[1-9][0-9]*$ ]] || fail "--max-steps takes a whole number >= 1; got '$MAX_STEPS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
@@ -76,6 +85,11 @@ COMMON+=" --target-format $TARGET_FORMAT"
 MIX="--self-instruct 300 --doc-prompts 150 --template-prompts 550 --task-prompts 800"  # run 15's mix
 RECIPE="--lr $LR --warmup-steps 20 --epochs 2 --soft-top-k 16 --soft-labels 0.5 --ttt-steps 7"  # docs/draft_head.md
 [[ $BASIS =~ ^0+(\.0+)?$ ]] || RECIPE+=" --lm-head-basis $BASIS"
+for earlier in ${REPLAY//,/ }; do
+  [ -d "$W/run$earlier/responses" ] || fail "--replay: $W/run$earlier has no responses (run its data stage first)"
+  RECIPE+=" --replay-responses $W/run$earlier/responses"
+done
+[ -z "$MAX_STEPS" ] || RECIPE+=" --max-steps $MAX_STEPS"
 judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: run N against the previous head, then the table
   local b=$1 file=$2 prompts=$3; shift 3
   if [ -n "$BASELINE_RECORD" ] && [ -f "$BASELINE_RECORD/$file.json" ] && [ ! -f "$RECORD/$file.json" ]; then

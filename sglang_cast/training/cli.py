@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from sglang_cast.models.weights import DraftFormat, WeightFormat, WeightFormatEr
 from .config import PipelineConfig
 from .pipeline import STOPS, run_pipeline
 from .target import Target
+from .workspace import META
 
 # flag -> (config section or None for the top level, field, type, help)
 FLAGS: dict[str, tuple[str | None, str, type, str]] = {
@@ -96,6 +98,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
                              "(everything; default)")
     for flag, (_, _, kind, text) in FLAGS.items():
         parser.add_argument(flag, type=kind, default=None, help=text)
+    parser.add_argument("--replay-responses", type=Path, action="append", default=[], metavar="DIR",
+                        help="train on this earlier run's answers too: its <work-dir>/responses (a finished stage "
+                             "built with another --seed); repeat for several runs; the schedule's epochs then cover "
+                             "them all, so cap the compute with --max-steps (none)")
     args = parser.parse_args(argv)
     cfg = PipelineConfig.quick() if args.quick else PipelineConfig()
     for flag, (section, name, _, _) in FLAGS.items():
@@ -127,7 +133,30 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
         if value and cfg.init_head is None:
             parser.error(f"{flag}: needs --init-head (a fresh head picks its whole vocab from the answers; "
                          "size it with --draft-vocab)")
+    for stage in args.replay_responses:
+        problem = replay_problem(stage.expanduser(), cfg)
+        if problem is not None:
+            parser.error(f"--replay-responses: {stage} {problem}")
+    replay = tuple(str(stage.expanduser().resolve()) for stage in args.replay_responses)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, replay=replay))
     return cfg, args
+
+
+def replay_problem(stage: Path, cfg: PipelineConfig) -> str | None:
+    """Why an earlier run's responses stage cannot be trained on beside this run's answers
+    (None when it can): it must be finished, another seed's prompts, and carry the soft
+    labels this run trains on with the same k."""
+    if not (stage / META).is_file() or not any(stage.glob("shard_*.jsonl")):
+        return "is not a finished responses stage (no meta.json or no shard_*.jsonl): give an earlier run's " \
+               "<work-dir>/responses"
+    settings = json.loads((stage / META).read_text())["settings"]
+    if settings.get("seed") == cfg.seed:
+        return f"was built with this run's --seed {cfg.seed}: its prompts are this run's own"
+    k = settings.get("soft_top_k", 0)
+    if cfg.train.soft_labels and k != cfg.data.soft_top_k:
+        return (f"holds soft labels of the top {k} tokens, this run's --soft-top-k is {cfg.data.soft_top_k} "
+                "(--soft-labels needs the same k in every answer shard)")
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -36,8 +36,15 @@ class FeatureSet:
 
     @classmethod
     def open(cls, stage_dir: Path, max_len: int) -> FeatureSet:
+        return cls.open_many([stage_dir], max_len)
+
+    @classmethod
+    def open_many(cls, stage_dirs: Sequence[Path], max_len: int) -> FeatureSet:
+        """The shards of every responses stage in ``stage_dirs``, in that order (a run's own
+        answers, then the earlier runs' it replays)."""
         features, sequences, soft = [], [], []
-        for shard, path in enumerate(sorted(stage_dir.glob("shard_*.jsonl"))):
+        paths = [path for stage_dir in stage_dirs for path in sorted(stage_dir.glob("shard_*.jsonl"))]
+        for shard, path in enumerate(paths):
             features.append(np.load(path.with_suffix(".npy"), mmap_mode="r"))
             if soft_path(path).is_file():
                 with np.load(soft_path(path)) as arrays:

@@ -87,10 +87,11 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
     if tc.lm_head_basis:
         with_basis(draft, target.model.lm_head_weight, tc.lm_head_basis)
     to_draft = target_to_draft(vocab["t2d"])
-    fs = FeatureSet.open(responses_dir, tc.max_seq_len)
+    fs = FeatureSet.open_many([responses_dir, *map(Path, tc.replay)], tc.max_seq_len)
     if tc.soft_labels and fs.soft is None:
         raise SystemExit("--soft-labels needs soft labels in every answer shard: generate the answers with "
                          "--soft-top-k > 0 (a new --work-dir, or delete its responses stage and later ones)")
+    own_shards = len(list(responses_dir.glob("shard_*.jsonl")))
     schedule = split(fs, tc, cfg.seed)
     per_epoch = len(schedule.epoch(0))
     total = min(tc.epochs * per_epoch, tc.max_steps or tc.epochs * per_epoch)
@@ -147,6 +148,7 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
     last = json.loads(log.read_text().splitlines()[-1])
     return {"steps": state["step"], "steps_per_epoch": per_epoch, "train_seconds": state["seconds"],
             "scored_tokens": state["tokens"], "train_sequences": len(schedule.train),
+            "replayed_sequences": sum(seq.shard >= own_shards for seq in fs.sequences),
             "val_sequences": len(schedule.val), "val_step_accuracy": last["val_acc"],
             "val_step_loss": last["val_loss"],
             "tokens_per_second": state["tokens"] / max(state["seconds"], 1e-9)}

@@ -55,6 +55,9 @@ def test_help_prints_the_usage():
     ([*RUN24, "served"], "the served stage needs --served-format F"),
     (["--run"], "--run needs a value"),
     ([*RUN24, "--lm-head-basis", "-1", "train"], "--lm-head-basis takes a number >= 0 (0: off); got '-1'"),
+    ([*RUN24, "--replay", "22;23", "train"], "--replay takes run numbers, comma-separated (29,30); got '22;23'"),
+    ([*RUN24, "--replay", "22", "train"], "/work/run22 has no responses (run its data stage first)"),
+    ([*RUN24, "--max-steps", "0", "train"], "--max-steps takes a whole number >= 1; got '0'"),
 ])
 def test_bad_arguments_are_named_and_nothing_runs(project, args, message):
     done = run(project, *args)
@@ -84,6 +87,18 @@ def test_the_lm_head_basis_is_on_at_24_unless_turned_off_with_0(project):
     default, scaled, plain = calls(project)
     assert " --lm-head-basis 24 " in f"{default} " and " --lm-head-basis 8.5 " in f"{scaled} "
     assert "--lm-head-basis" not in plain
+
+
+def test_a_replay_arm_trains_on_the_earlier_runs_answers_too_within_its_steps(project):
+    for earlier in ("22", "23_lr"):
+        (project / "work" / f"run{earlier}" / "responses").mkdir(parents=True)
+    assert run(project, *RUN24, "--replay", "22,23_lr", "--max-steps", "378", "train").returncode == 0
+    assert run(project, *RUN24, "train").returncode == 0
+    replay, plain = calls(project)
+    work = project / "work"
+    assert (f" --replay-responses {work}/run22/responses --replay-responses {work}/run23_lr/responses "
+            in f"{replay} ") and " --max-steps 378 " in f"{replay} "
+    assert "--replay-responses" not in plain and "--max-steps" not in plain
 
 
 def test_skip_eval_stops_training_at_the_exported_head(project):

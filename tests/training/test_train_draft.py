@@ -342,6 +342,55 @@ def test_soft_labels_line_up_with_the_argmax_labels_and_train(tmp_path):
                     plain.work_dir / "responses", tmp_path / "out")
 
 
+def test_replay_trains_on_an_earlier_runs_answers_beside_its_own(tmp_path):
+    """--replay-responses: the train stage's sequences are this run's answers, then the
+    earlier run's; its settings name the replayed stage, and a run without one records
+    nothing new (so existing work dirs keep their finished train stages)."""
+    target = tiny()
+    for name in ("earlier", "next"):
+        (tmp_path / name).mkdir()
+    earlier = tiny_config(tmp_path / "earlier")
+    run_pipeline(target, earlier, until="responses")
+    base = tiny_config(tmp_path / "next")
+    replay = str(earlier.work_dir / "responses")
+    cfg = dataclasses.replace(base, seed=1, train=dataclasses.replace(base.train, replay=(replay,)))
+    report = run_pipeline(target, cfg, until="train")["train"]
+    own = len(FeatureSet.open(cfg.work_dir / "responses", cfg.train.max_seq_len))
+    replayed = len(FeatureSet.open(earlier.work_dir / "responses", cfg.train.max_seq_len))
+    assert report["summary"]["replayed_sequences"] == replayed == 5
+    assert report["summary"]["train_sequences"] + report["summary"]["val_sequences"] == own + replayed
+    assert report["settings"]["train"]["replay"] == [replay]
+    both = FeatureSet.open_many([cfg.work_dir / "responses", earlier.work_dir / "responses"], 512)
+    assert [s.token_ids.tolist() for s in both.sequences[own:]] == \
+        [s.token_ids.tolist() for s in FeatureSet.open(earlier.work_dir / "responses", 512).sequences]
+    run_pipeline(target, earlier, until="train")
+    assert "replay" not in stage_settings(earlier.work_dir, "train")["train"]
+
+
+def test_replay_flag_errors_name_the_flag(tmp_path, capsys):
+    """A replayed stage must be a finished responses stage of another seed, with the soft
+    labels this run trains on; a good one is recorded by its absolute path."""
+    stage = tmp_path / "responses"
+    stage.mkdir()
+    (stage / "shard_00000.jsonl").write_text("")
+    cases = [([str(tmp_path / "none")], "is not a finished responses stage"),
+             ([str(stage)], "is not a finished responses stage")]
+    for argv, message in cases:
+        with pytest.raises(SystemExit):
+            parse_args(["--replay-responses", *argv])
+        assert f"--replay-responses: {argv[0]} {message}" in capsys.readouterr().err
+    (stage / "meta.json").write_text(json.dumps({"settings": {"seed": 3, "soft_top_k": 4}}))
+    with pytest.raises(SystemExit):
+        parse_args(["--replay-responses", str(stage), "--seed", "3"])
+    assert "was built with this run's --seed 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--replay-responses", str(stage), "--soft-top-k", "16", "--soft-labels", "0.5"])
+    assert "holds soft labels of the top 4 tokens, this run's --soft-top-k is 16" in capsys.readouterr().err
+    cfg, _ = parse_args(["--replay-responses", str(stage), "--soft-top-k", "4", "--soft-labels", "0.5"])
+    assert cfg.train.replay == (str(stage.resolve()),)
+    assert parse_args([])[0].train.replay == ()
+
+
 def test_the_answerer_in_a_served_format_writes_the_training_answers(tmp_path):
     """--target-format: the responses stage's answers are the answerer's greedy answers (here
     a stand-in model whose answers differ from the fp32 target's) and its settings name the
