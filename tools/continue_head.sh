@@ -61,10 +61,10 @@ while [ $# -gt 0 ]; do
     *) fail "unknown argument '$1' (stages are data, train, tau, gap, served)" ;;
   esac
 done
-[[ $RUN =~ ^[0-9]+(_[a-z0-9]+)?$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
+RUN_ID='[0-9]+(_[a-z0-9]+)?'  # a run's number, or one with an A/B arm's label
+[[ $RUN =~ ^$RUN_ID$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
 [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
 [[ $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
-RUN_ID='[0-9]+(_[a-z0-9]+)?'
 [[ -z $REPLAY || $REPLAY =~ ^$RUN_ID(,$RUN_ID)*$ ]] || fail "--replay takes run numbers, comma-separated (29,30); got '$REPLAY'"
 [[ -z $MAX_STEPS || $MAX_STEPS =~ ^[1-9][0-9]*$ ]] || fail "--max-steps takes a whole number >= 1; got '$MAX_STEPS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
