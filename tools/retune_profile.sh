@@ -11,28 +11,32 @@
 #
 # Usage (repository root):
 #   bash tools/retune_profile.sh --record DIR --profile OLD --formats F[,F...] [--trials N] [--threads T]
-#                                [--batches B] [--ab-batches B] [--bench-batches B] [STAGE...]
+#                                [--batches B] [--b1-prompts N] [--max-traces N] [--ab-batches B]
+#                                [--bench-batches B] [STAGE...]
 #     --record DIR         where the logs, the new profile and the bench records go, e.g. docs/results/ship_run30_avx512_<date>
 #     --profile OLD        the shipped profile it replaces, e.g. profiles/cpu-avx512.yaml
 #     --formats F[,F...]   weight formats profiled and tuned jointly, e.g. int4vnni/int8vnni+int8vnni,int4vnni/int8vnni+int8
 #     --trials N           Optuna trials per bucket (default 60)
 #     --threads T          torch CPU threads (default: this machine's cores)
 #     --batches B          profile and tune buckets, and the collected batch sizes (default 1,2,4,8,16,32)
+#     --b1-prompts N       tuning prompts recorded at B = 1 (default 16, as every batch size below 32)
+#     --max-traces N       iterations replayed per bucket, an evenly spaced sample (default 40)
 #     --ab-batches B       batch sizes of the ab stage (default 1,2)
 #     --bench-batches B    batch sizes of the bench stage (default 1,2,4,8,16)
 #     STAGE                collect, profile, tune, ab, bench (default: all five, in that order)
 # On a 2-core AVX-512 EPYC with two formats: collect ~10 min, profile ~25, tune ~25, ab ~15, bench ~25.
 set -euo pipefail
-usage() { sed -n '12,23p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '12,26p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "retune_profile: $1" >&2; usage >&2; exit 2; }
-RECORD= OLD= FORMATS= TRIALS=60 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 AB_BATCHES=1,2 BENCH_BATCHES=1,2,4,8,16 STAGES=()
+RECORD= OLD= FORMATS= TRIALS=60 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 B1_PROMPTS=16 MAX_TRACES=40 AB_BATCHES=1,2
+BENCH_BATCHES=1,2,4,8,16 STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --record|--profile|--formats|--trials|--threads|--batches|--ab-batches|--bench-batches)
+    --record|--profile|--formats|--trials|--threads|--batches|--b1-prompts|--max-traces|--ab-batches|--bench-batches)
       [ $# -ge 2 ] || fail "$1 needs a value"
       case $1 in --record) RECORD=$2 ;; --profile) OLD=$2 ;; --formats) FORMATS=$2 ;; --trials) TRIALS=$2 ;;
-                 --threads) THREADS=$2 ;; --batches) BATCHES=$2 ;; --ab-batches) AB_BATCHES=$2 ;;
-                 *) BENCH_BATCHES=$2 ;; esac
+                 --threads) THREADS=$2 ;; --batches) BATCHES=$2 ;; --b1-prompts) B1_PROMPTS=$2 ;;
+                 --max-traces) MAX_TRACES=$2 ;; --ab-batches) AB_BATCHES=$2 ;; *) BENCH_BATCHES=$2 ;; esac
       shift 2 ;;
     collect|profile|tune|ab|bench) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -44,6 +48,8 @@ done
 [ -n "$FORMATS" ] || fail "--formats is required (the weight formats to profile and tune)"
 [[ $TRIALS =~ ^[1-9][0-9]*$ ]] || fail "--trials takes a whole number >= 1; got '$TRIALS'"
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || fail "--threads takes a whole number >= 1; got '$THREADS'"
+[[ $B1_PROMPTS =~ ^[1-9][0-9]*$ ]] || fail "--b1-prompts takes a whole number >= 1; got '$B1_PROMPTS'"
+[[ $MAX_TRACES =~ ^[1-9][0-9]*$ ]] || fail "--max-traces takes a whole number >= 1; got '$MAX_TRACES'"
 for list in "$BATCHES" "$AB_BATCHES" "$BENCH_BATCHES"; do
   [[ $list =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || fail "batch sizes are comma-separated whole numbers >= 1; got '$list'"
 done
@@ -54,12 +60,17 @@ NEW=$RECORD/$(basename "$OLD")
 DATASETS=(mt_bench humaneval)
 bars() { tr '\r' '\n' | grep -a -v 'USDT\|it/s\]$\|s/it\]$\|run/s[],]\|s/run[],]\|^\s*$' || true; }  # progress bars dropped
 stamp() { echo "== $1 $(date -u '+%F %T UTC')"; }
-small=$(tr , '\n' <<< "$BATCHES" | awk '$1 < 32' | paste -sd, -)  # one call, 16 prompts x 48 tokens
+one=$(tr , '\n' <<< "$BATCHES" | awk '$1 == 1')                    # a call of its own, --b1-prompts x 48 tokens
+small=$(tr , '\n' <<< "$BATCHES" | awk '$1 > 1 && $1 < 32' | paste -sd, -)  # one call, 16 prompts x 48 tokens
 large=$(tr , '\n' <<< "$BATCHES" | awk '$1 >= 32')                # a call each, as many prompts as the batch, x 32
 mkdir -p "$RECORD"
 for stage in "${STAGES[@]}"; do
   case $stage in
     collect) { stamp collect
+               if [ -n "$one" ]; then
+                 $PY -m autotune collect --threads $THREADS --batch-size 1 --num-prompts $B1_PROMPTS \
+                     --max-new-tokens 48 --lookup-depth 8 --quiet 2>&1
+               fi
                if [ -n "$small" ]; then
                  $PY -m autotune collect --threads $THREADS --batch-size $small --num-prompts 16 --max-new-tokens 48 \
                      --lookup-depth 8 --quiet 2>&1
@@ -74,7 +85,7 @@ for stage in "${STAGES[@]}"; do
                    --overhead-steps 6 --overhead-warmup 2 --quiet 2>&1; } | bars | tee "$RECORD/profile.log" ;;
     tune) { stamp tune
             $PY -m autotune tune --gpu cpu --threads $THREADS --weight-format $FORMATS --buckets $BATCHES \
-                --trials $TRIALS --max-traces 40 --top-k 8 --max-depth 6 --max-tokens 32 --max-lookup-depth 8 \
+                --trials $TRIALS --max-traces $MAX_TRACES --top-k 8 --max-depth 6 --max-tokens 32 --max-lookup-depth 8 \
                 --confirm-prompts 16 --confirm-sets 3 --confirm-max-new-tokens 32 --live-rounds 3 \
                 --live-min-speedup 1.15 --output "$NEW" 2>&1; } | bars | tee "$RECORD/tune.log" ;;
     ab|bench)

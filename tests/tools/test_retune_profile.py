@@ -46,6 +46,8 @@ def test_help_prints_the_usage():
     (["--record", "r", "--profile", "none.yaml", "--formats", FORMATS], "--profile: 'none.yaml' is not a file"),
     (["--record", "r", "--profile", "profiles/cpu-avx512.yaml"], "--formats is required"),
     ([*ARGS, "--trials", "0"], "--trials takes a whole number >= 1; got '0'"),
+    ([*ARGS, "--b1-prompts", "0"], "--b1-prompts takes a whole number >= 1; got '0'"),
+    ([*ARGS, "--max-traces", "all"], "--max-traces takes a whole number >= 1; got 'all'"),
     ([*ARGS, "--bench-batches", "1,,2"], "batch sizes are comma-separated whole numbers >= 1; got '1,,2'"),
     ([*ARGS, "ship"], "unknown argument 'ship' (stages are collect, profile, tune, ab, bench)"),
     (["--record"], "--record needs a value"),
@@ -56,21 +58,23 @@ def test_bad_arguments_are_named_and_nothing_runs(project, args, message):
     assert calls(project) == []
 
 
-def test_collect_records_small_batches_in_one_call_and_each_large_one_alone(project):
-    assert run(project, *ARGS, "--batches", "1,2,32,64", "collect").returncode == 0
-    small, b32, b64 = calls(project)
-    assert small.startswith("-m autotune collect --threads 2 --batch-size 1,2 --num-prompts 16 --max-new-tokens 48")
+def test_collect_records_b1_alone_the_other_small_batches_in_one_call_and_each_large_one_alone(project):
+    assert run(project, *ARGS, "--batches", "1,2,4,32,64", "--b1-prompts", "48", "collect").returncode == 0
+    b1, small, b32, b64 = calls(project)
+    assert b1.startswith("-m autotune collect --threads 2 --batch-size 1 --num-prompts 48 --max-new-tokens 48")
+    assert small.startswith("-m autotune collect --threads 2 --batch-size 2,4 --num-prompts 16 --max-new-tokens 48")
     assert "--batch-size 32 --num-prompts 32 --max-new-tokens 32" in b32
     assert "--batch-size 64 --num-prompts 64" in b64
     assert (project / "rec" / "collect.log").read_text().startswith("== collect ")
 
 
 def test_profile_and_tune_cover_every_format_and_publish_beside_the_record(project):
-    assert run(project, *ARGS, "--trials", "12", "profile", "tune").returncode == 0
+    assert run(project, *ARGS, "--trials", "12", "--max-traces", "900", "profile", "tune").returncode == 0
     profile, tune = calls(project)
     assert profile.startswith("-m autotune profile --gpu cpu --threads 2") and f"--weight-format {FORMATS}" in profile
     assert "--batch-sizes 1,2,4,8,16,32" in profile
     assert tune.startswith("-m autotune tune") and f"--weight-format {FORMATS}" in tune and "--trials 12" in tune
+    assert "--max-traces 900" in tune
     assert "--buckets 1,2,4,8,16,32" in tune and tune.endswith("--output rec/cpu-avx512.yaml")
     assert (project / "rec" / "cpu-avx512.yaml").read_text() == "new\n"
 
