@@ -16,19 +16,20 @@
 #     --record DIR         where the logs, the new profile and the bench records go, e.g. docs/results/ship_run30_avx512_<date>
 #     --profile OLD        the shipped profile it replaces, e.g. profiles/cpu-avx512.yaml
 #     --formats F[,F...]   weight formats profiled and tuned jointly, e.g. int4vnni/int8vnni+int8vnni,int4vnni/int8vnni+int8
-#     --trials N           Optuna trials per bucket (default 60)
+#     --trials N           Optuna trials per bucket (default 150)
 #     --threads T          torch CPU threads (default: this machine's cores)
 #     --batches B          profile and tune buckets, and the collected batch sizes (default 1,2,4,8,16,32)
-#     --b1-prompts N       tuning prompts recorded at B = 1 (default 16, as every batch size below 32)
-#     --max-traces N       iterations replayed per bucket, an evenly spaced sample (default 40)
+#     --b1-prompts N       tuning prompts recorded at B = 1 (default 48; the other batch sizes below 32 use 16)
+#     --max-traces N       iterations replayed per bucket, an evenly spaced sample (default 100000: all of them;
+#                          a 40-iteration sample at B = 1 picked a tree that lost on the benchmarks, 2026-12-06)
 #     --ab-batches B       batch sizes of the ab stage (default 1,2)
 #     --bench-batches B    batch sizes of the bench stage (default 1,2,4,8,16)
 #     STAGE                collect, profile, tune, ab, bench (default: all five, in that order)
-# On a 2-core AVX-512 EPYC with two formats: collect ~10 min, profile ~25, tune ~25, ab ~15, bench ~25.
+# On a 2-core AVX-512 EPYC with one format: collect ~30 min, profile ~10, tune ~25, ab ~6, bench ~6 (2026-12-06).
 set -euo pipefail
-usage() { sed -n '12,26p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '12,27p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "retune_profile: $1" >&2; usage >&2; exit 2; }
-RECORD= OLD= FORMATS= TRIALS=60 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 B1_PROMPTS=16 MAX_TRACES=40 AB_BATCHES=1,2
+RECORD= OLD= FORMATS= TRIALS=150 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 B1_PROMPTS=48 MAX_TRACES=100000 AB_BATCHES=1,2
 BENCH_BATCHES=1,2,4,8,16 STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in

@@ -68,6 +68,13 @@ def test_collect_records_b1_alone_the_other_small_batches_in_one_call_and_each_l
     assert (project / "rec" / "collect.log").read_text().startswith("== collect ")
 
 
+def test_b1_is_recorded_on_48_prompts_and_the_tune_replays_every_iteration_by_default(project):
+    assert run(project, *ARGS, "collect", "tune").returncode == 0
+    b1, *_, tune = calls(project)
+    assert b1.startswith("-m autotune collect --threads 2 --batch-size 1 --num-prompts 48 ")
+    assert "--trials 150 --max-traces 100000 " in tune
+
+
 def test_profile_and_tune_cover_every_format_and_publish_beside_the_record(project):
     assert run(project, *ARGS, "--trials", "12", "--max-traces", "900", "profile", "tune").returncode == 0
     profile, tune = calls(project)
