@@ -25,7 +25,7 @@
 #     --ab-batches B       batch sizes of the ab stage (default 1,2)
 #     --bench-batches B    batch sizes of the bench stage (default 1,2,4,8,16)
 #     STAGE                collect, profile, tune, ab, bench (default: all five, in that order)
-# On a 2-core AVX-512 EPYC with one format: collect ~30 min, profile ~10, tune ~25, ab ~6, bench ~6 (2026-12-06).
+# On a 2-core AVX-512 EPYC with one format: collect ~28 min, profile ~12, tune ~19, ab ~7, bench ~7 (2026-12-06).
 set -euo pipefail
 usage() { sed -n '12,27p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "retune_profile: $1" >&2; usage >&2; exit 2; }
