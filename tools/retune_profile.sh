@@ -64,22 +64,17 @@ stamp() { echo "== $1 $(date -u '+%F %T UTC')"; }
 one=$(tr , '\n' <<< "$BATCHES" | awk '$1 == 1')                    # a call of its own, --b1-prompts x 48 tokens
 small=$(tr , '\n' <<< "$BATCHES" | awk '$1 > 1 && $1 < 32' | paste -sd, -)  # one call, 16 prompts x 48 tokens
 large=$(tr , '\n' <<< "$BATCHES" | awk '$1 >= 32')                # a call each, as many prompts as the batch, x 32
+record() {  # one collect call: batch sizes, prompts, tokens per prompt
+  $PY -m autotune collect --threads $THREADS --batch-size $1 --num-prompts $2 --max-new-tokens $3 --lookup-depth 8 \
+      --quiet 2>&1
+}
 mkdir -p "$RECORD"
 for stage in "${STAGES[@]}"; do
   case $stage in
     collect) { stamp collect
-               if [ -n "$one" ]; then
-                 $PY -m autotune collect --threads $THREADS --batch-size 1 --num-prompts $B1_PROMPTS \
-                     --max-new-tokens 48 --lookup-depth 8 --quiet 2>&1
-               fi
-               if [ -n "$small" ]; then
-                 $PY -m autotune collect --threads $THREADS --batch-size $small --num-prompts 16 --max-new-tokens 48 \
-                     --lookup-depth 8 --quiet 2>&1
-               fi
-               for b in $large; do
-                 $PY -m autotune collect --threads $THREADS --batch-size $b --num-prompts $b --max-new-tokens 32 \
-                     --lookup-depth 8 --quiet 2>&1
-               done; } | bars | tee "$RECORD/collect.log" ;;
+               [ -z "$one" ] || record 1 $B1_PROMPTS 48
+               [ -z "$small" ] || record $small 16 48
+               for b in $large; do record $b $b 32; done; } | bars | tee "$RECORD/collect.log" ;;
     profile) { stamp profile
                $PY -m autotune profile --gpu cpu --threads $THREADS --weight-format $FORMATS --batch-sizes $BATCHES \
                    --ctx-bucket 128 --ctx-buckets 4 --max-n 32 --draft-max-n 16 --repeats 7 --max-age 0 \

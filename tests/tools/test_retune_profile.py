@@ -59,9 +59,9 @@ def test_bad_arguments_are_named_and_nothing_runs(project, args, message):
 
 
 def test_collect_records_b1_alone_the_other_small_batches_in_one_call_and_each_large_one_alone(project):
-    assert run(project, *ARGS, "--batches", "1,2,4,32,64", "--b1-prompts", "48", "collect").returncode == 0
+    assert run(project, *ARGS, "--batches", "1,2,4,32,64", "--b1-prompts", "24", "collect").returncode == 0
     b1, small, b32, b64 = calls(project)
-    assert b1.startswith("-m autotune collect --threads 2 --batch-size 1 --num-prompts 48 --max-new-tokens 48")
+    assert b1.startswith("-m autotune collect --threads 2 --batch-size 1 --num-prompts 24 --max-new-tokens 48")
     assert small.startswith("-m autotune collect --threads 2 --batch-size 2,4 --num-prompts 16 --max-new-tokens 48")
     assert "--batch-size 32 --num-prompts 32 --max-new-tokens 32" in b32
     assert "--batch-size 64 --num-prompts 64" in b64
