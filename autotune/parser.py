@@ -346,6 +346,10 @@ def build_parser() -> Parser:
                         "fitted to a few forwards timed here (seconds, as the server's --cast-calibrate does), in "
                         "its weight format, and the tuner and the live gate run on them and the traces already in "
                         "--db; nothing is profiled and no trace is recorded (native engine)")
+    p.add_argument("--incumbent", type=Path, default=None, metavar="PROFILE",
+                   help="the profile this tune would replace (e.g. the shipped one): each speculating bucket's tree "
+                        "that fits the search space is one of its study's first trials, so the published tree never "
+                        "replays slower than it, and its replayed rate is printed beside the pick (default: none)")
 
     p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",
                             formatter_class=fmt,

@@ -341,7 +341,9 @@ def tuned(outcome: TuneOutcome, format_name: Callable[[str], str], states: str |
         b = result.settings
         lines.append(
             f"bucket <= {b.max_batch_size}: {s['replay_tokens_per_s']} tokens/s replayed on {s['traces']} traces "
-            f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}); "
+            f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}"
+            + (f", the incumbent's tree {s['baselines_tokens_per_s']['incumbent']}"
+               if "incumbent" in s["baselines_tokens_per_s"] else "") + "); "
             f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
             f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
             f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}, branch {b.lookup_depth}; "

@@ -63,6 +63,20 @@ class SearchSpace:
             lookup_depth=trial.suggest_int("lookup_depth", 0, self.lookup_depth) if self.lookup_depth else 0,
         )
 
+    def params_of(self, bucket: BucketSettings) -> dict[str, float | int] | None:
+        """``bucket`` as this space's trial parameters (``suggest``'s names), or ``None``
+        when it lies outside the space and so cannot be one of its trials."""
+        shape, c = bucket.shape, bucket.thresholds
+        params = {"top_k": shape.top_k, "max_depth": shape.max_depth, "num_verify_tokens": shape.num_verify_tokens,
+                  "c1": c.c1, "c2": c.c2, "c3": c.c3, "fifo_len": bucket.fifo_len}
+        inside = (shape.top_k <= self.top_k and shape.max_depth <= self.max_depth
+                  and 2 <= shape.num_verify_tokens <= self.max_tokens and bucket.fifo_len <= self.fifo_max
+                  and all(self.c_min <= v <= self.c_max for v in (c.c1, c.c2, c.c3))
+                  and bucket.lookup_depth <= self.lookup_depth)
+        if self.lookup_depth:
+            params["lookup_depth"] = bucket.lookup_depth
+        return params if inside else None
+
     def corners(self) -> list[dict[str, float | int]]:
         """Two anchor trials: the full tree (every threshold at its minimum, the
         largest shape and branch — CAST then behaves like EAGLE-2) and the smallest

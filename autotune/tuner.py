@@ -114,8 +114,16 @@ def storage(store: Store) -> optuna.storages.RDBStorage:
 
 def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], costs: CostModel, max_batch_size: int,
                 space: SearchSpace, trials: int, seed: int = 0, stop: threading.Event | None = None,
-                progress: bool = True) -> BucketResult:
-    """Run (or resume) one bucket's study until it holds ``trials`` finished trials."""
+                progress: bool = True, incumbent: BucketSettings | None = None) -> BucketResult:
+    """Run (or resume) one bucket's study until it holds ``trials`` finished trials.
+
+    ``incumbent``: the bucket of the profile this tune would replace. When it speculates
+    with a tree inside ``space`` (so the traces recorded it), that tree is one of a new
+    study's first trials, so the best trial never replays slower than it, and its
+    replayed rate is reported beside the pick (``baselines``): a re-tune's pick and the
+    incumbent can replay level and run apart live."""
+    if incumbent is not None and not (incumbent.speculate and space.params_of(incumbent) is not None):
+        incumbent = None
     if not traces:
         raise AutotuneError(f"--buckets: no traces for the bucket with max_batch_size {max_batch_size}; "
                             "collect with a --batch-size in that bucket")
@@ -126,7 +134,8 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
     study.set_user_attr("traces", len(traces))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not study.trials:
-        for params in space.corners():
+        anchors = space.corners() + ([space.params_of(incumbent)] if incumbent is not None else [])
+        for params in anchors:
             study.enqueue_trial(params)
 
     def objective(trial: optuna.Trial) -> float:
@@ -150,6 +159,9 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
                                                                                   space.max_tokens)),
                                 costs, "eagle2").tokens_per_s,
     }
+    if incumbent is not None:
+        baselines["incumbent"] = replay_bucket(traces, replace(incumbent, max_batch_size=max_batch_size),
+                                               costs).tokens_per_s
     finished = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
     return BucketResult(settings, study_name, best.number, finished, len(traces), best.value,
                         best.user_attrs.get("tau", 0.0), best.user_attrs.get("unrecorded", 0), baselines)

@@ -31,12 +31,11 @@ from pathlib import Path
 
 import torch
 
-from sglang_cast.cast import PolicySettings
+from sglang_cast.cast import BucketSettings, CostModel, PolicySettings
 from sglang_cast.hardware import MachineIdentity
 from sglang_cast.profile import LoadedProfile, Profile
 from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 
-from sglang_cast.cast import CostModel
 
 from .confirm import Confirmation, confirm_live, gate_batch_size, gate_prompts
 from .costs import MeasuredCosts, measured_costs
@@ -79,6 +78,12 @@ class TuneConfig:
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
     # --backend sglang: the runtime states the published profile names, chosen by replaying the tuned policy
     runtime_states: RuntimeStateSizing | None = None
+    # --incumbent: the buckets of the profile this tune would replace (each bucket's tree joins its study)
+    incumbent: PolicySettings | None = None
+
+    def incumbent_for(self, size: int) -> BucketSettings | None:
+        """The incumbent profile's bucket serving batch size ``size``, if there is one."""
+        return None if self.incumbent is None else self.incumbent.for_batch(size)
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,8 @@ def tune_format(store: Store, costs: MeasuredCosts, weight_format: str, by_bucke
     for size, bucket_traces in by_bucket.items():
         study = f"{study_prefix_for(prefix, weight_format)}-b{size}"
         results.append(replay_filter(tune_bucket(store, study, bucket_sample(bucket_traces, config), costs.costs,
-                                                 size, config.space, config.trials, config.seed, stop, progress)))
+                                                 size, config.space, config.trials, config.seed, stop, progress,
+                                                 config.incumbent_for(size))))
         if stop is not None and stop.is_set():
             return None
     return FormatTuning(weight_format, costs, results)
@@ -178,7 +184,8 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
     def retune(size: int, costs: CostModel) -> BucketResult:
         study = f"{study_prefix_for(prefix, best.weight_format)}-b{size}-refit"
         return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
-                                         config.space, config.trials, config.seed, progress=progress))
+                                         config.space, config.trials, config.seed, progress=progress,
+                                         incumbent=config.incumbent_for(size)))
 
     # Only the measured setup of the engine the live runs time may refit (not another backend's,
     # nor tables calibrated from another machine's profile, which have no measurements).

@@ -16,11 +16,12 @@ the published profile YAML.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
+from sglang_cast.cast import PolicySettings
 from sglang_cast.engine.format_choice import DENSE
 from sglang_cast.engine.table_calibration import calibrate
 from sglang_cast.profile import ProfileError, load_profile
@@ -45,6 +46,7 @@ from .common import (checked_label, current_setup, dense_format_only, format_nam
 class TuneOptions(LabelOptions, ModelOptions, WeightFormatOptions, SpaceOptions, DbOptions, BackendOptions,
                   RuntimeStateOptions):
     calibrate_from: Path | None  # another machine's profile, re-tuned for this one
+    incumbent: Path | None  # the profile this tune would replace; its trees join the studies
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         formats = (DENSE,)
     else:
         formats = formats_for(options, device)
-    config = tune_config(options, label, formats, sizing, options.backend)
+    config = replace(tune_config(options, label, formats, sizing, options.backend),
+                     incumbent=incumbent_settings(options.incumbent))
     prompts = load_prompts(options.dataset)
     store = open_store(options)
     pair = tuned_pair(options, device)
@@ -76,6 +79,17 @@ def run(args: argparse.Namespace) -> int:
     states = None if sizing is None else sglang_backend.states_report(outcome.published.profile, sizing)
     print(report.tuned(outcome, lambda fmt: format_name(options, fmt), states))
     return 0
+
+
+def incumbent_settings(path: Path | None) -> PolicySettings | None:
+    """``--incumbent PROFILE``: the buckets of the profile this tune would replace."""
+    if path is None:
+        return None
+    try:
+        return load_profile(path).profile.settings
+    except ProfileError as err:
+        where = "" if str(path) in str(err) else f"{path}: "  # file errors name the file already
+        raise AutotuneError(f"--incumbent: {where}{err}", USAGE) from None
 
 
 def tuned_pair(options: TuneOptions, device: str) -> ModelPair | PairIds:

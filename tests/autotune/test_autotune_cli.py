@@ -237,3 +237,13 @@ def test_tune_searches_the_lookup_branch_wherever_the_engine_runs_it():
     assert space("--backend", "sglang", branch_runs=False).lookup_depth == 0  # SGLang on GPUs
     with pytest.raises(SystemExit):
         parser.parse_args(["tune", "--gpu", "cpu", "--max-lookup-depth", "33"])
+
+
+@pytest.mark.parametrize("content", [None, "schema: 1\n"])
+def test_an_incumbent_that_is_no_profile_is_named_before_anything_loads(tmp_path, content, capsys):
+    incumbent = tmp_path / "old.yaml"
+    if content is not None:
+        incumbent.write_text(content)
+    assert main(["tune", "--gpu", "cpu", "--incumbent", str(incumbent), "--db", str(tmp_path / "a.db")]) == 2
+    err = capsys.readouterr().err
+    assert "error: --incumbent: " in err and str(incumbent) in err and err.count("\n") == 1

@@ -13,7 +13,7 @@ import torch
 
 from autotune.store import Store
 from autotune.tuner import assign_buckets, even_sample, replay_bucket, tune_bucket, replay_filter
-from sglang_cast.cast import BucketSettings, CostModel, OverheadTable, PolicySettings
+from sglang_cast.cast import BucketSettings, CostModel, OverheadTable, PolicySettings, Thresholds, TreeShape
 from support.autotune import ACCEPTED, CHAIN_GRID, chain_costs, chain_trace
 
 def test_optuna_reaches_the_planted_optimum_with_a_tenth_of_the_evaluations(tmp_path):
@@ -60,6 +60,33 @@ def test_host_work_per_drafted_layer_makes_replay_choose_a_shallower_tree():
         scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in CHAIN_GRID.settings(1)]
         best = max(scored, key=lambda item: item[0])[1]
         assert (best.shape.top_k, best.shape.max_depth) == (1, depth)
+
+
+def test_the_incumbent_tree_is_one_of_the_first_trials_and_is_reported_beside_the_pick(tmp_path):
+    """With three trials (the two corners and the incumbent) the study replays the
+    incumbent, here the planted optimum, so its pick is no slower than it."""
+    traces, costs = [chain_trace()], chain_costs()
+    scored = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in CHAIN_GRID.settings(1)]
+    optimum_rate, optimum = max(scored, key=lambda item: item[0])
+    space = CHAIN_GRID.space()
+    assert space.params_of(optimum) is not None
+    result = tune_bucket(Store(tmp_path / "t.db"), "incumbent-b1", traces, costs, 1, space, 3, progress=False,
+                         incumbent=optimum)
+    assert result.baselines["incumbent"] == pytest.approx(optimum_rate)
+    assert result.tokens_per_s >= optimum_rate and result.settings.shape == optimum.shape
+
+
+def test_an_incumbent_the_traces_cannot_replay_is_left_out(tmp_path):
+    """A tree wider than the search space (and so than what the traces recorded), or a
+    bucket that decodes plainly, is neither a trial nor a baseline."""
+    traces, costs, space = [chain_trace()], chain_costs(), CHAIN_GRID.space()
+    wide = BucketSettings(1, TreeShape(space.top_k + 1, 1, 3))
+    plain = BucketSettings(1, TreeShape(1, 1, 2), Thresholds(1.0, 1.0, 1.0), fifo_len=2, speculate=False)
+    assert space.params_of(wide) is None and space.params_of(plain) is not None  # plain: left out for decoding plainly
+    for name, incumbent in (("wide", wide), ("plain", plain)):
+        result = tune_bucket(Store(tmp_path / f"{name}.db"), f"{name}-b1", traces, costs, 1, space, 2,
+                             progress=False, incumbent=incumbent)
+        assert "incumbent" not in result.baselines and result.trials == 2
 
 
 def test_a_named_study_resumes_instead_of_starting_over(tmp_path):

@@ -82,6 +82,7 @@ def test_profile_and_tune_cover_every_format_and_publish_beside_the_record(proje
     assert "--batch-sizes 1,2,4,8,16,32" in profile
     assert tune.startswith("-m autotune tune") and f"--weight-format {FORMATS}" in tune and "--trials 12" in tune
     assert "--max-traces 900" in tune
+    assert "--incumbent profiles/cpu-avx512.yaml " in tune  # the replaced profile's trees join the studies
     assert "--buckets 1,2,4,8,16,32" in tune and tune.endswith("--output rec/cpu-avx512.yaml")
     assert (project / "rec" / "cpu-avx512.yaml").read_text() == "new\n"
 
