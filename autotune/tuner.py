@@ -122,8 +122,7 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
     study's first trials, so the best trial never replays slower than it, and its
     replayed rate is reported beside the pick (``baselines``): a re-tune's pick and the
     incumbent can replay level and run apart live."""
-    if incumbent is not None and not (incumbent.speculate and space.params_of(incumbent) is not None):
-        incumbent = None
+    incumbent_params = space.params_of(incumbent) if incumbent is not None and incumbent.speculate else None
     if not traces:
         raise AutotuneError(f"--buckets: no traces for the bucket with max_batch_size {max_batch_size}; "
                             "collect with a --batch-size in that bucket")
@@ -134,8 +133,7 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
     study.set_user_attr("traces", len(traces))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not study.trials:
-        anchors = space.corners() + ([space.params_of(incumbent)] if incumbent is not None else [])
-        for params in anchors:
+        for params in space.corners() + ([incumbent_params] if incumbent_params is not None else []):
             study.enqueue_trial(params)
 
     def objective(trial: optuna.Trial) -> float:
@@ -159,7 +157,7 @@ def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], cos
                                                                                   space.max_tokens)),
                                 costs, "eagle2").tokens_per_s,
     }
-    if incumbent is not None:
+    if incumbent_params is not None:
         baselines["incumbent"] = replay_bucket(traces, replace(incumbent, max_batch_size=max_batch_size),
                                                costs).tokens_per_s
     finished = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])

@@ -36,7 +36,6 @@ from sglang_cast.hardware import MachineIdentity
 from sglang_cast.profile import LoadedProfile, Profile
 from sglang_cast.server.config import SPECULATION_WIN_MARGIN
 
-
 from .confirm import Confirmation, confirm_live, gate_batch_size, gate_prompts
 from .costs import MeasuredCosts, measured_costs
 from .errors import AutotuneError
