@@ -30,7 +30,7 @@ PY
 }
 for stage in "${stages[@]}"; do
   case $stage in
-    soup) $PY tools/average_heads.py --output $SOUP docs/results/run33_2026-12-06/head $W/run34/head ;;
+    soup) $PY tools/average_heads.py --output $SOUP docs/results/run33_2026-12-06/head docs/results/run34_2026-12-06/head ;;
     tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
     served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
     *) echo "run.sh: unknown stage '$stage' (soup, tau, served)" >&2; exit 2 ;;
