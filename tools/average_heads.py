@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"average_heads: {error}", file=sys.stderr)
         return 2
     args.output.mkdir(parents=True, exist_ok=True)
-    save_file(soup, args.output / WEIGHTS)
+    save_file(soup, args.output / WEIGHTS, metadata={"format": "pt"})  # as every head the project writes
     shutil.copy(args.heads[0] / CONFIG, args.output / CONFIG)
     print(f"averaged {len(args.heads)} heads into {args.output}")
     return 0

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from tools.average_heads import main
@@ -26,6 +27,8 @@ def test_floats_are_averaged_and_the_vocabulary_kept(tmp_path):
     assert torch.equal(soup["fc.weight"], torch.full((2, 3), 1.5, dtype=torch.float16))
     assert soup["d2t"].tolist() == [0, 2, 5] and soup["t2d"].tolist() == [True, False, True]
     assert json.loads((tmp_path / "soup" / "config.json").read_text())["draft_vocab_size"] == 3
+    with safe_open(tmp_path / "soup" / "model.safetensors", "pt") as stored:  # as eagle.save_draft writes heads
+        assert stored.metadata() == {"format": "pt"}
 
 
 def test_three_heads_average_equally(tmp_path):
