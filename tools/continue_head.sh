@@ -14,7 +14,7 @@
 #                               [--replay RUN[,RUN...]] [--max-steps N] [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
-#     --seed S               the next unused seed (docs/draft_head.md lists the used ones)
+#     --seed S               the next unused seed (docs/draft_head.md names it)
 #     --from NAME=HEAD       the head it continues, e.g. run23_lr=sglang_cast/assets/smollm2-135m-eagle
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded

@@ -3,7 +3,9 @@
 # judged against run 32 on the shipping bar (fp32 target, all 80 first turns) and as cpu-avx512.yaml serves it
 # (first 20). Run 34's records are the base: their rows (run 32 and earlier, run 34) are copied, run 33's rows
 # merged in from its record, so only the soup decodes. From the repository root, after run 34's tau and served:
-#   bash docs/results/soup_2026-12-06/run.sh [soup tau served]   (no stage: all three; ~25 + ~3 min alone)
+#   bash docs/results/soup_2026-12-06/run.sh [soup tau served eval]   (no stage: the first three; ~25 + ~3 min alone)
+# eval: train_draft's eval stage on the soup (chain α and tree τ, first 20 first turns; ~9 min), into
+# docs/results/draft_head_report_soup33_34.json, as the run heads' reports carry it.
 set -euo pipefail
 D=docs/results/soup_2026-12-06
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
@@ -33,6 +35,23 @@ for stage in "${stages[@]}"; do
     soup) $PY tools/average_heads.py --output $SOUP docs/results/run33_2026-12-06/head docs/results/run34_2026-12-06/head ;;
     tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
     served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
-    *) echo "run.sh: unknown stage '$stage' (soup, tau, served)" >&2; exit 2 ;;
+    eval) mkdir -p $W/soup33_34/eval
+          $PY - $D/head $W/soup33_34/eval docs/results/draft_head_report_soup33_34.json <<'PY'
+import json, sys, time
+from dataclasses import asdict
+from pathlib import Path
+from sglang_cast.training.config import EvalConfig, PipelineConfig
+from sglang_cast.training.evaluate import build_eval
+from sglang_cast.training.target import Target
+head, out, report = map(Path, sys.argv[1:])
+cfg = PipelineConfig(benchmark_dir=Path("datasets"), eval=EvalConfig(prompts=20))  # train_draft --eval-prompts 20
+start = time.time()
+summary = build_eval(Target.embedded(), cfg, head, out)
+report.write_text(json.dumps({"eval": {"head": str(head), "settings": asdict(cfg.eval),
+                                       "seconds": time.time() - start, "summary": summary}}, indent=1) + "\n")
+print(json.dumps(summary, indent=1))
+PY
+          ;;
+    *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
   esac
 done
