@@ -26,6 +26,7 @@ from .labels import KNOWN_LABELS
 from .sglang_backend import MAX_TP_SIZE
 from .space import SearchSpace
 from .store import BACKENDS, DEFAULT_TIMEOUT_S, default_db_path
+from .tuner import INCUMBENT_MARGIN
 
 PROG = "cast-autotune"
 
@@ -348,8 +349,13 @@ def build_parser() -> Parser:
                         "--db; nothing is profiled and no trace is recorded (native engine)")
     p.add_argument("--incumbent", type=Path, default=None, metavar="PROFILE",
                    help="the profile this tune would replace (e.g. the shipped one): each speculating bucket's tree "
-                        "that fits the search space is one of its study's first trials, so the published tree never "
-                        "replays slower than it, and its replayed rate is printed beside the pick (default: none)")
+                        "that fits the search space is one of its study's first trials, its replayed rate is "
+                        "printed beside the pick, and its settings are kept unless the best trial replays more "
+                        "than --incumbent-margin above it (default: none)")
+    p.add_argument("--incumbent-margin", type=float_in(0, 1), default=INCUMBENT_MARGIN, metavar="FRACTION",
+                   help="with --incumbent: how far above the incumbent's tree the best trial must replay to "
+                        "replace it; picks a few per cent above it in replay ran level or slower live, as replay "
+                        "on the tuning prompts resolves ~1 %% (default %(default)s; 0 keeps any replayed win)")
 
     p = commands.add_parser("daemon", help="re-profile and re-tune on a schedule or when traces arrive",
                             formatter_class=fmt,

@@ -344,7 +344,10 @@ def tuned(outcome: TuneOutcome, format_name: Callable[[str], str], states: str |
             f"(vanilla {s['baselines_tokens_per_s']['vanilla']}, eagle2 {s['baselines_tokens_per_s']['eagle2']}"
             + (f", the incumbent's tree {s['baselines_tokens_per_s']['incumbent']}"
                if "incumbent" in s["baselines_tokens_per_s"] else "") + "); "
-            f"best trial {result.trial} of {result.study}: top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
+            + (f"the incumbent's tree kept (trial {result.trial} of {result.study}; the best trial replayed "
+               f"{s['baselines_tokens_per_s']['best_trial']}, within the margin): " if result.incumbent_kept
+               else f"best trial {result.trial} of {result.study}: ")
+            + f"top_k {b.shape.top_k}, depth {b.shape.max_depth}, "
             f"m {b.shape.num_verify_tokens}, C1 {b.thresholds.c1:.3g}, C2 {b.thresholds.c2:.3g}, "
             f"C3 {b.thresholds.c3:.3g}, fifo {b.fifo_len}, branch {b.lookup_depth}; "
             f"speculate: {str(b.speculate).lower()}"

@@ -48,7 +48,7 @@ from .sglang_backend import SGLANG, RuntimeStateSizing
 from .sglang_gate import GateLoad, SGLangGate
 from .space import SearchSpace
 from .store import NATIVE, Setup, StoredTrace, Store, nearest_setup_hint, package_version
-from .tuner import BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
+from .tuner import INCUMBENT_MARGIN, BucketResult, assign_buckets, even_sample, replay_filter, tune_bucket
 
 RANDOM_HEAD_NOTE = ("draft head: random-weight EAGLE-1/2 head (no trained head existed when this ran). The target "
                     "table is valid; the draft table is valid for an EAGLE-1/2 head of this shape only (an EAGLE-3 "
@@ -77,8 +77,10 @@ class TuneConfig:
     weight_formats: tuple[str, ...] = ("fp32",)  # each profiled one is tuned; the fastest is published
     # --backend sglang: the runtime states the published profile names, chosen by replaying the tuned policy
     runtime_states: RuntimeStateSizing | None = None
-    # --incumbent: the buckets of the profile this tune would replace (each bucket's tree joins its study)
+    # --incumbent: the buckets of the profile this tune would replace (each bucket's tree joins its study,
+    # and is kept unless the best trial replays more than incumbent_margin above it)
     incumbent: PolicySettings | None = None
+    incumbent_margin: float = INCUMBENT_MARGIN
 
     def incumbent_for(self, size: int) -> BucketSettings | None:
         """The incumbent profile's bucket serving batch size ``size``, if there is one."""
@@ -146,7 +148,7 @@ def tune_format(store: Store, costs: MeasuredCosts, weight_format: str, by_bucke
         study = f"{study_prefix_for(prefix, weight_format)}-b{size}"
         results.append(replay_filter(tune_bucket(store, study, bucket_sample(bucket_traces, config), costs.costs,
                                                  size, config.space, config.trials, config.seed, stop, progress,
-                                                 config.incumbent_for(size))))
+                                                 config.incumbent_for(size), config.incumbent_margin)))
         if stop is not None and stop.is_set():
             return None
     return FormatTuning(weight_format, costs, results)
@@ -184,7 +186,8 @@ def run_live_gate(store: Store, fmt_setup: Setup, best: FormatTuning, by_bucket:
         study = f"{study_prefix_for(prefix, best.weight_format)}-b{size}-refit"
         return replay_filter(tune_bucket(store, study, bucket_sample(by_bucket[size], config), costs, size,
                                          config.space, config.trials, config.seed, progress=progress,
-                                         incumbent=config.incumbent_for(size)))
+                                         incumbent=config.incumbent_for(size),
+                                         incumbent_margin=config.incumbent_margin))
 
     # Only the measured setup of the engine the live runs time may refit (not another backend's,
     # nor tables calibrated from another machine's profile, which have no measurements).

@@ -4,7 +4,8 @@
 #   collect  fp32 traces of the head the engine loads now (the tuner replays only traces of the head it ships with)
 #   profile  forward and host-overhead tables for every --formats entry (keyed by the head's digest)
 #   tune     the joint tune over those formats, with the replaced profile's trees among each study's first trials
-#            (`tune --incumbent`), published to RECORD/<the replaced profile's file name>
+#            (`tune --incumbent`: kept unless a pick replays 3 % above them), published to RECORD/<the replaced
+#            profile's file name>
 #   ab       the new profile against the replaced one, both with the loaded head, beside plain decoding, in the same
 #            interleaved rounds (tools/bench.py --against-profile), mt_bench and humaneval
 #   bench    the new profile against plain decoding over --bench-batches
@@ -28,7 +29,7 @@
 #     STAGE                collect, profile, tune, ab, bench (default: all five, in that order)
 # On a 2-core AVX-512 EPYC with one format: collect ~28 min, profile ~12, tune ~19, ab ~7, bench ~7 (2026-12-06).
 set -euo pipefail
-usage() { sed -n '13,28p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '14,29p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "retune_profile: $1" >&2; usage >&2; exit 2; }
 RECORD= OLD= FORMATS= TRIALS=150 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 B1_PROMPTS=48 MAX_TRACES=100000 AB_BATCHES=1,2
 BENCH_BATCHES=1,2,4,8,16 STAGES=()

@@ -47,6 +47,7 @@ class TuneOptions(LabelOptions, ModelOptions, WeightFormatOptions, SpaceOptions,
                   RuntimeStateOptions):
     calibrate_from: Path | None  # another machine's profile, re-tuned for this one
     incumbent: Path | None  # the profile this tune would replace; its trees join the studies
+    incumbent_margin: float  # how far above the incumbent's tree a pick must replay to replace it
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         formats = formats_for(options, device)
     config = replace(tune_config(options, label, formats, sizing, options.backend),
-                     incumbent=incumbent_settings(options.incumbent))
+                     incumbent=incumbent_settings(options.incumbent), incumbent_margin=options.incumbent_margin)
     prompts = load_prompts(options.dataset)
     store = open_store(options)
     pair = tuned_pair(options, device)

@@ -247,3 +247,12 @@ def test_an_incumbent_that_is_no_profile_is_named_before_anything_loads(tmp_path
     assert main(["tune", "--gpu", "cpu", "--incumbent", str(incumbent), "--db", str(tmp_path / "a.db")]) == 2
     err = capsys.readouterr().err
     assert "error: --incumbent: " in err and str(incumbent) in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("margin", ["-0.01", "1.5", "many"])
+def test_an_incumbent_margin_outside_0_to_1_is_named_in_one_line(tmp_path, margin, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--gpu", "cpu", "--incumbent-margin", margin, "--db", str(tmp_path / "a.db")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--incumbent-margin: expected a number in [0, 1]" in err
+    assert err.count("\n") == 1

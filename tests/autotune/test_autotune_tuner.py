@@ -76,6 +76,32 @@ def test_the_incumbent_tree_is_one_of_the_first_trials_and_is_reported_beside_th
     assert result.tokens_per_s >= optimum_rate and result.settings.shape == optimum.shape
 
 
+def test_the_incumbent_is_kept_unless_the_pick_replays_above_it_by_the_margin(tmp_path):
+    """A depth-1 tree, short of the planted optimum, as the incumbent: the study finds
+    the optimum, which replaces it at margin 0 and at a margin just under the pick's
+    lead, and leaves it published (with the pick's rate reported) at one just over."""
+    traces, costs, space = [chain_trace()], chain_costs(), CHAIN_GRID.space()
+    shorter = [(replay_bucket(traces, s, costs).tokens_per_s, s) for s in CHAIN_GRID.settings(1)
+               if s.shape.max_depth == 1 and space.params_of(s) is not None]
+    incumbent_rate, incumbent = max(shorter, key=lambda item: item[0])
+    trials = len(CHAIN_GRID) // 10
+
+    def tuned(name: str, margin: float):
+        return tune_bucket(Store(tmp_path / f"{name}.db"), f"{name}-b1", traces, costs, 1, space, trials,
+                           progress=False, incumbent=incumbent, incumbent_margin=margin)
+
+    replaced = tuned("zero", 0.0)
+    lead = replaced.tokens_per_s / incumbent_rate - 1
+    assert lead > 0.02 and not replaced.incumbent_kept and replaced.settings.shape.max_depth == ACCEPTED
+    assert replaced.baselines["incumbent"] == pytest.approx(incumbent_rate)
+    assert not tuned("under", lead - 0.01).incumbent_kept
+    kept = tuned("over", lead + 0.01)
+    assert kept.incumbent_kept and kept.summary()["incumbent_kept"] is True
+    assert kept.settings == incumbent and kept.tokens_per_s == pytest.approx(incumbent_rate)
+    assert kept.tau == pytest.approx(replay_bucket(traces, incumbent, costs).tau)
+    assert kept.baselines["best_trial"] == pytest.approx(replaced.tokens_per_s)
+
+
 def test_an_incumbent_the_traces_cannot_replay_is_left_out(tmp_path):
     """A tree wider than the search space (and so than what the traces recorded), or a
     bucket that decodes plainly, is neither a trial nor a baseline."""
