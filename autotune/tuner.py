@@ -94,7 +94,7 @@ class BucketResult:
     trial: int
     trials: int
     traces: int
-    tokens_per_s: float  # replayed throughput of the best trial
+    tokens_per_s: float  # replayed throughput of the published settings (the best trial, or the kept incumbent)
     tau: float
     unrecorded: int
     baselines: dict[str, float] = field(default_factory=dict)  # replayed tokens/s: vanilla, eagle2, incumbent, ...
