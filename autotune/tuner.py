@@ -122,7 +122,7 @@ def storage(store: Store) -> optuna.storages.RDBStorage:
 def tune_bucket(store: Store, study_name: str, traces: list[TraceIteration], costs: CostModel, max_batch_size: int,
                 space: SearchSpace, trials: int, seed: int = 0, stop: threading.Event | None = None,
                 progress: bool = True, incumbent: BucketSettings | None = None,
-                incumbent_margin: float = 0.0) -> BucketResult:
+                incumbent_margin: float = INCUMBENT_MARGIN) -> BucketResult:
     """Run (or resume) one bucket's study until it holds ``trials`` finished trials.
 
     ``incumbent``: the bucket of the profile this tune would replace. When it speculates
