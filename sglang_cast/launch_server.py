@@ -18,7 +18,9 @@ from .hardware import hardware_label
 from .server.launch_args import LaunchArgs, OneLineParser, build_parser, parse_launch_args
 
 if TYPE_CHECKING:
+    from .engine import Engine
     from .profile import LoadedProfile
+    from .server.startup_calibration import ServedCalibration
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 
@@ -129,25 +131,14 @@ def launch_with_sglang(args: LaunchArgs, parser: OneLineParser) -> None:
         parser.error(str(err))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
-    args = parse_launch_args(argv, parser)
-    if args.backend == "sglang":
-        launch_with_sglang(args, parser)
-        return
-    # Imported only now: --help and argument errors answer without loading torch.
-    import uvicorn
-
+def build_served_engine(args: LaunchArgs, profile: LoadedProfile | None,
+                        parser: OneLineParser) -> tuple[Engine, ServedCalibration]:
+    """The engine and its start-up calibration: every torch op of the start-up, so
+    `main` runs this on a passing thread (`server.build_thread` says why)."""
     from .engine import EngineArgs, build_engine
     from .engine.build import resolve_settings
-    from .models.loader import EMBEDDED_NAME
-    from .server.app import create_app
-    from .server.config import LiveGateConfig, ServerConfig
     from .server.startup_calibration import calibrate_at_startup
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = fall_back_without_draft(args)
-    profile = resolve_profile(args, parser)
     try:
         base = profile.profile.settings if profile is not None else resolve_settings(args.policy_class, None)
         engine = build_engine(EngineArgs(
@@ -162,6 +153,27 @@ def main(argv: list[str] | None = None) -> None:
     charged = profile.profile if profile is not None and args.policy_class.cost_aware else None  # eagle2 reads no costs
     calibration = calibrate_at_startup(args.calibrate, charged, engine,
                                        "cuda" if args.cuda_graph and args.device.startswith("cuda") else None)
+    return engine, calibration
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parse_launch_args(argv, parser)
+    if args.backend == "sglang":
+        launch_with_sglang(args, parser)
+        return
+    # Imported only now: --help and argument errors answer without loading torch.
+    import uvicorn
+
+    from .models.loader import EMBEDDED_NAME
+    from .server.app import create_app
+    from .server.build_thread import run_on_passing_thread
+    from .server.config import LiveGateConfig, ServerConfig
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = fall_back_without_draft(args)
+    profile = resolve_profile(args, parser)
+    engine, calibration = run_on_passing_thread(lambda: build_served_engine(args, profile, parser))
     model_path = args.model_path or EMBEDDED_NAME
     config = ServerConfig(
         served_model_name=args.served_model_name or model_path, model_path=model_path,

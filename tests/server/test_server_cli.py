@@ -281,3 +281,45 @@ def test_cast_lookup_depth_replaces_the_profiles_choice_in_every_bucket(monkeypa
     depths = [[b.lookup_depth for b in args.settings.buckets] for args in built]
     profiled = [b.lookup_depth for b in tuned.settings.buckets]
     assert profiled[0] == 4 and depths == [[8] * len(profiled), [0] * len(profiled), profiled]
+
+
+def test_the_engine_is_built_and_timed_on_a_thread_that_has_ended_before_serving(monkeypatch):
+    """Every torch op of the start-up (loading, the start-up calibration) runs on a
+    passing thread, so the engine thread is the only one with an OpenMP pool
+    (`server.build_thread`: a second pool made served iterations ~1.5x slower)."""
+    import threading
+
+    import uvicorn
+    from support.server import tiny_engine
+
+    from sglang_cast.server import startup_calibration
+
+    threads = {}
+    real_calibrate = startup_calibration.calibrate_at_startup
+
+    def build(engine_args):
+        threads["build"] = threading.current_thread()
+        return tiny_engine("vanilla")
+
+    def calibrate(*args):
+        threads["calibrate"] = threading.current_thread()
+        return real_calibrate(*args)
+
+    monkeypatch.setattr("sglang_cast.engine.build_engine", build)
+    monkeypatch.setattr(startup_calibration, "calibrate_at_startup", calibrate)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: threads.update(serve=threading.current_thread()))
+    launch_server.main(["--speculative-algorithm", "NONE"])
+    assert threads["serve"] is threading.main_thread()
+    assert threads["build"] is threads["calibrate"] and threads["build"] is not threading.main_thread()
+    assert not threads["build"].is_alive()
+
+
+def test_an_engine_that_cannot_be_built_is_a_one_line_error(monkeypatch, capsys):
+    def refuse(engine_args):
+        raise ValueError("draft_path: no such folder")
+
+    monkeypatch.setattr("sglang_cast.engine.build_engine", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        launch_server.main(["--speculative-algorithm", "NONE"])
+    assert exit_info.value.code == 2
+    assert "draft_path: no such folder" in capsys.readouterr().err

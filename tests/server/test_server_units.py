@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sglang_cast.cast import CostModel, PolicySettings, TreeShape
+from sglang_cast.server.build_thread import run_on_passing_thread
 from sglang_cast.server.config import ShapeOverride
 from sglang_cast.server.metrics import Throughput
 from sglang_cast.server.text_stream import TextStream, held_back, stable_text
@@ -69,3 +70,28 @@ def test_throughput_is_a_sliding_window():
     assert meter.rate(now=106.0) == 8.0
     assert meter.rate(now=112.0) == 3.0
     assert meter.rate(now=200.0) == 0.0
+
+
+def test_a_passing_thread_returns_the_build_and_has_ended():
+    import threading
+    import time
+
+    ran_on = []
+
+    def build():
+        ran_on.append(threading.current_thread())
+        time.sleep(0.05)  # still running unless the caller waits for it
+        return 7
+
+    assert run_on_passing_thread(build) == 7
+    assert ran_on[0] is not threading.current_thread() and not ran_on[0].is_alive()
+
+
+@pytest.mark.parametrize("error", [ValueError("model_path: no such file"), SystemExit(2)])
+def test_a_passing_thread_hands_what_the_build_raised_to_the_caller(error):
+    def build():
+        raise error
+
+    with pytest.raises(type(error)) as raised:
+        run_on_passing_thread(build)
+    assert raised.value is error
