@@ -5,23 +5,15 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-import torch  # noqa: E402
-from autotune.models import load_model_pair  # noqa: E402
-from sglang_cast.cast import SamplingParams, make_policy  # noqa: E402
-from sglang_cast.engine.format_choice import choose_weight_format  # noqa: E402
-from tools.benchkit.inputs import load_settings  # noqa: E402
+from served_pair import ROOT, load
 
-torch.set_num_threads(2)
-loaded = load_settings(str(ROOT / "profiles/cpu-avx512.yaml"), "cpu").profile
-weight_format = choose_weight_format("auto", device="cpu", profile=loaded).weight_format
-pair = load_model_pair(None, None, "cpu", "float32", weight_format=weight_format)
+from sglang_cast.cast import SamplingParams, make_policy
+
+pair, settings = load()
 texts = [pair.format_prompt(json.loads(line)["turns"][0]) for line in open(ROOT / "datasets/mt_bench.jsonl")][:4]
 params = SamplingParams(max_new_tokens=64, ignore_eos=True)
-engines = {policy: pair.engine(make_policy(policy, loaded.settings), 1, 2048) for policy in ("cast", "vanilla")}
+engines = {policy: pair.engine(make_policy(policy, settings), 1, 2048) for policy in ("cast", "vanilla")}
 for engine in engines.values():
     engine.generate(texts[:1], SamplingParams(max_new_tokens=8))
 runs = {policy: [] for policy in engines}

@@ -2,25 +2,16 @@
 thread, never warmed, decodes mt_bench's first prompt (48 tokens), then the same prompt
 again, the second prompt, and the first once more; per request: its step times."""
 import statistics
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-import torch  # noqa: E402
-from autotune.models import load_model_pair  # noqa: E402
-from autotune.prompts import load_prompts  # noqa: E402
-from sglang_cast.cast import SamplingParams, make_policy  # noqa: E402
-from sglang_cast.engine.engine import StepLog  # noqa: E402
-from sglang_cast.engine.format_choice import choose_weight_format  # noqa: E402
-from tools.benchkit.inputs import load_settings  # noqa: E402
+from served_pair import ROOT, load
 
-torch.set_num_threads(2)
-loaded = load_settings(str(ROOT / "profiles/cpu-avx512.yaml"), "cpu").profile
-weight_format = choose_weight_format("auto", device="cpu", profile=loaded).weight_format
-pair = load_model_pair(None, None, "cpu", "float32", weight_format=weight_format)
+from autotune.prompts import load_prompts
+from sglang_cast.cast import SamplingParams, make_policy
+from sglang_cast.engine.engine import StepLog
+
+pair, settings = load()
 texts = [pair.format_prompt(t) for t in load_prompts(str(ROOT / "datasets/mt_bench.jsonl")).texts[:2]]
-engine = pair.engine(make_policy("cast", loaded.settings), 1, 1024)
+engine = pair.engine(make_policy("cast", settings), 1, 1024)
 for label, text in [("first", texts[0]), ("again", texts[0]), ("second", texts[1]), ("first again", texts[0])]:
     log = StepLog()
     engine.generate([text], SamplingParams(max_new_tokens=48), on_step=log)

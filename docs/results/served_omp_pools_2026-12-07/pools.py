@@ -9,23 +9,11 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-import torch  # noqa: E402
-from autotune.models import load_model_pair  # noqa: E402
-from sglang_cast.engine.format_choice import choose_weight_format  # noqa: E402
-from sglang_cast.server.build_thread import run_on_passing_thread  # noqa: E402
-from tools.benchkit.inputs import load_settings  # noqa: E402
+import torch
+from served_pair import load
 
-torch.set_num_threads(2)
-
-
-def load():
-    loaded = load_settings(str(ROOT / "profiles/cpu-avx512.yaml"), "cpu").profile
-    weight_format = choose_weight_format("auto", device="cpu", profile=loaded).weight_format
-    return load_model_pair(None, None, "cpu", "float32", weight_format=weight_format)
+from sglang_cast.server.build_thread import run_on_passing_thread
 
 
 def time_linear(linear, label):
@@ -48,7 +36,7 @@ def on_thread(fn):
 
 
 passing = sys.argv[1:] == ["passing"]
-pair = run_on_passing_thread(load) if passing else load()
+pair, _ = run_on_passing_thread(load) if passing else load()
 linear = pair.target.layers[0].self_attn.o_proj
 if passing:
     on_thread(lambda: time_linear(linear, "passing"))
