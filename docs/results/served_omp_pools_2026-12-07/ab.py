@@ -34,17 +34,22 @@ def concurrent(port: int) -> float:
     return tokens / (time.perf_counter() - began)
 
 
-rounds = int(sys.argv[1])
-arms = {name: int(port) for name, port in (a.split("=") for a in sys.argv[2:])}
-for port in arms.values():
-    ask(port, texts[0], 8)  # first use of each server
-runs = {f"{name} {level}": [] for name in arms for level in ("B1", "C4")}
-for r in range(rounds):
-    order = list(arms.items()) if r % 2 == 0 else list(reversed(arms.items()))
-    for name, port in order:
-        runs[f"{name} B1"].append(sequential(port))
-        runs[f"{name} C4"].append(concurrent(port))
-    print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in runs.items()), flush=True)
-for key, values in runs.items():
-    print(f"{key:14s} median {statistics.median(values):6.1f} tok/s (min {min(values):.1f}, max {max(values):.1f})")
-print(json.dumps(runs))
+def main() -> None:
+    rounds = int(sys.argv[1])
+    arms = {name: int(port) for name, port in (a.split("=") for a in sys.argv[2:])}
+    for port in arms.values():
+        ask(port, texts[0], 8)  # first use of each server
+    runs = {f"{name} {level}": [] for name in arms for level in ("B1", "C4")}
+    for r in range(rounds):
+        order = list(arms.items()) if r % 2 == 0 else list(reversed(arms.items()))
+        for name, port in order:
+            runs[f"{name} B1"].append(sequential(port))
+            runs[f"{name} C4"].append(concurrent(port))
+        print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in runs.items()), flush=True)
+    for key, values in runs.items():
+        print(f"{key:14s} median {statistics.median(values):6.1f} tok/s (min {min(values):.1f}, max {max(values):.1f})")
+    print(json.dumps(runs))
+
+
+if __name__ == "__main__":
+    main()
