@@ -1,7 +1,8 @@
 """The app factory: one FastAPI app around one already-built Engine.
 
 Taking the Engine (not paths) is what lets tests serve a tiny random model
-through exactly the code the real server runs.  The engine thread and the
+through exactly the code the real server runs.  A caller serving for speed builds
+it on a passing thread, as `launch_server` does (`build_thread.py`).  The engine thread and the
 profile watcher live as long as the app's lifespan: started when uvicorn starts
 serving, stopped after its graceful shutdown has let open requests finish.
 """

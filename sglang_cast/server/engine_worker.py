@@ -15,6 +15,10 @@ So requests join and leave the running batch between iterations (continuous
 batching, the policy sees the new batch size at its next ``begin``), a cancelled
 request's slot is freed before the next iteration, and a profile swap never lands
 mid-iteration.  Progress goes back with ``loop.call_soon_threadsafe``.
+
+On a CPU this thread serves at the engine's speed only if no other live thread has
+run torch's parallel work: `launch_server` builds the engine on a thread that has
+exited by then (`build_thread.py` says why).
 """
 
 from __future__ import annotations
