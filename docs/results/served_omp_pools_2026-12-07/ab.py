@@ -1,8 +1,10 @@
-"""Served output tok/s of each arm's server, interleaved: the first 8 mt_bench first turns
-as chat completions, 64 tokens each (ignore_eos, greedy); B = 1 (4 requests one after
-another) and 4 concurrent clients (8 requests).  Usage: ab.py ROUNDS NAME=PORT [NAME=PORT ...]
+"""Served output tok/s of each arm's server, interleaved: the first 8 first turns of a
+benchmark (DATASET, default mt_bench) as chat completions, 64 tokens each (ignore_eos,
+greedy); B = 1 (4 requests one after another) and 4 concurrent clients (8 requests).
+Usage: [DATASET=humaneval] ab.py ROUNDS NAME=PORT [NAME=PORT ...]
 The last line is every round's tok/s as JSON."""
 import json
+import os
 import statistics
 import sys
 import time
@@ -11,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-texts = [json.loads(line)["turns"][0] for line in open(ROOT / "datasets/mt_bench.jsonl")][:8]
+DATASET = os.environ.get("DATASET", "mt_bench")
+texts = [json.loads(line)["turns"][0] for line in open(ROOT / f"datasets/{DATASET}.jsonl")][:8]
 
 
 def ask(port: int, text: str, tokens: int = 64) -> int:
