@@ -2,9 +2,10 @@
 
 Taking the Engine (not paths) is what lets tests serve a tiny random model
 through exactly the code the real server runs.  A caller serving for speed builds
-it on a passing thread, as `launch_server` does (`build_thread.py`).  The engine thread and the
-profile watcher live as long as the app's lifespan: started when uvicorn starts
-serving, stopped after its graceful shutdown has let open requests finish.
+it on a passing thread, as `launch_server` does (`build_thread.py`).  The engine
+thread and the profile watcher live as long as the app's lifespan: started when
+uvicorn starts serving, stopped after its graceful shutdown has let open requests
+finish.
 """
 
 from __future__ import annotations
