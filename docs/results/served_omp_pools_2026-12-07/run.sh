@@ -20,6 +20,7 @@ for port in 8201 8202 8203 8204 8205 8206; do
   until curl -sf "127.0.0.1:$port/health" >/dev/null; do sleep 2; done
 done
 $PY $HERE/ab.py 5 "cast old=8201" "cast new=8202" "plain old=8203" "plain new=8204" | tee $HERE/ab.log
+DATASET=humaneval $PY $HERE/ab.py 5 "cast new=8202" "plain new=8204" | tee $HERE/ab_humaneval.log
 $PY $HERE/anchor.py 5 2>/dev/null | tee $HERE/anchor.log
 pkill -f "launch_server --port 820[56]"; sleep 5; serve /tmp/served_old 8205; serve . 8206  # fresh windows for live_ratio.py
 for port in 8205 8206; do until curl -sf "127.0.0.1:$port/health" >/dev/null; do sleep 2; done; done
