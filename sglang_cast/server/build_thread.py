@@ -21,7 +21,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def run_on_passing_thread(build: Callable[[], T], name: str = "cast-build") -> T:
+def run_on_passing_thread(build: Callable[[], T]) -> T:
     """``build()`` run on a new thread, waited for, and its result returned (or what it
     raised re-raised here, ``SystemExit`` from a one-line argument error included).
     The thread is a daemon, so an interrupt while waiting does not wait for the build."""
@@ -33,7 +33,7 @@ def run_on_passing_thread(build: Callable[[], T], name: str = "cast-build") -> T
         except BaseException as err:  # noqa: BLE001 - handed to the caller, whatever it is
             outcome.append((False, err))
 
-    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread = threading.Thread(target=target, name="cast-build", daemon=True)
     thread.start()
     thread.join()
     ok, value = outcome[0]
