@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Soup A/B (2026-12-07): the weight average of runs 35 and 36 (both continue the shipped soup of runs 33 and 34, on
+# seeds 35 and 36) judged against the shipped soup on the shipping bar (fp32 target, all 80 first turns) and as
+# cpu-avx512.yaml serves it (first 20). Run 35's records are the base: their rows (the shipped soup and earlier, run
+# 35) are copied, so only the new soup decodes. From the repository root, after run 36's train stage:
+#   bash docs/results/soup35_36_2026-12-07/run.sh [soup tau served]   (no stage: all three; ~25 + ~6 min alone)
+# Every stage resumes: compare_heads keeps each decoded prompt.
+set -euo pipefail
+D=docs/results/soup35_36_2026-12-07
+W=${W:-$HOME/.cache/sglang_cast/rebuild}
+PY=.venv/bin/python
+SOUP=$W/soup35_36/head
+stages=("$@")
+[ $# -gt 0 ] || stages=(soup tau served)
+judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]
+  local b=$1 file=$2 prompts=$3; shift 3
+  [ -f $D/$file.json ] || cp docs/results/run35_2026-12-07/$file.json $D/$file.json
+  $PY tools/compare_heads.py decode $D/$file.json $b --prompts $prompts "$@" \
+      soup33_34=docs/results/soup_2026-12-06/head soup35_36=$SOUP 2>&1 \
+      | grep -a -v USDT | tr '\r' '\n' | grep -a -v '%|\|^\s*$' | tee -a $D/$file.log || true
+  $PY tools/compare_heads.py summary $D/$file.json --baseline soup33_34 > $D/${file}_summary.md
+}
+for stage in "${stages[@]}"; do
+  case $stage in
+    soup) $PY tools/average_heads.py --output $SOUP docs/results/run35_2026-12-07/head $W/run36/head ;;
+    tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
+    served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
+    *) echo "run.sh: unknown stage '$stage' (soup, tau, served)" >&2; exit 2 ;;
+  esac
+done
