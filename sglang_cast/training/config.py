@@ -61,6 +61,9 @@ class TrainConfig:
     grad_clip: float = 0.5
     soft_labels: float = 0.0  # weight of the soft-label (distillation) loss; 1 - it weighs the argmax label
     lm_head_basis: float = 0.0  # > 0: train the LM head as W + B·P over the target's output rows (lm_head_basis.py)
+    # The training forward's matmuls in bf16 by CPU autocast (AVX512-BF16 or AMX units; the backward follows
+    # the forward's dtypes); weights, AdamW state and validation stay fp32.
+    bf16_autocast: bool = False
     replay: tuple[str, ...] = ()  # earlier runs' responses stages, trained on beside this run's answers
     val_fraction: float = 0.02  # held-out sequences for the per-step accuracy log
     checkpoint_every: int = 200

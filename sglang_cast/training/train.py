@@ -75,6 +75,14 @@ def validate(draft: Eagle3Draft, fs: FeatureSet, schedule: Schedule, to_draft: T
     return stats
 
 
+def training_precision(tc: TrainConfig) -> torch.autocast:
+    """bf16 autocast around the training forward when ``tc.bf16_autocast`` (its backward runs in the
+    dtypes the forward chose): a step took 0.57x its fp32 time on the AVX-512 EPYC, the head's matmuls being
+    most of it (docs/results/2026-12-07_bf16_training_avx512.md). Weights, AdamW state and `validate`
+    stay fp32."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=tc.bf16_autocast)
+
+
 def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_dir: Path, out: Path) -> dict[str, Any]:
     """AdamW + cosine schedule over TTT batches, from a fresh head or ``--init-head``;
     checkpoints every ``checkpoint_every`` steps."""
@@ -118,7 +126,8 @@ def build_train(target: Target, cfg: PipelineConfig, vocab_dir: Path, responses_
         began = time.time()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(state["step"], total, tc)
-        loss, stats = ttt_loss(draft, batch, tc.ttt_steps, tc.step_decay, tc.soft_labels)
+        with training_precision(tc):
+            loss, stats = ttt_loss(draft, batch, tc.ttt_steps, tc.step_decay, tc.soft_labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)

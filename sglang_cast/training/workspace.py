@@ -47,7 +47,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 # would discard its finished stages and checkpoints).  `settings_of` applies this to the
 # fields below; `stage_settings` adds the data stages' late fields (`task_prompts`,
 # `soft_top_k`, `init_head`, `vocab_swap`, `vocab_grow`) the same way.
-LATE_FIELDS = ("soft_labels", "vocab_swap", "vocab_grow", "lm_head_basis", "replay")
+LATE_FIELDS = ("soft_labels", "vocab_swap", "vocab_grow", "lm_head_basis", "replay", "bf16_autocast")
 
 
 def settings_of(config: Any) -> dict[str, Any]:

@@ -544,7 +544,8 @@ def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
     base = PipelineConfig(benchmark_dir=Path("bench"))
     late = dataclasses.replace(base, init_head=Path("head"),
                                data=dataclasses.replace(base.data, task_prompts=5, soft_top_k=4),
-                               train=dataclasses.replace(base.train, vocab_swap=8, vocab_grow=3, soft_labels=0.5))
+                               train=dataclasses.replace(base.train, vocab_swap=8, vocab_grow=3, soft_labels=0.5,
+                                                                bf16_autocast=True))
     added = {stage: {key: value for key, value in record.items() if settings[stage].get(key) != value}
              for stage, record in workspace.stage_settings(late).items()}
     assert added["prompts"] == {"task_prompts": 5}
@@ -552,7 +553,7 @@ def test_stage_settings_serialise_as_existing_work_dirs_recorded_them():
     assert added["vocab"] == {"task_prompts": 5, "soft_top_k": 4, "init_head": "head", "vocab_swap": 8,
                               "vocab_grow": 3}
     assert added["train"]["train"] == {**settings["train"]["train"], "vocab_swap": 8, "vocab_grow": 3,
-                                       "soft_labels": 0.5}
+                                       "soft_labels": 0.5, "bf16_autocast": True}
 
 
 def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
@@ -586,6 +587,40 @@ def test_training_resumes_from_checkpoint(tmp_path, monkeypatch):
     want, got = torch.load(full / "draft.pt"), torch.load(part / "draft.pt")
     for key in want:
         torch.testing.assert_close(got[key], want[key])
+
+
+def test_bf16_autocast_trains_in_bf16_and_validates_in_fp32(tmp_path, monkeypatch):
+    """--bf16-autocast: every training forward runs under CPU bf16 autocast, the held-out
+    validation never does, the weights stay fp32, and the train stage records the setting
+    (an fp32 run's settings do not name it, so existing work dirs stay valid)."""
+    base = tiny_config(tmp_path)
+    cfg = dataclasses.replace(base, train=dataclasses.replace(base.train, bf16_autocast=True))
+    seen: dict[str, list[bool]] = {"train": [], "validate": []}
+    loss_of = train_stage.ttt_loss
+
+    def recording(draft, batch, steps, decay, soft=0.0):
+        seen["validate" if not torch.is_grad_enabled() else "train"].append(torch.is_autocast_enabled("cpu"))
+        return loss_of(draft, batch, steps, decay, soft)
+
+    monkeypatch.setattr(train_stage, "ttt_loss", recording)
+    run_pipeline(tiny(), cfg, until="train")
+    assert len(seen["train"]) == cfg.train.max_steps and all(seen["train"])
+    assert seen["validate"] and not any(seen["validate"])
+    weights = [t for t in torch.load(cfg.work_dir / "train" / "draft.pt").values() if t.is_floating_point()]
+    assert weights and all(t.dtype == torch.float32 for t in weights)
+    assert stage_settings(cfg.work_dir, "train")["train"]["bf16_autocast"] is True
+    assert "bf16_autocast" not in workspace.stage_settings(base)["train"]["train"]
+
+
+def test_bf16_autocast_flag_needs_bf16_units(monkeypatch, capsys):
+    from sglang_cast.training import cli
+    monkeypatch.setattr(cli, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    with pytest.raises(SystemExit):
+        parse_args(["--bf16-autocast"])
+    assert "--bf16-autocast: this CPU has neither AVX512-BF16 nor AMX" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert parse_args(["--bf16-autocast"])[0].train.bf16_autocast
+    assert not parse_args([])[0].train.bf16_autocast
 
 
 def test_help_explains_every_flag():
