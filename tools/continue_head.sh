@@ -11,7 +11,7 @@
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
 #                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--served-format F]
-#                               [--replay RUN[,RUN...]] [--max-steps N] [--skip-eval] [STAGE...]
+#                               [--replay RUN[,RUN...]] [--max-steps N] [--bf16-autocast] [--skip-eval] [STAGE...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md names it)
@@ -35,6 +35,8 @@
 #                            train_draft's --replay-responses); the epochs then cover them all
 #     --max-steps N          stop training after N optimiser steps (default: the epochs decide), e.g. a replay
 #                            arm held to the compute of the run it is compared with
+#     --bf16-autocast        train with the head's matmuls in bf16 (train_draft's flag: AVX512-BF16 or AMX; a step
+#                            in 0.57x the fp32 time on the AVX-512 EPYC; docs/results/2026-12-07_bf16_training_avx512.md)
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
@@ -42,10 +44,10 @@
 # On a 2-core AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32-60 + eval ~9,
 # tau ~2 x 9, gap ~9, served ~2 x 3.
 set -euo pipefail
-usage() { sed -n '11,41p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '11,43p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
 RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
-REPLAY= MAX_STEPS= UNTIL= STAGES=()
+REPLAY= MAX_STEPS= UNTIL= BF16= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
     --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
                  *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     --skip-eval) UNTIL="--until train"; shift ;;
+    --bf16-autocast) BF16=" --bf16-autocast"; shift ;;
     data|train|tau|gap|served) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) fail "unknown argument '$1' (stages are data, train, tau, gap, served)" ;;
@@ -91,6 +94,7 @@ for earlier in ${REPLAY//,/ }; do
   RECIPE+=" --replay-responses $W/run$earlier/responses"
 done
 [ -z "$MAX_STEPS" ] || RECIPE+=" --max-steps $MAX_STEPS"
+RECIPE+=$BF16
 judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: run N against the previous head, then the table
   local b=$1 file=$2 prompts=$3; shift 3
   if [ -n "$BASELINE_RECORD" ] && [ -f "$BASELINE_RECORD/$file.json" ] && [ ! -f "$RECORD/$file.json" ]; then

@@ -101,6 +101,13 @@ def test_a_replay_arm_trains_on_the_earlier_runs_answers_too_within_its_steps(pr
     assert "--replay-responses" not in plain and "--max-steps" not in plain
 
 
+def test_bf16_autocast_is_passed_to_training_only_when_asked(project):
+    assert run(project, *RUN24, "--bf16-autocast", "train").returncode == 0
+    assert run(project, *RUN24, "train").returncode == 0
+    bf16, plain = calls(project)
+    assert " --bf16-autocast " in f"{bf16} " and "--bf16-autocast" not in plain
+
+
 def test_skip_eval_stops_training_at_the_exported_head(project):
     assert run(project, *RUN24, "--skip-eval", "train").returncode == 0
     [train] = calls(project)
