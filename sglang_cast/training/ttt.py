@@ -130,38 +130,41 @@ def ttt_loss(draft: Eagle3Draft, batch: Batch, steps: int, decay: float,
     which the argmax label does not teach).  The recorded loss stays the argmax one,
     so logs of runs with and without soft labels compare.
     The LM head runs only on scored positions (response tokens), which is most of the
-    saving on long prompts.
+    saving on long prompts; both losses read one fp32 log-softmax of its rows, weighted
+    rather than row-selected (a selection copies, and scatters back, ``[n, V]`` rows).
     """
     outputs = ttt_forward(draft, batch.input_ids, batch.features, steps)
     total = batch.features.new_zeros(())
     stats = StepStats.zeros(steps)
     for step, hidden in enumerate(outputs):
         mask = batch.step_mask(step)
-        logits = draft.lm_head(draft.norm(hidden[mask]))
+        logits = draft.lm_head(draft.norm(hidden[mask]))  # [n, V], n scored positions
+        log_q = torch.log_softmax(logits.float(), dim=-1)
         labels = batch.labels[mask]
-        known = labels >= 0
-        loss = F.cross_entropy(logits[known], labels[known]) if bool(known.any()) else logits.sum() * 0.0
+        known = labels >= 0  # the label is inside the draft vocab
+        n_known = int(known.sum())
+        label_log_q = log_q.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # [n]
+        loss = -(label_log_q * known).sum() / max(n_known, 1)
         objective = loss
         if soft_weight:
             objective = (1 - soft_weight) * loss + soft_weight * soft_cross_entropy(
-                logits, batch.soft_ids[mask], batch.soft_probs[mask])
+                log_q, batch.soft_ids[mask], batch.soft_probs[mask])
         total = total + decay**step * objective
-        stats.loss[step] = loss.item() * int(known.sum())
-        stats.known[step] = int(known.sum())
+        stats.loss[step] = loss.item() * n_known
+        stats.known[step] = n_known
         stats.correct[step] = int(((logits.argmax(-1) == labels) & known).sum())
         stats.scored[step] = int(mask.sum())
     return total, stats
 
 
-def soft_cross_entropy(logits: Tensor, ids: Tensor, probs: Tensor) -> Tensor:
-    """Mean over rows of ``-sum_i p_i log q(ids_i)``, with ``p`` renormalised over the
+def soft_cross_entropy(log_q: Tensor, ids: Tensor, probs: Tensor) -> Tensor:
+    """Mean over rows of ``-sum_i p_i log q(ids_i)`` for log-probabilities ``log_q`` ``[n, V]``
+    and the target's top-k ``ids``, ``probs`` ``[n, k]``, with ``p`` renormalised over the
     entries inside the draft vocab (``ids >= 0``); rows with none are skipped."""
     probs = probs * (ids >= 0)
-    mass = probs.sum(-1, keepdim=True)
-    rows = mass.squeeze(-1) > 0
-    if not bool(rows.any()):
-        return logits.sum() * 0.0
-    log_q = torch.log_softmax(logits[rows], dim=-1).gather(-1, ids[rows].clamp(min=0))
-    return -((probs[rows] / mass[rows]) * log_q).sum(-1).mean()
+    mass = probs.sum(-1, keepdim=True)  # [n, 1]
+    rows = int((mass > 0).sum())
+    weights = probs / mass.clamp(min=torch.finfo(probs.dtype).tiny)  # 0 on skipped rows
+    return -(weights * log_q.gather(-1, ids.clamp(min=0))).sum() / max(rows, 1)
 
 

@@ -167,11 +167,15 @@ def test_soft_cross_entropy_renormalises_inside_the_draft_vocab():
     labels = torch.tensor([1, 4, 0])
     one_hot_ids = torch.stack([labels, torch.full((3,), -1)], dim=1)
     # Mass on a token outside the draft vocab (-1) is dropped and the rest renormalised.
-    assert soft_cross_entropy(logits, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
+    log_q = torch.log_softmax(logits, -1)
+    assert soft_cross_entropy(log_q, one_hot_ids, torch.tensor([[0.6, 0.4]] * 3)) == pytest.approx(
         F.cross_entropy(logits, labels).item())
     ids, probs = torch.tensor([[2, 5]]), torch.tensor([[0.3, 0.1]])
-    expected = -(0.75 * torch.log_softmax(logits[0], -1)[2] + 0.25 * torch.log_softmax(logits[0], -1)[5])
-    assert soft_cross_entropy(logits[:1], ids, probs) == pytest.approx(expected.item())
+    expected = -(0.75 * log_q[0, 2] + 0.25 * log_q[0, 5])
+    assert soft_cross_entropy(log_q[:1], ids, probs) == pytest.approx(expected.item())
+    # A row with no mass inside the draft vocab adds nothing and is not counted.
+    skipped = torch.cat([ids, torch.tensor([[-1, -1]])]), torch.cat([probs, torch.tensor([[0.5, 0.5]])])
+    assert soft_cross_entropy(log_q[:2], *skipped) == pytest.approx(expected.item())
 
 
 def test_ttt_loss_trains_the_head():
@@ -191,6 +195,49 @@ def test_ttt_loss_trains_the_head():
         optimizer.step()
     assert loss.item() < 0.5 * first
     assert stats.scored == [44, 42, 40]  # step s needs s earlier positions
+
+
+def test_ttt_loss_is_the_cross_entropy_over_in_vocab_labels_plus_the_soft_term():
+    """Each step's loss against a row-by-row reference: the mean cross-entropy over the
+    positions whose label is in the draft vocab, mixed with the soft term over the rows
+    with top-k mass inside it; the value and the gradients agree."""
+    target = tiny()
+    draft = random_head(target, vocab=VOCAB)
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(3, VOCAB, (2, 16), generator=gen)
+    feats = torch.stack([data_features(target, row.tolist()) for row in tokens])
+    labels = torch.cat([tokens[:, 2:], torch.full((2, 1), -1)], 1)
+    labels[0, 3] = labels[1, 7] = -1  # outside the draft vocab
+    soft_ids = torch.randint(0, VOCAB, (2, 15, 3), generator=gen)
+    soft_ids[0, 2] = -1  # no mass inside the draft vocab: skipped by the soft term
+    soft_ids[1, 4, 1] = -1
+    soft_probs = torch.rand(2, 15, 3, generator=gen) / 3
+    batch = Batch(tokens[:, 1:], feats[:, :-1], labels, torch.ones(2, 15, dtype=torch.bool), soft_ids, soft_probs)
+
+    def reference():
+        total = 0.0
+        for step, hidden in enumerate(ttt_forward(draft, batch.input_ids, batch.features, 3)):
+            mask = batch.step_mask(step)
+            logits = draft.lm_head(draft.norm(hidden[mask]))
+            rows_labels, known = batch.labels[mask], batch.labels[mask] >= 0
+            hard = F.cross_entropy(logits[known], rows_labels[known])
+            ids, probs = batch.soft_ids[mask], batch.soft_probs[mask] * (batch.soft_ids[mask] >= 0)
+            rows = probs.sum(-1) > 0
+            log_q = torch.log_softmax(logits[rows], -1).gather(-1, ids[rows].clamp(min=0))
+            soft = -((probs[rows] / probs[rows].sum(-1, keepdim=True)) * log_q).sum(-1).mean()
+            total = total + 0.8**step * (0.5 * hard + 0.5 * soft)
+        return total
+
+    want = reference()
+    want_grads = torch.autograd.grad(want, list(draft.parameters()), allow_unused=True)
+    got, stats = ttt_loss(draft, batch, 3, 0.8, 0.5)
+    got_grads = torch.autograd.grad(got, list(draft.parameters()), allow_unused=True)
+    assert got.item() == pytest.approx(want.item(), rel=1e-5)
+    for w, g in zip(want_grads, got_grads):
+        assert (w is None) == (g is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    assert stats.known == [28 - 2, 26 - 2, 24 - 2]  # the last column scores nothing; two labels outside
 
 
 # ---------------------------------------------------------------- pipeline

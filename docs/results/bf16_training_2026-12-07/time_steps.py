@@ -1,0 +1,56 @@
+"""train_profile.py without the profiler: the first N batches of run 35's data timed four times, fp32 and bf16
+autocast alternating. Run it once per checkout to compare two versions of the training code:
+
+    for tree in /work/main /tmp/wt; do (cd $tree && PYTHONPATH=$tree .venv/bin/python \
+        docs/results/bf16_training_2026-12-07/time_steps.py 4); done
+"""
+import sys, time, random, contextlib
+from pathlib import Path
+import torch
+from sglang_cast.training.target import Target
+from sglang_cast.training.train import split
+from sglang_cast.training.config import TrainConfig
+from sglang_cast.training.features import FeatureSet, collate
+from sglang_cast.training.ttt import ttt_loss
+from sglang_cast.training.head import new_draft
+from sglang_cast.training.lm_head_basis import with_basis
+from sglang_cast.training.vocab import target_to_draft
+
+torch.set_num_threads(2)
+W = Path.home() / ".cache/sglang_cast/rebuild/run35"
+tc = TrainConfig(ttt_steps=7, soft_labels=0.5, lm_head_basis=24, lr=2.5e-4, warmup_steps=20)
+target = Target.embedded()
+vocab = torch.load(W / "vocab/vocab.pt")
+draft = new_draft(target, vocab["d2t"], vocab["t2d"])
+draft.load_state_dict(torch.load(W / "vocab/init_head.pt"), strict=True)
+with_basis(draft, target.model.lm_head_weight, tc.lm_head_basis)
+to_draft = target_to_draft(vocab["t2d"])
+fs = FeatureSet.open_many([W / "responses"], tc.max_seq_len)
+schedule = split(fs, tc, 35)
+batches = schedule.epoch(0)[:int(sys.argv[1]) if len(sys.argv) > 1 else 6]
+params = [p for p in draft.parameters() if p.requires_grad]
+opt = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.95))
+draft.train()
+
+def step(b, autocast):
+    t0 = time.perf_counter()
+    batch = collate(fs, b, to_draft)
+    t1 = time.perf_counter()
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with ctx:
+        loss, _ = ttt_loss(draft, batch, tc.ttt_steps, tc.step_decay, tc.soft_labels)
+    t2 = time.perf_counter()
+    opt.zero_grad(set_to_none=True); loss.backward()
+    t3 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(params, tc.grad_clip); opt.step()
+    t4 = time.perf_counter()
+    return [t1 - t0, t2 - t1, t3 - t2, t4 - t3], int(batch.targets.sum()), float(loss)
+
+step(batches[0], False)
+
+for autocast in (False, True, False, True):
+    times, toks = [0.0] * 4, 0
+    for b in batches:
+        t, n, l = step(b, autocast); times = [a + x for a, x in zip(times, t)]; toks += n
+    print(f"autocast={autocast}: collate {times[0]:.2f} fwd {times[1]:.2f} bwd {times[2]:.2f} opt {times[3]:.2f} s;"
+          f" {toks / sum(times):.0f} scored tok/s, last loss {l:.3f}")
