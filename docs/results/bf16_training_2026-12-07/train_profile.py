@@ -5,6 +5,12 @@ N steps timed four times, fp32 and bf16 autocast alternating (collate, forward, 
 The weights keep training through the passes (lr 1e-5), so the losses printed are not comparable.
 
     .venv/bin/python docs/results/bf16_training_2026-12-07/train_profile.py 4   # ~2 min on 2 idle cores
+
+With --time-only the profiled steps are left out: run it once per checkout to compare two versions of the training
+code (loss_once.log):
+
+    for tree in /work/main /tmp/wt; do (cd $tree && PYTHONPATH=$tree .venv/bin/python \
+        docs/results/bf16_training_2026-12-07/train_profile.py 4 --time-only); done
 """
 import sys, time, random, contextlib
 from pathlib import Path
@@ -29,7 +35,8 @@ with_basis(draft, target.model.lm_head_weight, tc.lm_head_basis)
 to_draft = target_to_draft(vocab["t2d"])
 fs = FeatureSet.open_many([W / "responses"], tc.max_seq_len)
 schedule = split(fs, tc, 35)
-batches = schedule.epoch(0)[:int(sys.argv[1]) if len(sys.argv) > 1 else 6]
+counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
+batches = schedule.epoch(0)[:counts[0] if counts else 6]
 params = [p for p in draft.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.95))
 draft.train()
@@ -49,11 +56,12 @@ def step(b, autocast):
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3], int(batch.targets.sum()), float(loss)
 
 step(batches[0], False)
-from torch.profiler import profile, ProfilerActivity
-with profile(activities=[ProfilerActivity.CPU]) as prof:
-    for b in batches[1:3]:
-        step(b, False)
-print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+if "--time-only" not in sys.argv:
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for b in batches[1:3]:
+            step(b, False)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 for autocast in (False, True, False, True):
     times, toks = [0.0] * 4, 0
     for b in batches:
