@@ -35,14 +35,14 @@
 #                            train_draft's --replay-responses); the epochs then cover them all
 #     --max-steps N          stop training after N optimiser steps (default: the epochs decide), e.g. a replay
 #                            arm held to the compute of the run it is compared with
-#     --bf16-autocast        train with the head's matmuls in bf16 (train_draft's flag: AVX512-BF16 or AMX; a step
-#                            in 0.57x the fp32 time on the AVX-512 EPYC; docs/results/2026-12-07_bf16_training_avx512.md)
+#     --bf16-autocast        train with the head's matmuls in bf16 (train_draft's flag: AVX512-BF16 or AMX; the train
+#                            stage in 0.73x the fp32 time on the AVX-512 EPYC; docs/results/2026-12-07_bf16_training_avx512.md)
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
 #                            --served-format is given)
-# On a 2-core AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32-60 + eval ~9,
-# tau ~2 x 9, gap ~9, served ~2 x 3.
+# On a 2-core AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32 (~23 with
+# --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3.
 set -euo pipefail
 usage() { sed -n '11,43p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }

@@ -105,8 +105,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[PipelineConfig, argpa
                              "them all, so cap the compute with --max-steps (none)")
     parser.add_argument("--bf16-autocast", action="store_true",
                         help="train with the head's matmuls in bf16 (CPU autocast; weights, optimiser and the "
-                             "held-out validation stay fp32): a step in 0.57x the fp32 time on an AVX-512 EPYC; "
-                             "needs AVX512-BF16 or AMX (off)")
+                             "held-out validation stay fp32): the train stage in 0.73x the fp32 time on an AVX-512 "
+                             "EPYC, held-out accuracy level; needs AVX512-BF16 or AMX (off)")
     args = parser.parse_args(argv)
     cfg = PipelineConfig.quick() if args.quick else PipelineConfig()
     for flag, (section, name, _, _) in FLAGS.items():

@@ -77,9 +77,9 @@ def validate(draft: Eagle3Draft, fs: FeatureSet, schedule: Schedule, to_draft: T
 
 def training_precision(tc: TrainConfig) -> torch.autocast:
     """bf16 autocast around the training forward when ``tc.bf16_autocast`` (its backward runs in the
-    dtypes the forward chose): a step took 0.57x its fp32 time on the AVX-512 EPYC, the head's matmuls being
-    most of it (docs/results/2026-12-07_bf16_training_avx512.md). Weights, AdamW state and `validate`
-    stay fp32."""
+    dtypes the forward chose): the head's matmuls are most of a step, and run 36's train stage took 0.73x
+    its fp32 time on the AVX-512 EPYC with the held-out accuracy level
+    (docs/results/2026-12-07_bf16_training_avx512.md). Weights, AdamW state and `validate` stay fp32."""
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=tc.bf16_autocast)
 
 
