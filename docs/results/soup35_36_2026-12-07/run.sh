@@ -3,7 +3,11 @@
 # seeds 35 and 36) judged against the shipped soup on the shipping bar (fp32 target, all 80 first turns) and as
 # cpu-avx512.yaml serves it (first 20). Run 35's records are the base: their rows (the shipped soup and earlier, run
 # 35) are copied, so only the new soup decodes. From the repository root, after run 36's train stage:
-#   bash docs/results/soup35_36_2026-12-07/run.sh [soup tau served]   (no stage: all three; ~25 + ~6 min alone)
+#   bash docs/results/soup35_36_2026-12-07/run.sh [soup tau served eval]   (no stage: the first three; ~25 + ~6 min
+#   alone on the family-25 EPYC)
+# eval: train_draft's eval stage on the soup (chain α and tree τ, first 20 first turns), into
+# docs/results/draft_head_report_soup35_36.json, as the run heads' reports carry it (run 2026-12-07 on an AMD EPYC
+# family 26 model 2, when the soup shipped).
 # Every stage resumes: compare_heads keeps each decoded prompt.
 set -euo pipefail
 D=docs/results/soup35_36_2026-12-07
@@ -25,6 +29,23 @@ for stage in "${stages[@]}"; do
     soup) $PY tools/average_heads.py --output $SOUP docs/results/run35_2026-12-07/head $W/run36/head ;;
     tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
     served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
-    *) echo "run.sh: unknown stage '$stage' (soup, tau, served)" >&2; exit 2 ;;
+    eval) mkdir -p $W/soup35_36/eval
+          $PY - $D/head $W/soup35_36/eval docs/results/draft_head_report_soup35_36.json <<'PY'
+import json, sys, time
+from dataclasses import asdict
+from pathlib import Path
+from sglang_cast.training.config import EvalConfig, PipelineConfig
+from sglang_cast.training.evaluate import build_eval
+from sglang_cast.training.target import Target
+head, out, report = map(Path, sys.argv[1:])
+cfg = PipelineConfig(benchmark_dir=Path("datasets"), eval=EvalConfig(prompts=20))  # train_draft --eval-prompts 20
+start = time.time()
+summary = build_eval(Target.embedded(), cfg, head, out)
+report.write_text(json.dumps({"eval": {"head": str(head), "settings": asdict(cfg.eval),
+                                       "seconds": time.time() - start, "summary": summary}}, indent=1) + "\n")
+print(json.dumps(summary, indent=1))
+PY
+          ;;
+    *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
   esac
 done
