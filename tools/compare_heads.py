@@ -14,11 +14,16 @@ so heads are compared on the same prompts and the difference is read prompt by p
            head, the pooled difference, its 95 % bootstrap interval over prompts (2,000
            resamples, seed 0) and how many prompts it wins and loses; and how many prompts
            every head decoded to the same tokens (greedy decoding is lossless, so all should).
+  eval     train_draft's eval stage on one finished head (a soup, a shipped head): tree τ and
+           chain α on the first --prompts first turns, fp32 target, into a report JSON as
+           train_draft's report carries it (`{"eval": {...}}`). Resumable: each (benchmark,
+           mode) run is kept under $SGLANG_CAST_CACHE/eval/<head digest>-<prompts>.
 
 Usage (repository root):
   .venv/bin/python tools/compare_heads.py decode OUT.json mt_bench --prompts 0:80 \\
       run22=sglang_cast/assets/smollm2-135m-eagle run23=~/.cache/sglang_cast/rebuild/run23/head
   .venv/bin/python tools/compare_heads.py summary OUT.json [OUT.json ...] [--baseline run22]
+  .venv/bin/python tools/compare_heads.py eval docs/results/draft_head_report_NAME.json HEAD [--prompts 20]
 """
 
 from __future__ import annotations
@@ -133,6 +138,36 @@ def decode(out: Path, benchmark: str, first: int, last: int, heads: dict[str, Pa
         print(i, " ".join(f"{name} {r['tau']:.3f}" for name, r in row.items()), flush=True)
 
 
+def evaluate_head(report: Path, head: Path, prompts: int) -> dict:
+    """train_draft's eval stage on ``head`` (its first ``prompts`` first turns a benchmark, fp32 target),
+    written to ``report``; each (benchmark, mode) run is kept in a work dir named by the head's digest."""
+    import time
+    from dataclasses import asdict
+
+    from sglang_cast.models.cache import cache_root
+    from sglang_cast.models.digest import weights_digest
+    from sglang_cast.training.config import EvalConfig, PipelineConfig
+    from sglang_cast.training.evaluate import build_eval
+    from sglang_cast.training.target import Target
+
+    cfg = PipelineConfig(benchmark_dir=Path("datasets"), eval=EvalConfig(prompts=prompts))
+    work = cache_root() / "eval" / f"{weights_digest(head).removeprefix('sha256:')}-{prompts}"
+    work.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    summary = build_eval(Target.embedded(), cfg, head, work)
+    report.write_text(json.dumps({"eval": {"head": str(head), "settings": asdict(cfg.eval),
+                                           "seconds": time.time() - start, "summary": summary}}, indent=1) + "\n")
+    return summary
+
+
+def parse_head(folder: str, name: str) -> Path:
+    """A draft head folder (one with a config.json); ``name`` says which in the error."""
+    path = Path(folder).expanduser()
+    if not (path / "config.json").is_file():
+        raise CompareError(f"head {name}: {path} is not a draft head folder (no config.json)")
+    return path
+
+
 def file_format(data: dict) -> str:
     """The weight format a file's rows were decoded in (files from before the flag: fp32)."""
     return data.get("weight_format", "fp32")
@@ -163,10 +198,7 @@ def parse_heads(specs: list[str]) -> dict[str, Path]:
         name, sep, folder = spec.partition("=")
         if not sep or not name or not folder:
             raise CompareError(f"head {spec!r}: expected NAME=FOLDER, e.g. run22=sglang_cast/assets/smollm2-135m-eagle")
-        path = Path(folder).expanduser()
-        if not (path / "config.json").is_file():
-            raise CompareError(f"head {name}: {path} is not a draft head folder (no config.json)")
-        heads[name] = path
+        heads[name] = parse_head(folder, name)
     return heads
 
 
@@ -196,6 +228,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     table = commands.add_parser("summary", help="the Markdown table of one or more decode files")
     table.add_argument("files", nargs="+", type=Path)
     table.add_argument("--baseline", help="the head the others are compared with (default: the file's first)")
+    stage = commands.add_parser("eval", help="train_draft's eval stage on one head, into a report JSON (resumable)")
+    stage.add_argument("report", type=Path, help="the report JSON to write, e.g. docs/results/draft_head_report_X.json")
+    stage.add_argument("head", help="the head folder")
+    stage.add_argument("--prompts", type=int, default=20,
+                       help="first turns a benchmark, 1 or more (default 20: train_draft --eval-prompts 20)")
     return parser.parse_args(argv)
 
 
@@ -205,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "decode":
             decode(args.out, args.benchmark, *parse_range(args.prompts), parse_heads(args.heads),
                    parse_format(args.weight_format))
+        elif args.command == "eval":
+            if args.prompts < 1:
+                raise CompareError(f"--prompts: expected 1 or more first turns a benchmark, got {args.prompts}")
+            print(json.dumps(evaluate_head(args.report, parse_head(args.head, "HEAD"), args.prompts), indent=1))
         else:
             print("\n".join(summary(load(path), args.baseline) for path in args.files))
     except CompareError as error:

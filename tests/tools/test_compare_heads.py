@@ -68,6 +68,8 @@ def test_a_named_baseline_comes_first(results, capsys):
     (["decode", "{out}", "mt_bench", "nameless"], "head 'nameless': expected NAME=FOLDER"),
     (["decode", "{out}", "mt_bench", "a={missing}"], "is not a draft head folder (no config.json)"),
     (["decode", "{out}", "mt_bench", "--weight-format", "int3", "a={head}"], "--weight-format: 'int3' is not"),
+    (["eval", "{out}", "{missing}"], "head HEAD: "),
+    (["eval", "{out}", "{head}", "--prompts", "0"], "--prompts: expected 1 or more first turns a benchmark, got 0"),
 ])
 def test_bad_input_names_the_argument(results, tmp_path, capsys, args, message):
     head = tmp_path / "head"
@@ -132,3 +134,32 @@ def test_decode_in_a_served_format_loads_target_and_heads_so_and_keeps_one_forma
     assert "holds rows decoded in weight format int4vnni/int8vnni+int8vnni, not fp32" in capsys.readouterr().err
     assert main(["summary", str(out)]) == 0
     assert "heads a, weight format int4vnni/int8vnni+int8vnni" in capsys.readouterr().out
+
+
+def test_eval_writes_the_eval_stage_report_and_keeps_runs_by_the_heads_digest(tmp_path, monkeypatch):
+    """eval: build_eval on the named head with the fp32 target and the asked prompt count, its summary in
+    train_draft's report shape; the work dir is named by the head's digest, so another head never reuses
+    its runs."""
+    calls = []
+
+    def fake_build_eval(_target, cfg, head, out):
+        calls.append((head, out, cfg.eval.prompts))
+        return {"prompts_per_benchmark": cfg.eval.prompts}
+
+    monkeypatch.setenv("SGLANG_CAST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(target.Target, "embedded", classmethod(lambda cls: "fp32 target"))
+    monkeypatch.setattr(evaluate, "build_eval", fake_build_eval)
+    heads = []
+    for name, weights in (("a", b"1"), ("b", b"2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "model.safetensors").write_bytes(weights)
+        heads.append(tmp_path / name)
+    for head in heads:
+        assert main(["eval", str(tmp_path / f"{head.name}.json"), str(head), "--prompts", "3"]) == 0
+    report = json.loads((tmp_path / "a.json").read_text())["eval"]
+    assert report["head"] == str(heads[0]) and report["summary"] == {"prompts_per_benchmark": 3}
+    assert report["settings"]["prompts"] == 3
+    (_, work_a, _), (_, work_b, _) = calls
+    assert work_a.parent == tmp_path / "cache" / "eval" and work_a.is_dir()
+    assert work_a != work_b and work_a.name.endswith("-3")

@@ -7,7 +7,8 @@
 #   alone on the family-25 EPYC)
 # eval: train_draft's eval stage on the soup (chain α and tree τ, first 20 first turns), into
 # docs/results/draft_head_report_soup35_36.json, as the run heads' reports carry it (run 2026-12-07 on an AMD EPYC
-# family 26 model 2, when the soup shipped).
+# family 26 model 2, when the soup shipped, by the same code inline as in ../soup_2026-12-06/run.sh; `compare_heads.py
+# eval` then reproduced the report's summary from those runs).
 # Every stage resumes: compare_heads keeps each decoded prompt.
 set -euo pipefail
 D=docs/results/soup35_36_2026-12-07
@@ -29,23 +30,7 @@ for stage in "${stages[@]}"; do
     soup) $PY tools/average_heads.py --output $SOUP docs/results/run35_2026-12-07/head $W/run36/head ;;
     tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
     served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
-    eval) mkdir -p $W/soup35_36/eval
-          $PY - $D/head $W/soup35_36/eval docs/results/draft_head_report_soup35_36.json <<'PY'
-import json, sys, time
-from dataclasses import asdict
-from pathlib import Path
-from sglang_cast.training.config import EvalConfig, PipelineConfig
-from sglang_cast.training.evaluate import build_eval
-from sglang_cast.training.target import Target
-head, out, report = map(Path, sys.argv[1:])
-cfg = PipelineConfig(benchmark_dir=Path("datasets"), eval=EvalConfig(prompts=20))  # train_draft --eval-prompts 20
-start = time.time()
-summary = build_eval(Target.embedded(), cfg, head, out)
-report.write_text(json.dumps({"eval": {"head": str(head), "settings": asdict(cfg.eval),
-                                       "seconds": time.time() - start, "summary": summary}}, indent=1) + "\n")
-print(json.dumps(summary, indent=1))
-PY
-          ;;
+    eval) $PY tools/compare_heads.py eval docs/results/draft_head_report_soup35_36.json $D/head ;;
     *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
   esac
 done
