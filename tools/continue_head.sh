@@ -41,8 +41,9 @@
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
 #                            --served-format is given)
-# On a 2-core AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32 (~23 with
-# --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3.
+# On a 2-core family-25 AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32 (~23 with
+# --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3; on a family-26 one with both flags data ~6, train
+# ~15 (runs 37, 38).
 set -euo pipefail
 usage() { sed -n '11,43p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
