@@ -6,18 +6,23 @@
 # acceptance is lost on held-out data (`gap`, tools/draft_gap.py); and, given --served-format, τ on the first 20
 # of each with the target and heads stored as a profile serves them (`served`: int4 targets accept less than
 # fp32's, docs/results/2026-12-05_served_format_tau_avx512.md). Every stage is resumable (training checkpoints
-# every 200 steps, decoding keeps every prompt): rerun the stage after an interruption.
+# every 200 steps, decoding keeps every prompt): rerun the stage after an interruption. A finished head that is
+# no run's (a soup of two runs, tools/average_heads.py) is judged by the same stages with --head NAME=DIR.
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
 #                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--served-format F]
 #                               [--replay RUN[,RUN...]] [--max-steps N] [--bf16-autocast] [--skip-eval] [STAGE...]
+#   bash tools/continue_head.sh --head NAME=DIR --from NAME=HEAD --record DIR [--baseline-record DIR]
+#                               [--served-format F] [tau|gap|served...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md names it)
 #     --from NAME=HEAD       the head it continues, e.g. run23_lr=sglang_cast/assets/smollm2-135m-eagle
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
+#     --head NAME=DIR        judge this finished head (e.g. soup39_40=~/.cache/sglang_cast/rebuild/soup39_40/head)
+#                            instead of run N's: tau, gap and served only; --run and --seed are then not needed
 #     --lr LR                peak learning rate (default 2.5e-4, since run 23-lr; runs 11-23 used 5e-4)
 #     --data-from RUN        an A/B arm: `data` hard-links run RUN's prompts and answers (and its vocabulary, if
 #                            built) instead of drawing new ones; give RUN's --seed (train_draft refuses stages
@@ -45,16 +50,16 @@
 # --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3; on a family-26 one with both flags data ~6, train
 # ~15 (runs 37, 38).
 set -euo pipefail
-usage() { sed -n '11,43p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '12,48p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
-RUN= SEED= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
+RUN= SEED= HEAD= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
 REPLAY= MAX_STEPS= UNTIL= BF16= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
+    --run|--seed|--head|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
     --replay|--max-steps)
       [ $# -ge 2 ] || fail "$1 needs a value"
-      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
+      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --head) HEAD=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
                  --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; --target-format) TARGET_FORMAT=$2 ;;
                  --served-format) SERVED_FORMAT=$2 ;; --replay) REPLAY=$2 ;; --max-steps) MAX_STEPS=$2 ;;
                  *) BASELINE_RECORD=$2 ;; esac
@@ -67,20 +72,27 @@ while [ $# -gt 0 ]; do
   esac
 done
 RUN_ID='[0-9]+(_[a-z0-9]+)?'  # a run's number, or one with an A/B arm's label
-[[ $RUN =~ ^$RUN_ID$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
-[[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
+if [ -n "$HEAD" ]; then  # a finished head: judged, never trained
+  [[ $HEAD == ?*=?* && -f ${HEAD#*=}/config.json ]] || fail "--head takes NAME=DIR, DIR a draft head folder; got '$HEAD'"
+  [[ " ${STAGES[*]} " != *" data "* && " ${STAGES[*]} " != *" train "* ]] ||
+      fail "--head judges a finished head: give its stages (tau, gap, served), not data or train"
+else
+  [[ $RUN =~ ^$RUN_ID$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
+  [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
+fi
 [[ $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
 [[ -z $REPLAY || $REPLAY =~ ^$RUN_ID(,$RUN_ID)*$ ]] || fail "--replay takes run numbers, comma-separated (29,30); got '$REPLAY'"
 [[ -z $MAX_STEPS || $MAX_STEPS =~ ^[1-9][0-9]*$ ]] || fail "--max-steps takes a whole number >= 1; got '$MAX_STEPS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 PREVIOUS=${FROM#*=}
 [ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
 [[ " ${STAGES[*]} " != *" served "* || -n $SERVED_FORMAT ]] || fail "the served stage needs --served-format F"
 
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
 WORK=$W/run$RUN
+HEAD=${HEAD:-run$RUN=$WORK/head}  # NAME=DIR: the head the judging stages decode
 DATA=(self_instruct prompts responses)  # what the data stage writes into the work dir (train builds vocab)
 LINKED=("${DATA[@]}" vocab)  # what an arm shares with its --data-from run
 # An arm in another target format shares the prompts and answers them itself.
@@ -96,12 +108,12 @@ for earlier in ${REPLAY//,/ }; do
 done
 [ -z "$MAX_STEPS" ] || RECIPE+=" --max-steps $MAX_STEPS"
 RECIPE+=$BF16
-judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: run N against the previous head, then the table
+judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: the head against the previous one, then the table
   local b=$1 file=$2 prompts=$3; shift 3
   if [ -n "$BASELINE_RECORD" ] && [ -f "$BASELINE_RECORD/$file.json" ] && [ ! -f "$RECORD/$file.json" ]; then
-    cp "$BASELINE_RECORD/$file.json" "$RECORD/$file.json"  # the previous head's rows: only run N decodes
+    cp "$BASELINE_RECORD/$file.json" "$RECORD/$file.json"  # the previous head's rows: only the new head decodes
   fi
-  $PY tools/compare_heads.py decode "$RECORD/$file.json" $b --prompts $prompts "$@" "$FROM" run$RUN=$WORK/head \
+  $PY tools/compare_heads.py decode "$RECORD/$file.json" $b --prompts $prompts "$@" "$FROM" "$HEAD" \
       2>&1 | quiet | bars | tee -a "$RECORD/$file.log"
   $PY tools/compare_heads.py summary "$RECORD/$file.json" --baseline "${FROM%%=*}" > "$RECORD/${file}_summary.md"
 }
@@ -129,8 +141,8 @@ for stage in "${STAGES[@]}"; do
                --init-head "$PREVIOUS" $RECIPE $MIX $UNTIL 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
            cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
     tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
-    gap) $PY tools/draft_gap.py --head $WORK/head --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
-             --json "$RECORD/gap_run$RUN.json" 2>&1 | quiet | bars | tee "$RECORD/gap_run$RUN.log" ;;
+    gap) $PY tools/draft_gap.py --head "${HEAD#*=}" --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
+             --json "$RECORD/gap_${HEAD%%=*}.json" 2>&1 | quiet | bars | tee "$RECORD/gap_${HEAD%%=*}.log" ;;
     served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format "$SERVED_FORMAT"; done ;;
   esac
 done

@@ -54,6 +54,9 @@ def test_help_prints_the_usage():
     ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap, served)"),
     ([*RUN24, "served"], "the served stage needs --served-format F"),
     (["--run"], "--run needs a value"),
+    (["--head", "soup=missing", "--from", "a=head", "--record", "r", "tau"], "--head takes NAME=DIR, DIR a draft head"),
+    (["--head", "soup=head", "--from", "a=head", "--record", "r", "tau", "train"], "--head judges a finished head"),
+    (["--head", "soup=head", "--from", "a=head", "--record", "r"], "--head judges a finished head"),
     ([*RUN24, "--lm-head-basis", "-1", "train"], "--lm-head-basis takes a number >= 0 (0: off); got '-1'"),
     ([*RUN24, "--replay", "22;23", "train"], "--replay takes run numbers, comma-separated (29,30); got '22;23'"),
     ([*RUN24, "--replay", "22", "train"], "/work/run22 has no responses (run its data stage first)"),
@@ -193,3 +196,17 @@ def test_an_arm_in_another_target_format_shares_the_prompts_and_answers_them_its
     assert sorted(p.name for p in (project / "work" / "run24_q").iterdir()) == ["prompts", "self_instruct"]
     assert run(project, *RUN24, "data").returncode == 0
     assert "--target-format fp32" in calls(project)[-1]  # the default: the fp32 target answers
+
+
+def test_a_finished_head_is_judged_by_the_same_stages_under_its_own_name(project):
+    (project / "soup").mkdir()
+    (project / "soup" / "config.json").write_text("{}")
+    served = "int4vnni/int8vnni+int8vnni"
+    soup = ["--head", "soup39_40=soup", "--from", "run23=head", "--record", "record", "--baseline-record", "previous",
+            "--served-format", served]
+    assert run(project, *soup, "tau", "served", "gap").returncode == 0
+    decode_humaneval, _, _, _, served_humaneval, _, _, _, gap = calls(project)
+    assert decode_humaneval == "tools/compare_heads.py decode record/humaneval.json humaneval --prompts 0:80 run23=head soup39_40=soup"
+    assert served_humaneval.endswith(f"--weight-format {served} run23=head soup39_40=soup")
+    assert (project / "record" / "mt_bench.json").read_text() == '"mt_bench rows"'  # the baseline's rows, reused
+    assert gap.startswith("tools/draft_gap.py --head soup ") and "--json record/gap_soup39_40.json" in gap
