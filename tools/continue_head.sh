@@ -52,6 +52,10 @@
 set -euo pipefail
 usage() { sed -n '12,48p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
+check_head() {  # check_head FLAG NAME=DIR: the flag names a draft head folder
+  [[ $2 == ?*=?* ]] || fail "$1 takes NAME=DIR; got '$2'"
+  [ -f "${2#*=}/config.json" ] || fail "$1: ${2#*=} is not a draft head folder (no config.json)"
+}
 RUN= SEED= HEAD= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
 REPLAY= MAX_STEPS= UNTIL= BF16= STAGES=()
 while [ $# -gt 0 ]; do
@@ -74,7 +78,7 @@ done
 RUN_ID='[0-9]+(_[a-z0-9]+)?'  # a run's number, or one with an A/B arm's label
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
 if [ -n "$HEAD" ]; then  # a finished head: judged, never trained
-  [[ $HEAD == ?*=?* && -f ${HEAD#*=}/config.json ]] || fail "--head takes NAME=DIR, DIR a draft head folder; got '$HEAD'"
+  check_head --head "$HEAD"
   [[ " ${STAGES[*]} " != *" data "* && " ${STAGES[*]} " != *" train "* ]] ||
       fail "--head judges a finished head: give its stages (tau, gap, served), not data or train"
 else
@@ -85,8 +89,8 @@ fi
 [[ -z $REPLAY || $REPLAY =~ ^$RUN_ID(,$RUN_ID)*$ ]] || fail "--replay takes run numbers, comma-separated (29,30); got '$REPLAY'"
 [[ -z $MAX_STEPS || $MAX_STEPS =~ ^[1-9][0-9]*$ ]] || fail "--max-steps takes a whole number >= 1; got '$MAX_STEPS'"
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
+check_head --from "$FROM"
 PREVIOUS=${FROM#*=}
-[ -f "$PREVIOUS/config.json" ] || fail "--from: $PREVIOUS is not a draft head folder (no config.json)"
 [[ " ${STAGES[*]} " != *" served "* || -n $SERVED_FORMAT ]] || fail "the served stage needs --served-format F"
 
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
