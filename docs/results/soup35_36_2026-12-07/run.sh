@@ -9,7 +9,8 @@
 # docs/results/draft_head_report_soup35_36.json, as the run heads' reports carry it (run 2026-12-07 on an AMD EPYC
 # family 26 model 2, when the soup shipped, by the same code inline as in ../soup_2026-12-06/run.sh; `compare_heads.py
 # eval` then reproduced the report's summary from those runs).
-# Every stage resumes: compare_heads keeps each decoded prompt.
+# Every stage resumes: compare_heads keeps each decoded prompt. tau and served were run by an inline copy of
+# continue_head.sh's judge, before --head existed; it made the same compare_heads calls.
 set -euo pipefail
 D=docs/results/soup35_36_2026-12-07
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
@@ -17,19 +18,12 @@ PY=.venv/bin/python
 SOUP=$W/soup35_36/head
 stages=("$@")
 [ $# -gt 0 ] || stages=(soup tau served)
-judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]
-  local b=$1 file=$2 prompts=$3; shift 3
-  [ -f $D/$file.json ] || cp docs/results/run35_2026-12-07/$file.json $D/$file.json
-  $PY tools/compare_heads.py decode $D/$file.json $b --prompts $prompts "$@" \
-      soup33_34=docs/results/soup_2026-12-06/head soup35_36=$SOUP 2>&1 \
-      | grep -a -v USDT | tr '\r' '\n' | grep -a -v '%|\|^\s*$' | tee -a $D/$file.log || true
-  $PY tools/compare_heads.py summary $D/$file.json --baseline soup33_34 > $D/${file}_summary.md
-}
 for stage in "${stages[@]}"; do
   case $stage in
     soup) $PY tools/average_heads.py --output $SOUP docs/results/run35_2026-12-07/head $W/run36/head ;;
-    tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
-    served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
+    tau|served) bash tools/continue_head.sh --head soup35_36=$SOUP --from soup33_34=docs/results/soup_2026-12-06/head \
+                    --record $D --baseline-record docs/results/run35_2026-12-07 \
+                    --served-format int4vnni/int8vnni+int8vnni $stage ;;
     eval) $PY tools/compare_heads.py eval docs/results/draft_head_report_soup35_36.json $D/head ;;
     *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
   esac

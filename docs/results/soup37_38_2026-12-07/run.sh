@@ -6,7 +6,8 @@
 #   bash docs/results/soup37_38_2026-12-07/run.sh [soup tau served eval]   (no stage: the first three)
 # eval: train_draft's eval stage on the soup (chain α and tree τ, first 20 first turns), into
 # docs/results/draft_head_report_soup37_38.json.
-# Every stage resumes: compare_heads keeps each decoded prompt.
+# Every stage resumes: compare_heads keeps each decoded prompt. tau and served were run by an inline copy of
+# continue_head.sh's judge, before --head existed; it made the same compare_heads calls.
 set -euo pipefail
 D=docs/results/soup37_38_2026-12-07
 W=${W:-$HOME/.cache/sglang_cast/rebuild}
@@ -14,19 +15,12 @@ PY=.venv/bin/python
 SOUP=$W/soup37_38/head
 stages=("$@")
 [ $# -gt 0 ] || stages=(soup tau served)
-judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]
-  local b=$1 file=$2 prompts=$3; shift 3
-  [ -f $D/$file.json ] || cp docs/results/soup35_36_2026-12-07/$file.json $D/$file.json
-  $PY tools/compare_heads.py decode $D/$file.json $b --prompts $prompts "$@" \
-      soup35_36=docs/results/soup35_36_2026-12-07/head soup37_38=$SOUP 2>&1 \
-      | grep -a -v USDT | tr '\r' '\n' | grep -a -v '%|\|^\s*$' | tee -a $D/$file.log || true
-  $PY tools/compare_heads.py summary $D/$file.json --baseline soup35_36 > $D/${file}_summary.md
-}
 for stage in "${stages[@]}"; do
   case $stage in
     soup) $PY tools/average_heads.py --output $SOUP $W/run37/head $W/run38/head ;;
-    tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
-    served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format int4vnni/int8vnni+int8vnni; done ;;
+    tau|served) bash tools/continue_head.sh --head soup37_38=$SOUP --from soup35_36=docs/results/soup35_36_2026-12-07/head \
+                    --record $D --baseline-record docs/results/soup35_36_2026-12-07 \
+                    --served-format int4vnni/int8vnni+int8vnni $stage ;;
     eval) $PY tools/compare_heads.py eval docs/results/draft_head_report_soup37_38.json $SOUP ;;
     *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
   esac
