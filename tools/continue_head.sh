@@ -7,14 +7,17 @@
 # of each with the target and heads stored as a profile serves them (`served`: int4 targets accept less than
 # fp32's, docs/results/2026-12-05_served_format_tau_avx512.md). Every stage is resumable (training checkpoints
 # every 200 steps, decoding keeps every prompt): rerun the stage after an interruption. A finished head that is
-# no run's (a soup of two runs, tools/average_heads.py) is judged by the same stages with --head NAME=DIR.
+# no run's is judged by the same stages with --head NAME=DIR; --soup A,B first averages runs A and B into one
+# (tools/average_heads.py: `soup`) and gives it train_draft's eval stage (`eval`).
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
 #                               [--data-from RUN] [--lm-head-basis S] [--target-format F] [--served-format F]
 #                               [--replay RUN[,RUN...]] [--max-steps N] [--bf16-autocast] [--skip-eval] [STAGE...]
 #   bash tools/continue_head.sh --head NAME=DIR --from NAME=HEAD --record DIR [--baseline-record DIR]
-#                               [--served-format F] [tau|gap|served...]
+#                               [--served-format F] [tau|gap|served|eval...]
+#   bash tools/continue_head.sh --soup A,B --from NAME=HEAD --record DIR [--baseline-record DIR]
+#                               [--served-format F] [soup|tau|gap|served|eval...]
 #     --run N                the run's number, or a label for an A/B arm (23_lr): work dir $W/runN (W defaults to
 #                            ~/.cache/sglang_cast/rebuild), head $W/runN/head, report docs/results/draft_head_report_runN.json
 #     --seed S               the next unused seed (docs/draft_head.md names it)
@@ -22,7 +25,10 @@
 #     --record DIR           where its logs and per-prompt results go, e.g. docs/results/run24_2026-12-02
 #     --baseline-record DIR  the previous run's record: its per-prompt rows are reused, so only run N's are decoded
 #     --head NAME=DIR        judge this finished head (e.g. soup39_40=~/.cache/sglang_cast/rebuild/soup39_40/head)
-#                            instead of run N's: tau, gap and served only; --run and --seed are then not needed
+#                            instead of run N's: tau, gap, served and eval only; --run and --seed are then not needed
+#     --soup A,B             judge the weight average of runs A and B ($W/runA/head, $W/runB/head; two or more runs),
+#                            named soupA_B and written to $W/soupA_B/head by the soup stage; stages as --head's, plus
+#                            soup (default: soup tau, then served if --served-format is given)
 #     --lr LR                peak learning rate (default 2.5e-4, since run 23-lr; runs 11-23 used 5e-4)
 #     --data-from RUN        an A/B arm: `data` hard-links run RUN's prompts and answers (and its vocabulary, if
 #                            built) instead of drawing new ones; give RUN's --seed (train_draft refuses stages
@@ -45,45 +51,58 @@
 #     --skip-eval            the train stage stops at the exported head, without train_draft's eval stage (20
 #                            prompts a benchmark, ~9 min; the tau stage decodes all 80)
 #     STAGE                  data, train, tau, gap, served (default: data train tau gap, then served if
-#                            --served-format is given)
+#                            --served-format is given); with --head or --soup also eval (chain α and tree τ on the
+#                            first 20 first turns, tools/compare_heads.py eval, into docs/results/draft_head_report_NAME.json)
 # On a 2-core family-25 AVX-512 EPYC: data ~30 min (~10 with --target-format int4vnni/int8vnni), train ~32 (~23 with
 # --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3; on a family-26 one with both flags data ~6, train
 # ~15 (runs 37, 38).
 set -euo pipefail
-usage() { sed -n '12,48p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { sed -n '13,56p' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
 check_head() {  # check_head FLAG NAME=DIR: the flag names a draft head folder
   [[ $2 == ?*=?* ]] || fail "$1 takes NAME=DIR; got '$2'"
   [ -f "${2#*=}/config.json" ] || fail "$1: ${2#*=} is not a draft head folder (no config.json)"
 }
-RUN= SEED= HEAD= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
+RUN= SEED= HEAD= SOUP= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
 REPLAY= MAX_STEPS= UNTIL= BF16= STAGES=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --run|--seed|--head|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
+    --run|--seed|--head|--soup|--from|--record|--baseline-record|--lr|--data-from|--lm-head-basis|--target-format|--served-format|\
     --replay|--max-steps)
       [ $# -ge 2 ] || fail "$1 needs a value"
-      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --head) HEAD=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
+      case $1 in --run) RUN=$2 ;; --seed) SEED=$2 ;; --head) HEAD=$2 ;; --soup) SOUP=$2 ;; --from) FROM=$2 ;; --record) RECORD=$2 ;; --lr) LR=$2 ;;
                  --data-from) DATA_FROM=$2 ;; --lm-head-basis) BASIS=$2 ;; --target-format) TARGET_FORMAT=$2 ;;
                  --served-format) SERVED_FORMAT=$2 ;; --replay) REPLAY=$2 ;; --max-steps) MAX_STEPS=$2 ;;
                  *) BASELINE_RECORD=$2 ;; esac
       shift 2 ;;
     --skip-eval) UNTIL="--until train"; shift ;;
     --bf16-autocast) BF16=" --bf16-autocast"; shift ;;
-    data|train|tau|gap|served) STAGES+=("$1"); shift ;;
+    data|train|tau|gap|served|soup|eval) STAGES+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
-    *) fail "unknown argument '$1' (stages are data, train, tau, gap, served)" ;;
+    *) fail "unknown argument '$1' (stages are data, train, tau, gap, served, soup, eval)" ;;
   esac
 done
 RUN_ID='[0-9]+(_[a-z0-9]+)?'  # a run's number, or one with an A/B arm's label
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
-if [ -n "$HEAD" ]; then  # a finished head: judged, never trained
+W=${W:-$HOME/.cache/sglang_cast/rebuild}
+has_stage() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
+if [ -n "$SOUP" ]; then  # the average of finished runs: made by the soup stage, then judged as --head's
+  [ -z "$HEAD" ] || fail "--soup and --head both name the head to judge: give one"
+  [[ $SOUP =~ ^$RUN_ID(,$RUN_ID)+$ ]] || fail "--soup takes two or more run numbers, comma-separated (41,42); got '$SOUP'"
+  HEAD=soup${SOUP//,/_}=$W/soup${SOUP//,/_}/head
+  [ ${#STAGES[@]} -gt 0 ] || STAGES=(soup tau ${SERVED_FORMAT:+served})
+elif [ -n "$HEAD" ]; then
   check_head --head "$HEAD"
-  [[ " ${STAGES[*]} " != *" data "* && " ${STAGES[*]} " != *" train "* ]] ||
-      fail "--head judges a finished head: give its stages (tau, gap, served), not data or train"
+  ! has_stage soup || fail "the soup stage needs --soup A,B (the runs to average)"
+fi
+if [ -n "$HEAD" ]; then  # a finished head: judged, never trained
+  [ ${#STAGES[@]} -gt 0 ] && ! has_stage data && ! has_stage train ||
+      fail "--head and --soup judge a finished head: give its stages (soup, tau, gap, served, eval), not data or train"
 else
   [[ $RUN =~ ^$RUN_ID$ ]] || fail "--run takes a whole number, or one with a label (23_lr); got '$RUN'"
   [[ $SEED =~ ^[0-9]+$ ]] || fail "--seed takes a whole number; got '$SEED'"
+  ! has_stage soup && ! has_stage eval ||
+      fail "soup and eval judge a finished head (--soup, --head); a run's eval is its train stage's (without --skip-eval)"
+  [ ${#STAGES[@]} -gt 0 ] || STAGES=(data train tau gap ${SERVED_FORMAT:+served})
 fi
 [[ $BASIS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "--lm-head-basis takes a number >= 0 (0: off); got '$BASIS'"
 [[ -z $REPLAY || $REPLAY =~ ^$RUN_ID(,$RUN_ID)*$ ]] || fail "--replay takes run numbers, comma-separated (29,30); got '$REPLAY'"
@@ -91,9 +110,8 @@ fi
 [[ $FROM == ?*=?* && -n $RECORD ]] || fail "--from NAME=HEAD and --record DIR are required"
 check_head --from "$FROM"
 PREVIOUS=${FROM#*=}
-[[ " ${STAGES[*]} " != *" served "* || -n $SERVED_FORMAT ]] || fail "the served stage needs --served-format F"
+! has_stage served || [ -n "$SERVED_FORMAT" ] || fail "the served stage needs --served-format F"
 
-W=${W:-$HOME/.cache/sglang_cast/rebuild}
 PY=.venv/bin/python
 WORK=$W/run$RUN
 HEAD=${HEAD:-run$RUN=$WORK/head}  # NAME=DIR: the head the judging stages decode
@@ -121,6 +139,9 @@ judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: the head agai
       2>&1 | quiet | bars | tee -a "$RECORD/$file.log"
   $PY tools/compare_heads.py summary "$RECORD/$file.json" --baseline "${FROM%%=*}" > "$RECORD/${file}_summary.md"
 }
+judged() {  # the judging stages need the head: a run's train stage or a soup's soup stage makes it
+  [ -f "${HEAD#*=}/config.json" ] || fail "no head at ${HEAD#*=} yet: its train stage (a run) or soup stage (--soup) makes it"
+}
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
 link_data() {  # hard links: the arm's stages are the source run's files, at no disk cost
@@ -144,9 +165,17 @@ for stage in "${STAGES[@]}"; do
            $PY tools/train_draft.py $COMMON --work-dir $WORK --output $WORK/head --seed $SEED \
                --init-head "$PREVIOUS" $RECIPE $MIX $UNTIL 2>&1 | quiet | bars | tee -a "$RECORD/train.log"
            cp $WORK/report.json docs/results/draft_head_report_run$RUN.json ;;
-    tau) for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
-    gap) $PY tools/draft_gap.py --head "${HEAD#*=}" --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
+    tau) judged; for b in humaneval mt_bench; do judge $b $b 0:80; done ;;
+    gap) judged; $PY tools/draft_gap.py --head "${HEAD#*=}" --held-out $W/heldout --ttt-steps 7 --tau-prompts 20 \
              --json "$RECORD/gap_${HEAD%%=*}.json" 2>&1 | quiet | bars | tee "$RECORD/gap_${HEAD%%=*}.log" ;;
-    served) for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format "$SERVED_FORMAT"; done ;;
+    served) judged; for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format "$SERVED_FORMAT"; done ;;
+    soup) runs=()
+          for run in ${SOUP//,/ }; do
+            [ -f "$W/run$run/head/config.json" ] || fail "--soup: $W/run$run has no head (run its train stage first)"
+            runs+=("$W/run$run/head")
+          done
+          $PY tools/average_heads.py --output "${HEAD#*=}" "${runs[@]}" ;;
+    eval) judged; $PY tools/compare_heads.py eval "docs/results/draft_head_report_${HEAD%%=*}.json" "${HEAD#*=}" \
+              2>&1 | quiet | bars ;;
   esac
 done

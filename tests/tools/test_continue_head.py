@@ -11,7 +11,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "continue_head.sh"
 @pytest.fixture
 def project(tmp_path):
     """A folder laid out as the repository root for the script: a `.venv/bin/python` that logs its
-    arguments (one call per line) and prints nothing, a previous head, and a previous run's record."""
+    arguments (one call per line) and prints nothing, a previous head, a previous run's record and run
+    24's trained head."""
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls"\n')
@@ -21,7 +22,8 @@ def project(tmp_path):
     (tmp_path / "previous").mkdir()
     for benchmark in ("humaneval", "mt_bench"):
         (tmp_path / "previous" / f"{benchmark}.json").write_text(f'"{benchmark} rows"')
-    (tmp_path / "work" / "run24").mkdir(parents=True)
+    (tmp_path / "work" / "run24" / "head").mkdir(parents=True)
+    (tmp_path / "work" / "run24" / "head" / "config.json").write_text("{}")  # as its train stage leaves it
     (tmp_path / "work" / "run24" / "report.json").write_text("{}")
     (tmp_path / "docs" / "results").mkdir(parents=True)
     return tmp_path
@@ -51,13 +53,21 @@ def test_help_prints_the_usage():
     ([*RUN24, "--data-from", "99", "data"], "--data-from: "),
     (["--run", "1", "--seed", "1", "--record", "r"], "--from NAME=HEAD and --record DIR are required"),
     (["--run", "1", "--seed", "1", "--from", "a=missing", "--record", "r"], "missing is not a draft head folder"),
-    ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap, served)"),
+    ([*RUN24, "tune"], "unknown argument 'tune' (stages are data, train, tau, gap, served, soup, eval)"),
     ([*RUN24, "served"], "the served stage needs --served-format F"),
     (["--run"], "--run needs a value"),
     (["--head", "soup=missing", "--from", "a=head", "--record", "r", "tau"], "--head: missing is not a draft head folder"),
     (["--head", "soup", "--from", "a=head", "--record", "r", "tau"], "--head takes NAME=DIR; got 'soup'"),
-    (["--head", "soup=head", "--from", "a=head", "--record", "r", "tau", "train"], "--head judges a finished head"),
-    (["--head", "soup=head", "--from", "a=head", "--record", "r"], "--head judges a finished head"),
+    (["--head", "soup=head", "--from", "a=head", "--record", "r", "tau", "train"], "--head and --soup judge a finished head"),
+    (["--head", "soup=head", "--from", "a=head", "--record", "r"], "--head and --soup judge a finished head"),
+    (["--head", "soup=head", "--from", "a=head", "--record", "r", "soup"], "the soup stage needs --soup A,B"),
+    (["--soup", "41", "--from", "a=head", "--record", "r"], "--soup takes two or more run numbers, comma-separated (41,42); got '41'"),
+    (["--soup", "41,42", "--head", "soup=head", "--from", "a=head", "--record", "r"], "give one"),
+    (["--soup", "41,42", "--from", "a=head", "--record", "r", "data"], "--head and --soup judge a finished head"),
+    (["--soup", "41,42", "--from", "a=head", "--record", "r", "soup"], "/work/run41 has no head (run its train stage first)"),
+    ([*RUN24, "eval"], "a run's eval is its train stage's"),
+    (["--run", "25", *RUN24[2:], "tau"], "/work/run25/head yet: its train stage (a run) or soup stage (--soup) makes it"),
+    (["--soup", "41,42", "--from", "a=head", "--record", "r", "tau"], "/work/soup41_42/head yet"),
     ([*RUN24, "--lm-head-basis", "-1", "train"], "--lm-head-basis takes a number >= 0 (0: off); got '-1'"),
     ([*RUN24, "--replay", "22;23", "train"], "--replay takes run numbers, comma-separated (29,30); got '22;23'"),
     ([*RUN24, "--replay", "22", "train"], "/work/run22 has no responses (run its data stage first)"),
@@ -211,3 +221,25 @@ def test_a_finished_head_is_judged_by_the_same_stages_under_its_own_name(project
     assert served_humaneval.endswith(f"--weight-format {served} run23=head soup39_40=soup")
     assert (project / "record" / "mt_bench.json").read_text() == '"mt_bench rows"'  # the baseline's rows, reused
     assert gap.startswith("tools/draft_gap.py --head soup ") and "--json record/gap_soup39_40.json" in gap
+
+
+def a_head(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+
+
+def test_a_soup_averages_its_runs_then_is_judged_under_its_own_name(project):
+    for made in ("run41", "run42", "soup41_42"):  # the soup's as the stand-in average_heads.py cannot make it
+        a_head(project / "work" / made / "head")
+    assert run(project, "--soup", "41,42", "--from", "run23=head", "--record", "record").returncode == 0
+    soup, decode_humaneval, _, _, _ = calls(project)  # the default stages: soup, tau
+    work = project / "work"
+    assert soup == f"tools/average_heads.py --output {work}/soup41_42/head {work}/run41/head {work}/run42/head"
+    assert decode_humaneval.endswith(f"run23=head soup41_42={work}/soup41_42/head")
+
+
+def test_eval_gives_a_finished_head_the_eval_stages_report_under_its_name(project):
+    (project / "soup").mkdir()
+    (project / "soup" / "config.json").write_text("{}")
+    assert run(project, "--head", "soup39_40=soup", "--from", "run23=head", "--record", "record", "eval").returncode == 0
+    assert calls(project) == ["tools/compare_heads.py eval docs/results/draft_head_report_soup39_40.json soup"]

@@ -7,21 +7,8 @@
 # eval: train_draft's eval stage on the soup (chain α and tree τ, first 20 first turns), into
 # docs/results/draft_head_report_soup37_38.json.
 # Every stage resumes: compare_heads keeps each decoded prompt. tau and served were run by an inline copy of
-# continue_head.sh's judge, before --head existed; it made the same compare_heads calls.
+# continue_head.sh's judge, before --head and --soup existed; it made the same calls as this line.
 set -euo pipefail
-D=docs/results/soup37_38_2026-12-07
-W=${W:-$HOME/.cache/sglang_cast/rebuild}
-PY=.venv/bin/python
-SOUP=$W/soup37_38/head
-stages=("$@")
-[ $# -gt 0 ] || stages=(soup tau served)
-for stage in "${stages[@]}"; do
-  case $stage in
-    soup) $PY tools/average_heads.py --output $SOUP $W/run37/head $W/run38/head ;;
-    tau|served) bash tools/continue_head.sh --head soup37_38=$SOUP --from soup35_36=docs/results/soup35_36_2026-12-07/head \
-                    --record $D --baseline-record docs/results/soup35_36_2026-12-07 \
-                    --served-format int4vnni/int8vnni+int8vnni $stage ;;
-    eval) $PY tools/compare_heads.py eval docs/results/draft_head_report_soup37_38.json $SOUP ;;
-    *) echo "run.sh: unknown stage '$stage' (soup, tau, served, eval)" >&2; exit 2 ;;
-  esac
-done
+exec bash tools/continue_head.sh --soup 37,38 --from soup35_36=docs/results/soup35_36_2026-12-07/head \
+    --record docs/results/soup37_38_2026-12-07 --baseline-record docs/results/soup35_36_2026-12-07 \
+    --served-format int4vnni/int8vnni+int8vnni "$@"
