@@ -7,8 +7,8 @@
 # of each with the target and heads stored as a profile serves them (`served`: int4 targets accept less than
 # fp32's, docs/results/2026-12-05_served_format_tau_avx512.md). Every stage is resumable (training checkpoints
 # every 200 steps, decoding keeps every prompt): rerun the stage after an interruption. A finished head that is
-# no run's is judged by the same stages with --head NAME=DIR; --soup A,B first averages runs A and B into one
-# (tools/average_heads.py: `soup`) and gives it train_draft's eval stage (`eval`).
+# no run's is judged by the same stages with --head NAME=DIR, and --soup A,B first averages runs A and B into one
+# (tools/average_heads.py: `soup`); either can be given train_draft's eval stage (`eval`).
 #
 # Usage (repository root):
 #   bash tools/continue_head.sh --run N --seed S --from NAME=HEAD --record DIR [--baseline-record DIR] [--lr LR]
@@ -57,11 +57,12 @@
 # --bf16-autocast) + eval ~9, tau ~2 x 9, gap ~9, served ~2 x 3; on a family-26 one with both flags data ~6, train
 # ~15 (runs 37, 38).
 set -euo pipefail
-usage() { sed -n '13,56p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { awk '/^# Usage/ { on = 1 } /^# On a / { exit } on' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "continue_head: $1" >&2; usage >&2; exit 2; }
+is_head() { [ -f "$1/config.json" ]; }  # a draft head folder, as train_draft and average_heads write one
 check_head() {  # check_head FLAG NAME=DIR: the flag names a draft head folder
   [[ $2 == ?*=?* ]] || fail "$1 takes NAME=DIR; got '$2'"
-  [ -f "${2#*=}/config.json" ] || fail "$1: ${2#*=} is not a draft head folder (no config.json)"
+  is_head "${2#*=}" || fail "$1: ${2#*=} is not a draft head folder (no config.json)"
 }
 RUN= SEED= HEAD= SOUP= FROM= RECORD= BASELINE_RECORD= LR=2.5e-4 DATA_FROM= BASIS=24 TARGET_FORMAT=fp32 SERVED_FORMAT=
 REPLAY= MAX_STEPS= UNTIL= BF16= STAGES=()
@@ -140,7 +141,7 @@ judge() {  # judge BENCHMARK FILE PROMPTS [compare_heads flag...]: the head agai
   $PY tools/compare_heads.py summary "$RECORD/$file.json" --baseline "${FROM%%=*}" > "$RECORD/${file}_summary.md"
 }
 judged() {  # the judging stages need the head: a run's train stage or a soup's soup stage makes it
-  [ -f "${HEAD#*=}/config.json" ] || fail "no head at ${HEAD#*=} yet: its train stage (a run) or soup stage (--soup) makes it"
+  is_head "${HEAD#*=}" || fail "no head at ${HEAD#*=} yet: its train stage (a run) or soup stage (--soup) makes it"
 }
 quiet() { grep -a -v USDT || true; }
 bars() { tr '\r' '\n' | grep -a -v '%|\|^\s*$' || true; }  # tqdm redraws its bars with \r: drop them from the logs
@@ -171,7 +172,7 @@ for stage in "${STAGES[@]}"; do
     served) judged; for b in humaneval mt_bench; do judge $b served_$b 0:20 --weight-format "$SERVED_FORMAT"; done ;;
     soup) runs=()
           for run in ${SOUP//,/ }; do
-            [ -f "$W/run$run/head/config.json" ] || fail "--soup: $W/run$run has no head (run its train stage first)"
+            is_head "$W/run$run/head" || fail "--soup: $W/run$run has no head (run its train stage first)"
             runs+=("$W/run$run/head")
           done
           $PY tools/average_heads.py --output "${HEAD#*=}" "${runs[@]}" ;;

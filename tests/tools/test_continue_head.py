@@ -45,6 +45,8 @@ RUN24 = ["--run", "24", "--seed", "23", "--from", "run23=head", "--record", "rec
 def test_help_prints_the_usage():
     done = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--from NAME=HEAD" in done.stdout and "--baseline-record DIR" in done.stdout
+    usage = done.stdout.splitlines()
+    assert usage[0] == "Usage (repository root):" and usage[-1].endswith("docs/results/draft_head_report_NAME.json)")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -239,7 +241,6 @@ def test_a_soup_averages_its_runs_then_is_judged_under_its_own_name(project):
 
 
 def test_eval_gives_a_finished_head_the_eval_stages_report_under_its_name(project):
-    (project / "soup").mkdir()
-    (project / "soup" / "config.json").write_text("{}")
+    a_head(project / "soup")
     assert run(project, "--head", "soup39_40=soup", "--from", "run23=head", "--record", "record", "eval").returncode == 0
     assert calls(project) == ["tools/compare_heads.py eval docs/results/draft_head_report_soup39_40.json soup"]
