@@ -16,6 +16,8 @@ trained with more steps is judged on as many with ``--ttt-steps``):
   split only);
 - with ``chain_depth``: the engine's own α at each depth of a top-1 chain, per
   category (`evaluate.evaluate_mode`), the number the tree's acceptance is made of;
+- per benchmark, how often the draft's top 1, 2, 4 and 10 hold the target's token, by
+  the target's own confidence in it (what a chain can accept against what a tree can);
 - what a draft vocabulary of N tokens chosen from the held-out answers would cover of
   each benchmark's answers (the vocabulary-size question without training a head);
 - with ``tau_prompts``: τ with EAGLE-2's tree on the first held-out prompts, the
@@ -36,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from sglang_cast.cast import EAGLE2_SHAPE, TreeShape
@@ -47,14 +48,18 @@ from .benchmark_filter import categorised_first_turns
 from .config import DEFAULT_BENCHMARKS, EVAL_DATASETS, TrainConfig
 from .evaluate import acceptance, evaluate_mode
 from .features import FeatureSet, collate
-from .responses import greedy_with_features
+from .responses import greedy_with_features, soft_path, write_shard
 from .target import Target, chat_ids
 from .train import split
-from .ttt import StepStats, ttt_loss
+from .ttt import StepStats, ttt_forward, ttt_loss
 from .vocab import select_draft_vocab, target_to_draft
-from .workspace import META, read_jsonl, write_jsonl
+from .workspace import META, read_jsonl
 
 TOP_OUTSIDE = 12  # commonest out-of-vocabulary answer tokens listed per benchmark
+SOFT_TOP_K = 4  # the target's likeliest tokens kept with benchmark answers: [0] is its confidence in its own token
+CONFIDENCE_EDGES = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0)  # bins of that confidence
+RECALL_KS = (1, 2, 4, 10)  # top-k of the draft's step 0 searched for the target's token; 10 is EAGLE-2's top-k
+RECALL_KS_LABELS = tuple(str(k) for k in RECALL_KS)  # the report's keys
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,40 @@ def score(draft: Eagle3Draft, fs: FeatureSet, indices: list[int], to_draft: torc
             "step_accuracy": stats.accuracy(), "outside_draft_vocab": outside / max(tokens, 1)}
 
 
+def confidence_recall(draft: Eagle3Draft, fs: FeatureSet, to_draft: torch.Tensor) -> dict[str, Any]:
+    """How often the draft's teacher-forced step 0 holds the target's greedy token among
+    its top k (`RECALL_KS`), per bin of the target's own probability of that token.
+
+    A chain accepts only the draft's top 1; EAGLE-2's tree searches its top 10.  Where the
+    target itself is unsure (a near tie), its argmax turns on details the draft cannot
+    see, so top-1 accuracy there has a low ceiling while recall at 10 need not: this
+    separates what a better head buys a chain from what it buys a tree.
+    """
+    confidence, ranks = [], []
+    with torch.no_grad():
+        for start in range(0, len(fs), 8):
+            batch = collate(fs, range(start, min(start + 8, len(fs))), to_draft)
+            mask = batch.step_mask(0)
+            hidden = ttt_forward(draft, batch.input_ids, batch.features, 1)[0]
+            logits = draft.lm_head(draft.norm(hidden[mask])).float()  # [n, V_draft]
+            labels = batch.labels[mask]  # [n]; -1: outside the draft vocab, never found
+            rank = (logits > logits.gather(-1, labels.clamp(min=0)[:, None])).sum(-1)  # [n]; 0: the top 1
+            ranks.append(torch.where(labels >= 0, rank, logits.shape[-1]))
+            confidence.append(batch.soft_probs[mask][:, 0])
+    rank, p = torch.cat(ranks), torch.cat(confidence)  # [N], [N]
+
+    def recall(chosen: torch.Tensor) -> dict[str, float]:
+        return {label: float((rank[chosen] < k).float().mean()) for k, label in zip(RECALL_KS, RECALL_KS_LABELS)}
+
+    bins = []
+    for low, high in zip(CONFIDENCE_EDGES, CONFIDENCE_EDGES[1:]):
+        chosen = (p >= low) & ((p < high) if high < CONFIDENCE_EDGES[-1] else (p <= high))
+        bins.append({"confidence": [low, high], "share": float(chosen.float().mean()),
+                     "recall": recall(chosen) if chosen.any() else None})
+    return {"positions": len(rank), "mean_confidence": float(p.mean()),
+            "recall": recall(torch.ones_like(p, dtype=torch.bool)), "by_confidence": bins}
+
+
 def answer_ids(fs: FeatureSet, i: int) -> torch.Tensor:
     """``[n]``: sequence ``i``'s answer tokens (within ``max_seq_len``)."""
     seq = fs.sequences[i]
@@ -94,16 +133,15 @@ def answer_ids(fs: FeatureSet, i: int) -> torch.Tensor:
 
 
 def benchmark_answers(target: Target, prompts: list[list[int]], tokens: int, out: Path) -> Path:
-    """The target's greedy answers to ``prompts`` with their features, in the responses
-    stage's format (one shard), cached in ``out``."""
+    """The target's greedy answers to ``prompts`` with their features and its
+    `SOFT_TOP_K` likeliest tokens, in the responses stage's format (one shard), cached in
+    ``out`` (a cache from before the soft labels is rebuilt)."""
     marker = out / "shard_00000.jsonl"
-    if not marker.is_file():
+    if not (marker.is_file() and soft_path(marker).is_file()):
         out.mkdir(parents=True, exist_ok=True)
-        answers = sorted(greedy_with_features(target.model, prompts, tokens, len(prompts), target.feature_layers,
-                                              target.eos_token_ids), key=lambda a: a.index)
-        np.save(out / "shard_00000.npy", np.concatenate([a.features for a in answers]))
-        write_jsonl(marker, [{"prompt_ids": prompts[a.index], "output_ids": a.output_ids,
-                              "truncated": a.truncated} for a in answers])
+        write_shard(marker, prompts, list(greedy_with_features(target.model, prompts, tokens, len(prompts),
+                                                               target.feature_layers, target.eos_token_ids,
+                                                               SOFT_TOP_K)))
     return out
 
 
@@ -184,7 +222,8 @@ def gap_report(target: Target, cfg: GapConfig) -> dict[str, Any]:
         entry = {"all": score(draft, fs, list(range(len(fs))), to_draft, cfg.ttt_steps),
                  "by_category": {c: score(draft, fs, idx, to_draft, cfg.ttt_steps)
                                  for c, idx in by_group(categories, list(range(len(fs)))).items()},
-                 "outside_tokens": outside_tokens(target, fs, to_draft)}
+                 "outside_tokens": outside_tokens(target, fs, to_draft),
+                 "confidence": confidence_recall(draft, fs, to_draft)}
         if cfg.chain_depth:
             entry["chain"] = chain_alpha(target, cfg.head, prompts, categories, cfg.chain_depth, cfg.tokens, name)
         if cfg.benchmark_tau:
@@ -236,6 +275,26 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def confidence_table(report: dict[str, Any]) -> str:
+    """Per benchmark and bin of the target's confidence in its own token: the bin's share of
+    answer positions and the draft's step-0 recall at each k (Markdown)."""
+    ks = " / ".join(RECALL_KS_LABELS)
+    lines = [f"| benchmark | target's confidence | share of positions | draft's step 0 holds it in top {ks} |",
+             "| --- | --- | --- | --- |"]
+
+    def recall(entry: dict[str, float] | None) -> str:
+        return " / ".join(f"{entry[k]:.3f}" for k in RECALL_KS_LABELS) if entry else "-"
+
+    for name, bench in report["benchmarks"].items():
+        conf = bench["confidence"]
+        for row in conf["by_confidence"]:
+            low, high = row["confidence"]
+            lines.append(f"| {name} | {low:.1f}-{high:.1f} | {100 * row['share']:.1f} % | {recall(row['recall'])} |")
+        lines.append(f"| **{name}** | mean {conf['mean_confidence']:.3f} | {conf['positions']} positions | "
+                     f"{recall(conf['recall'])} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--head", type=Path, required=True, help="exported head (config.json + model.safetensors)")
@@ -275,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1))
     print(table(report))
+    print()
+    print(confidence_table(report))
     for name, bench in report["benchmarks"].items():
         print(f"{name}: commonest answer tokens outside the draft vocab: "
               + ", ".join(f"{t['token']!r} {t['count']}" for t in bench["outside_tokens"]))

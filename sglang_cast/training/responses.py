@@ -41,21 +41,28 @@ def build_responses(target: Target, cfg: PipelineConfig, prompts_dir: Path, out:
                                                     cfg.data.soft_top_k):
                 answers.append(answer)
                 bar.update(1)
-            answers.sort(key=lambda answer: answer.index)
-            tmp = marker.with_name(marker.stem + ".tmp.npy")
-            np.save(tmp, np.concatenate([a.features for a in answers]))
-            os.replace(tmp, marker.with_suffix(".npy"))
-            if cfg.data.soft_top_k:
-                with open(tmp, "wb") as handle:
-                    np.savez(handle, logprobs=np.concatenate([a.top_logprobs for a in answers]),
-                             ids=np.concatenate([a.top_ids for a in answers]))
-                os.replace(tmp, soft_path(marker))
-            write_jsonl(marker, [{"prompt_ids": chunk[a.index], "output_ids": a.output_ids, "truncated": a.truncated}
-                                 for a in answers])
+            write_shard(marker, chunk, answers)
     gens = read_generations(out)
     return {"sequences": len(gens), "prompt_tokens": sum(len(g.prompt_ids) for g in gens),
             "response_tokens": sum(len(g.output_ids) for g in gens), "truncated": sum(g.truncated for g in gens),
             "feature_bytes": sum(p.stat().st_size for p in out.glob("shard_*.npy"))}
+
+
+def write_shard(marker: Path, prompts: Sequence[list[int]], answers: list[Answer]) -> None:
+    """One answer shard in prompt order: the features (``.npy``), the soft labels when the
+    answers carry them (``.soft.npz``), then the ids (``marker``, a ``.jsonl``), whose
+    presence marks the shard complete."""
+    answers = sorted(answers, key=lambda answer: answer.index)
+    tmp = marker.with_name(marker.stem + ".tmp.npy")
+    np.save(tmp, np.concatenate([a.features for a in answers]))
+    os.replace(tmp, marker.with_suffix(".npy"))
+    if answers[0].top_ids is not None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, logprobs=np.concatenate([a.top_logprobs for a in answers]),
+                     ids=np.concatenate([a.top_ids for a in answers]))
+        os.replace(tmp, soft_path(marker))
+    write_jsonl(marker, [{"prompt_ids": prompts[a.index], "output_ids": a.output_ids, "truncated": a.truncated}
+                         for a in answers])
 
 
 def soft_path(shard_jsonl: Path) -> Path:

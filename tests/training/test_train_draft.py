@@ -31,6 +31,7 @@ from sglang_cast.training.head import MAX_HEAD_BYTES, head_state
 from sglang_cast.training.pipeline import run_pipeline
 from sglang_cast.training.prompts import build_prompts, build_self_instruct
 from sglang_cast.training.responses import build_responses
+from sglang_cast.training.target import chat_ids
 from sglang_cast.training.train import build_train, split, validate
 from sglang_cast.training.ttt import soft_cross_entropy, ttt_attention_mask, ttt_forward, ttt_loss
 from sglang_cast.training.vocab import build_vocab
@@ -484,6 +485,21 @@ def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
     assert set(gap["benchmarks"]) == {"mt_bench", "humaneval"}
     assert gap["benchmarks"]["mt_bench"]["all"]["sequences"] == 2
     assert (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.npy").is_file()
+    assert (cfg.work_dir / "gap" / "mt_bench-2x5" / "shard_00000.soft.npz").is_file()
+    for bench in gap["benchmarks"].values():
+        conf = bench["confidence"]
+        # Recall at 1 is the teacher-forced step-0 accuracy, counted the training code's way.
+        assert conf["recall"]["1"] == pytest.approx(bench["all"]["step_accuracy"][0])
+        assert conf["positions"] == bench["all"]["scored_positions"][0]
+        recalls = [conf["recall"][k] for k in draft_gap.RECALL_KS_LABELS]
+        assert recalls == sorted(recalls)
+        # The bins split the positions: their shares add up to all, their recalls to the whole one.
+        assert sum(row["share"] for row in conf["by_confidence"]) == pytest.approx(1.0)
+        for k in draft_gap.RECALL_KS_LABELS:
+            assert sum(row["share"] * row["recall"][k] for row in conf["by_confidence"] if row["recall"]) == \
+                pytest.approx(conf["recall"][k])
+        assert 0 < conf["mean_confidence"] <= 1
+    assert "| **mt_bench** | mean " in draft_gap.confidence_table(gap)
     held = gap["held_out_data"]["by_source"]
     assert sum(entry["sequences"] for entry in held.values()) == report["train"]["summary"]["val_sequences"]
     # The per-source parts add up to the training code's own validation of the same head.
@@ -495,6 +511,31 @@ def test_gap_report_splits_the_held_out_accuracy_by_source(tmp_path):
         parts = [entry["step_accuracy"][step] * entry["scored_positions"][step] for entry in held.values()]
         assert sum(parts) == pytest.approx(whole.correct[step])
         assert sum(entry["scored_positions"][step] for entry in held.values()) == whole.scored[step]
+
+
+def test_gap_confidence_recall_finds_the_targets_token_in_the_drafts_top_k(tmp_path):
+    target = tiny()
+    head = random_head(target, vocab=48)
+    to_draft = draft_vocab.target_to_draft(head.t2d)
+    prompts = [chat_ids(target.tokenizer, f"question {i}: say something long") for i in range(3)]
+    fs = FeatureSet.open(draft_gap.benchmark_answers(target, prompts, 40, tmp_path / "answers"), 512)
+    conf = draft_gap.confidence_recall(head, fs, to_draft)
+    # Counted again position by position with topk on the draft's step-0 logits.
+    batch = collate(fs, range(len(fs)), to_draft)
+    mask = batch.step_mask(0)
+    with torch.no_grad():
+        logits = head.lm_head(head.norm(ttt_forward(head, batch.input_ids, batch.features, 1)[0][mask]))
+    labels = batch.labels[mask]
+    recalls = []
+    for k in draft_gap.RECALL_KS:
+        found = [int(label) in logits[row].topk(k).indices.tolist() for row, label in enumerate(labels)]
+        recalls.append(sum(found) / len(found))
+        assert conf["recall"][str(k)] == pytest.approx(recalls[-1])
+    assert 0 < recalls[-1] < 1 and len(set(recalls)) > 2, "too few positions to tell k apart"
+    # The confidence is the target's probability of its own greedy token.
+    p = batch.soft_probs[mask][:, 0]
+    assert conf["mean_confidence"] == pytest.approx(float(p.mean()), rel=1e-6)
+    assert conf["positions"] == len(labels)
 
 
 def test_gap_report_on_unseen_data_scores_every_sequence_and_each_category(tmp_path):
