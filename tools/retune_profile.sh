@@ -30,7 +30,7 @@
 # On a 2-core AVX-512 EPYC with one format: collect ~28 min, profile ~12, tune ~19, ab ~7, bench ~7 (family 25,
 # 2026-12-06); collect 19, profile 6, tune 8, ab 3, bench 2 (family 26, 2026-12-07).
 set -euo pipefail
-usage() { sed -n '14,29p' "$0" | cut -c3-; }  # the Usage lines above
+usage() { awk '/^# Usage/ { on = 1 } /^# On a / { exit } on' "$0" | cut -c3-; }  # the Usage lines above
 fail() { echo "retune_profile: $1" >&2; usage >&2; exit 2; }
 RECORD= OLD= FORMATS= TRIALS=150 THREADS=$(nproc) BATCHES=1,2,4,8,16,32 B1_PROMPTS=48 MAX_TRACES=100000 AB_BATCHES=1,2
 BENCH_BATCHES=1,2,4,8,16 STAGES=()

@@ -39,6 +39,8 @@ ARGS = ["--record", "rec", "--profile", "profiles/cpu-avx512.yaml", "--formats",
 def test_help_prints_the_usage():
     done = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--profile OLD" in done.stdout and "--ab-batches B" in done.stdout
+    usage = done.stdout.splitlines()
+    assert usage[0] == "Usage (repository root):" and usage[-1].endswith("(default: all five, in that order)")
 
 
 @pytest.mark.parametrize("args, message", [
